@@ -1,0 +1,43 @@
+# Decides whether the CUDA backend is built (FATHOM_WITH_CUDA) and configures a target for it.
+#
+# Binaries link the CUDA runtime statically and never the driver stub, so every Fathom
+# executable starts on a machine without a GPU or driver; "no GPU" is then reported at run
+# time as cudaErrorNoDevice / cudaErrorInsufficientDriver.
+
+set(FATHOM_WITH_CUDA OFF)
+if(FATHOM_CUDA STREQUAL "OFF")
+  message(STATUS "Fathom: CUDA backend disabled (FATHOM_CUDA=OFF)")
+else()
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(FATHOM_CUDA_PTX)
+      list(APPEND CMAKE_CUDA_ARCHITECTURES 90-virtual)
+      list(REMOVE_DUPLICATES CMAKE_CUDA_ARCHITECTURES)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(FATHOM_WITH_CUDA ON)
+    message(STATUS "Fathom: CUDA backend on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
+  elseif(FATHOM_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "FATHOM_CUDA=ON but no CUDA compiler was found; install the CUDA toolkit "
+                        "or set CMAKE_CUDA_COMPILER=/path/to/nvcc (or build with -DFATHOM_CUDA=OFF)")
+  else()
+    message(STATUS "Fathom: no nvcc found, CUDA backend off (FATHOM_CUDA=AUTO)")
+  endif()
+endif()
+
+function(fathom_configure_cuda target)
+  if(NOT FATHOM_WITH_CUDA)
+    return()
+  endif()
+  set_target_properties(${target} PROPERTIES CUDA_RUNTIME_LIBRARY Static CUDA_SEPARABLE_COMPILATION OFF)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --expt-relaxed-constexpr>)
+  target_link_libraries(${target} PRIVATE CUDA::cudart_static)
+  # The runtime headers are needed by the host-side .cpp files of the CUDA backend.
+  target_include_directories(${target} PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+endfunction()

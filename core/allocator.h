@@ -1,0 +1,42 @@
+#pragma once
+// Allocators hand out raw device or host memory and keep the tagged byte counters.
+// One allocator per device; allocator_for(device) finds it.
+
+#include <cstddef>
+
+#include "core/device.h"
+#include "core/memory_stats.h"
+
+namespace fathom {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  // Returns memory for `bytes` bytes (nullptr for 0 bytes) charged to `tag`; throws on failure.
+  virtual void* allocate(size_t bytes, MemoryTag tag) = 0;
+  // `bytes` and `tag` must be those the block is currently charged to.
+  virtual void deallocate(void* ptr, size_t bytes, MemoryTag tag) = 0;
+  virtual Device device() const = 0;
+
+  void retag(size_t bytes, MemoryTag from, MemoryTag to) { stats_.on_retag(static_cast<int64_t>(bytes), from, to); }
+  MemoryStats& stats() { return stats_; }
+  const MemoryStats& stats() const { return stats_; }
+
+ protected:
+  MemoryStats stats_;
+};
+
+// Host memory, 64-byte aligned (one cache line, one AVX-512 vector) and padded to 64 bytes.
+class CpuAllocator final : public Allocator {
+ public:
+  static constexpr size_t kAlignment = 64;
+  void* allocate(size_t bytes, MemoryTag tag) override;
+  void deallocate(void* ptr, size_t bytes, MemoryTag tag) override;
+  Device device() const override { return kCPU; }
+};
+
+Allocator& allocator_for(Device device);
+// Shorthand for allocator_for(device).stats().snapshot().
+MemorySnapshot memory_snapshot(Device device = kCPU);
+
+}  // namespace fathom

@@ -1,0 +1,83 @@
+#pragma once
+// Fathom's view of the CUDA runtime: device discovery, streams, events, device memory and
+// copies. This header includes no CUDA header, so any layer can use it; builds without
+// CUDA get the same API, reporting that CUDA is not built in.
+//
+// "No GPU" is a normal state: device_count() is then 0 and require_device() throws
+// "no CUDA device: <reason>" with the runtime's own explanation (cudaErrorNoDevice,
+// cudaErrorInsufficientDriver, ...).
+
+#include <cstddef>
+#include <string>
+
+#include "core/device.h"
+
+namespace fathom {
+class Allocator;
+}
+
+namespace fathom::cuda {
+
+bool built_with_cuda();
+// Number of usable CUDA devices; 0 when there is no GPU or driver (never throws).
+int device_count();
+// Why device_count() is 0 ("" when it is not), e.g. "CUDA driver version is insufficient ...".
+std::string unavailable_reason();
+// Throws "no CUDA device: <reason>" unless device `index` exists.
+void require_device(int index = 0);
+
+struct DeviceProperties {
+  std::string name;
+  int major = 0, minor = 0;  // compute capability
+  size_t total_memory = 0;
+  int multiprocessors = 0;
+  int driver_version = 0;   // e.g. 13000
+  int runtime_version = 0;  // e.g. 13000
+};
+DeviceProperties device_properties(int index);
+
+// An owned cudaStream_t (non-blocking with respect to the legacy default stream).
+class Stream {
+ public:
+  explicit Stream(int device = 0);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
+  void synchronize() const;
+  void* handle() const { return handle_; }  // a cudaStream_t
+  int device() const { return device_; }
+
+ private:
+  void* handle_ = nullptr;
+  int device_ = 0;
+};
+
+// An owned cudaEvent_t, optionally timing.
+class Event {
+ public:
+  explicit Event(bool timing = false);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  void record(const Stream& stream);
+  void synchronize() const;
+  bool query() const;  // true when the recorded work has completed
+  // Milliseconds between two recorded timing events.
+  float elapsed_ms(const Event& later) const;
+  void* handle() const { return handle_; }
+
+ private:
+  void* handle_ = nullptr;
+};
+
+// The plain device allocator of device `index` (cudaMalloc/cudaFree with tagged counters).
+Allocator& device_allocator(int index);
+// Copies `bytes` between any two of host and device memory, synchronously.
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+void synchronize_device(int index);
+
+}  // namespace fathom::cuda

@@ -1,0 +1,101 @@
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <thread>
+
+#include "core/allocator.h"
+#include "core/tensor.h"
+
+using namespace fathom;
+
+namespace {
+int64_t current(MemoryTag tag) { return memory_snapshot()[tag].current; }
+}  // namespace
+
+TEST_CASE("CPU allocations are 64-byte aligned and counted exactly per tag", "[core]") {
+  const int64_t params_before = current(MemoryTag::Parameters);
+  const int64_t other_before = current(MemoryTag::Other);
+  {
+    MemoryTagScope scope(MemoryTag::Parameters);
+    const Tensor w = Tensor::empty({3, 5});  // 60 bytes
+    CHECK(reinterpret_cast<uintptr_t>(w.raw_data()) % 64 == 0);
+    CHECK(current(MemoryTag::Parameters) == params_before + 60);
+    {
+      MemoryTagScope inner(MemoryTag::Gradients);
+      const Tensor g = Tensor::empty({7}, DType::F64);
+      CHECK(current(MemoryTag::Gradients) >= 56);
+    }
+    CHECK(MemoryTagScope::current() == MemoryTag::Parameters);  // scopes nest and restore
+  }
+  CHECK(current(MemoryTag::Parameters) == params_before);
+  CHECK(MemoryTagScope::current() == MemoryTag::Other);
+  const Tensor plain = Tensor::empty({4}, DType::I64);
+  CHECK(current(MemoryTag::Other) == other_before + 32);
+}
+
+TEST_CASE("peaks track the high-water mark and reset to current", "[core]") {
+  Allocator& cpu = allocator_for(kCPU);
+  cpu.stats().reset_peak();
+  const int64_t base = memory_snapshot().total.current;
+  {
+    MemoryTagScope scope(MemoryTag::Activations);
+    const Tensor a = Tensor::empty({1000});  // 4000 bytes
+    { const Tensor b = Tensor::empty({500}); }  // +2000, freed
+    const MemorySnapshot snap = memory_snapshot();
+    CHECK(snap[MemoryTag::Activations].peak >= 6000);
+    CHECK(snap.total.peak - base == 6000);
+    CHECK(snap.total.current - base == 4000);
+    cpu.stats().reset_peak();
+    CHECK(memory_snapshot().total.peak - base == 4000);
+  }
+  CHECK(memory_snapshot().total.current == base);
+}
+
+TEST_CASE("retag moves bytes between counters", "[core]") {
+  const int64_t acts = current(MemoryTag::Activations);
+  const int64_t grads = current(MemoryTag::Gradients);
+  Tensor t;
+  {
+    MemoryTagScope scope(MemoryTag::Activations);
+    t = Tensor::empty({256});
+  }
+  CHECK(current(MemoryTag::Activations) == acts + 1024);
+  t.storage()->retag(MemoryTag::Gradients);  // e.g. a backward output adopted as a .grad
+  CHECK(current(MemoryTag::Activations) == acts);
+  CHECK(current(MemoryTag::Gradients) == grads + 1024);
+  t = Tensor();
+  CHECK(current(MemoryTag::Gradients) == grads);
+}
+
+TEST_CASE("release frees the bytes and refill charges them again", "[core]") {
+  MemoryTagScope scope(MemoryTag::Parameters);
+  const int64_t before = current(MemoryTag::Parameters);
+  Tensor p = Tensor::zeros({128});
+  CHECK(current(MemoryTag::Parameters) == before + 512);
+  p.storage()->release();
+  CHECK(current(MemoryTag::Parameters) == before);
+  p.storage()->refill();
+  CHECK(current(MemoryTag::Parameters) == before + 512);
+}
+
+TEST_CASE("tags are per thread", "[core]") {
+  MemoryTagScope scope(MemoryTag::OptimizerState);
+  MemoryTag seen = MemoryTag::Parameters;
+  std::thread([&] { seen = MemoryTagScope::current(); }).join();
+  CHECK(seen == MemoryTag::Other);
+  CHECK(std::string(memory_tag_name(MemoryTag::OptimizerState)) == "optimizer_state");
+}
+
+TEST_CASE("external memory is wrapped without being counted", "[core]") {
+  std::vector<float> buffer = {1, 2, 3};
+  bool deleted = false;
+  const int64_t before = memory_snapshot().total.current;
+  {
+    auto storage = Storage::wrap_external(buffer.data(), 12, kCPU, [&](void*) { deleted = true; });
+    const Tensor t(storage, {3}, {1}, 0, DType::F32);
+    CHECK(t.to_vector<float>() == buffer);
+    CHECK(memory_snapshot().total.current == before);
+    CHECK_THROWS_WITH(storage->release(), Catch::Contains("cannot release externally owned memory"));
+  }
+  CHECK(deleted);
+}
