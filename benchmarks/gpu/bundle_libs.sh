@@ -18,6 +18,7 @@
 #   env.sh        sets LD_LIBRARY_PATH (+ OPAL_*/PMIX_* when Open MPI travels) from its own location
 #   manifest.tsv  copy of build/tests/test_manifest.tsv ("name<TAB>labels", labels comma-separated)
 #   versions.txt  git rev, date, build type, compilers, glibc requirement, host libraries needed
+#   glibc.tsv     highest GLIBC_x.y symbol version each bundled ELF file references
 # Nothing depends on the executables' RUNPATH: env.sh puts lib/ first in LD_LIBRARY_PATH, which
 # the loader searches before any DT_RUNPATH the build left behind.
 
@@ -91,13 +92,22 @@ _fathom_copy_stripped() {
   fi
 }
 
-# Highest GLIBC_x.y symbol version referenced by the ELF files under $1.
-_fathom_glibc_required() {
-  local f
-  find "$1" -type f | while IFS= read -r f; do
+# Writes "relative/path<TAB>highest GLIBC_x.y it references" for every ELF file under $1 to
+# $1/glibc.tsv. The GPU machine uses it to tell which bundled library needs a newer glibc than
+# it has (such a library, e.g. Debian's libstdc++, can be replaced by the host's own copy).
+_fathom_write_glibc_tsv() {
+  local root="$1" f v
+  find "$root" -type f | sort | while IFS= read -r f; do
     _fathom_is_elf "$f" || continue
-    objdump -T "$f" 2>/dev/null | grep -o 'GLIBC_[0-9][0-9.]*' || true
-  done | sed 's/^GLIBC_//' | sort -u -V | tail -n 1
+    v="$(objdump -T "$f" 2>/dev/null | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/^GLIBC_//' | sort -u -V | tail -n 1)"
+    [[ -n "$v" ]] && printf '%s\t%s\n' "${f#"$root"/}" "$v"
+  done >"$root/glibc.tsv.part"
+  mv "$root/glibc.tsv.part" "$root/glibc.tsv"
+}
+
+# Highest version in column 2 of glibc.tsv among paths matching the regex $2.
+_fathom_glibc_max() {
+  awk -F'\t' -v re="$2" '$1 ~ re {print $2}' "$1/glibc.tsv" | sort -u -V | tail -n 1
 }
 
 # Value of a CMakeCache.txt entry ("NAME:TYPE=value").
@@ -288,12 +298,14 @@ fathom_pack() {
   _fathom_write_env_sh "$root/env.sh" "$with_mpi" "$with_pmix"
 
   # 5. versions.txt: what was built, by what, and what the running machine must provide.
-  local git_rev glibc_req nvcc nvcc_ver cxx host_needs
+  local git_rev glibc_req glibc_floor nvcc nvcc_ver cxx host_needs
   git_rev="$(git -C "$REPO_ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
   if [[ -n "$(git -C "$REPO_ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
     git_rev="$git_rev-dirty"
   fi
-  glibc_req="$(_fathom_glibc_required "$root")"
+  _fathom_write_glibc_tsv "$root"
+  glibc_req="$(_fathom_glibc_max "$root" '.')"
+  glibc_floor="$(_fathom_glibc_max "$root" '^(bin/|lib/libfathom|openmpi/|pmix/)')"
   nvcc="$(_fathom_cmake_cache CMAKE_CUDA_COMPILER)"
   [[ -x "$nvcc" ]] || nvcc="$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)"
   nvcc_ver="$("$nvcc" --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\), \(V[0-9.]*\).*/\1 (\2)/p')"
@@ -308,6 +320,9 @@ fathom_pack() {
     echo "cxx: $(${cxx:-c++} --version 2>/dev/null | head -n 1)"
     echo "built_on: $(. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-unknown}"), glibc $(getconf GNU_LIBC_VERSION 2>/dev/null | sed 's/^glibc //')"
     echo "glibc_required: ${glibc_req:-unknown}"
+    # What the executables, libfathom and Open MPI need; other libraries in lib/ that need more
+    # (libstdc++, libgcc_s, ...) can be replaced by the GPU machine's own copies.
+    echo "glibc_floor: ${glibc_floor:-unknown}"
     echo "host_libs_needed: ${host_needs% }"
     echo "openmpi: $([[ "$with_mpi" == yes ]] && echo "bundled ${ompi_version}" || echo "not needed")"
   } >"$root/versions.txt"

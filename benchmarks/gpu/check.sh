@@ -35,6 +35,9 @@ OUT_DIR=""
 KEEP=0
 CLEANUP_DIRS=()
 
+# Outside root's PATH ldconfig may be hidden in /sbin.
+LDCONFIG="$(command -v ldconfig 2>/dev/null || echo /sbin/ldconfig)"
+
 log() { printf '%s\n' "$*"; }
 warn() { printf 'check.sh: warning: %s\n' "$*" >&2; }
 die() { printf 'check.sh: error: %s\n' "$*" >&2; exit 1; }
@@ -96,6 +99,13 @@ Environment
   FATHOM_CHECK_TIMEOUT_S  per-binary time limit in seconds (default 240)
   FATHOM_CHECK_BUDGET_S   time budget for all binaries together (default 420 on the GPU
                           machine, 1800 for --local); binaries that no longer fit are skipped
+  FATHOM_CHECK_PRETEND_GLIBC  act as if this machine's glibc were this version (tests the
+                          fallback below)
+
+glibc
+  glibc does not travel. A bundled library that needs a newer glibc than the machine has (Debian
+  12's libstdc++ needs 2.36) is moved aside so that the machine's own copy is used; executables
+  and libfathom need the "glibc_floor" in versions.txt or newer, or a rebuild.
 
 Typical use
   cmake -S . -B build -G Ninja && cmake --build build
@@ -123,7 +133,7 @@ while (($#)); do
 done
 BUILD_DIR="$(cd "$BUILD_DIR" 2>/dev/null && pwd || echo "$BUILD_DIR")"
 
-# shellcheck source=bundle_libs.sh
+# shellcheck source-path=SCRIPTDIR source=bundle_libs.sh
 . "$SCRIPT_DIR/bundle_libs.sh"
 
 # ---------------------------------------------------------------------------------------------
@@ -288,7 +298,7 @@ preflight() {
   while IFS= read -r line; do
     log "   MISSING: $line"
     bad=1
-  done < <(awk '/^## /{b=$2} /not found/{print b ": " $1}' "$OUT_DIR/ldd.txt")
+  done < <(awk '/^## /{b=$2} /not found/{sub(/^[ \t]+/, ""); print b ": " $0}' "$OUT_DIR/ldd.txt")
   if [[ "$strict" == strict ]]; then
     local lib
     for lib in "$BUNDLE_ROOT"/lib/*; do
@@ -331,10 +341,11 @@ add_ld_dir() {
   EXTRA_LD_PATH="${EXTRA_LD_PATH:+$EXTRA_LD_PATH:}$d"
 }
 discover_cuda_libs() {
-  local d cuda_home
+  local d cuda_home toolkit_cublas=0
   for cuda_home in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda /usr/local/cuda-13*; do
     [[ -n "$cuda_home" ]] || continue
     for d in "$cuda_home/lib64" "$cuda_home/lib" "$cuda_home/targets/x86_64-linux/lib"; do
+      compgen -G "$d/libcublas.so*" >/dev/null && toolkit_cublas=1
       compgen -G "$d/libcublas.so*" >/dev/null || compgen -G "$d/libcudnn.so*" >/dev/null ||
         compgen -G "$d/libnccl.so*" >/dev/null || continue
       add_ld_dir "$d"
@@ -361,7 +372,7 @@ except Exception:
 sp += [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
 roots += [os.path.join(p, "nvidia") for p in sp]
 seen = set()
-for r in roots:
+for r in dict.fromkeys(os.path.realpath(r) for r in roots):
     for pat in ("libcudnn.so*", "libnccl.so*", "libcublas.so*", "libcublasLt.so*"):
         for f in glob.glob(os.path.join(r, "**", pat), recursive=True):
             d = os.path.dirname(os.path.realpath(f))
@@ -381,7 +392,7 @@ PY
   local kind dir file
   while read -r _ kind dir file; do
     # cuBLAS from a wheel only if the toolkit gave none.
-    if [[ "$kind" == libcublas* ]] && [[ "$EXTRA_LD_PATH" == *cuda* ]]; then continue; fi
+    [[ "$kind" == libcublas* ]] && ((toolkit_cublas)) && continue
     add_ld_dir "$dir"
   done < <(grep '^LIB ' <<<"$PY_PROBE")
   return 0
@@ -407,7 +418,7 @@ where_lib() {
       [[ -e "$f" ]] && { echo "$(basename "$(readlink -f "$f")") in $d"; return 0; }
     done
   done
-  f="$(ldconfig -p 2>/dev/null | awk -v n="$name.so" 'index($1, n) == 1 {print $NF; exit}')"
+  f="$("$LDCONFIG" -p 2>/dev/null | awk -v n="$name.so" 'index($1, n) == 1 {print $NF; exit}')"
   [[ -n "$f" ]] && { echo "$(basename "$(readlink -f "$f")") in $(dirname "$f") (ldconfig)"; return 0; }
   echo "not found"
   return 1
@@ -479,19 +490,46 @@ probe_machine() {
   log "xz:       $(command -v xz || echo 'not found (python3 tarfile is the fallback)')"
 }
 
-# glibc cannot travel with the bundle; compare what the bundle needs with what is here.
+# glibc cannot travel with the bundle; compare what the bundle needs with what is here. A
+# bundled library that needs a newer glibc than this machine's (Debian 12's libstdc++ needs
+# 2.36; Ubuntu 22.04 has 2.35) is moved aside so that the loader takes this machine's copy of
+# the same library instead; preflight's ldd then shows whether that copy is new enough
+# (GLIBCXX_*). Executables, libfathom and Open MPI have no such fallback: they need a rebuild
+# on an older distribution. FATHOM_CHECK_PRETEND_GLIBC=2.35 exercises this path anywhere.
 check_glibc() {
-  local have need
-  have="$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
+  local have need floor path v soname host_copy
+  have="${FATHOM_CHECK_PRETEND_GLIBC:-$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')}"
   need="$(bundle_version glibc_required)"
+  floor="$(bundle_version glibc_floor)"
   if [[ -z "$have" || -z "$need" ]]; then
     log "glibc: here ${have:-unknown}, bundle needs ${need:-unknown}"
-  elif [[ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -n 1)" == "$need" ]]; then
-    log "glibc: here $have >= $need needed by the bundle: ok"
-  else
-    log "glibc: here $have < $need needed by the bundle: binaries will not start; rebuild on an older distribution"
+    return 0
   fi
+  if version_le "$need" "$have"; then
+    log "glibc: here $have >= $need needed by the bundle: ok"
+    return 0
+  fi
+  log "glibc: here $have < $need needed by some bundled files (executables need ${floor:-?}):"
+  [[ -f "$BUNDLE_ROOT/glibc.tsv" ]] || { log "  (bundle has no glibc.tsv; repack it)"; return 0; }
+  mkdir -p "$BUNDLE_ROOT/lib.unused"
+  while IFS=$'\t' read -r path v; do
+    version_le "$v" "$have" && continue
+    soname="$(basename "$path")"
+    if [[ "$path" == lib/* && "$soname" != libfathom* ]]; then
+      host_copy="$("$LDCONFIG" -p 2>/dev/null | awk -v n="$soname" '$1 == n && /x86-64/ {print $NF; exit}')"
+      if [[ -n "$host_copy" ]]; then
+        mv "$BUNDLE_ROOT/$path" "$BUNDLE_ROOT/lib.unused/"
+        log "  $path needs $v: using this machine's $host_copy instead"
+        continue
+      fi
+      log "  $path needs $v and this machine has no $soname: whatever needs it will not start"
+    else
+      log "  $path needs $v: it will not start here; rebuild on a distribution with glibc <= $have"
+    fi
+  done <"$BUNDLE_ROOT/glibc.tsv"
 }
+
+version_le() { [[ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" == "$1" ]]; }
 
 # ---------------------------------------------------------------------------------------------
 # GPU benchmarks. Later issues add them here (GEMM GFLOP/s against peak, kernel GB/s, training
@@ -524,6 +562,7 @@ mode_local() {
   unpack_bundle
   log "unpacked into $BUNDLE_ROOT"
   log "LD_LIBRARY_PATH=$BUNDLE_ROOT/lib only (CUDA libraries, if any, come from ldconfig as on the GPU machine)"
+  check_glibc
   preflight strict || FAILURES=$((FAILURES + 1))
   RUN_START_S=$SECONDS
   local name labels n=0

@@ -2,6 +2,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/cuda/cuda_runtime.h"
 #include "core/tensor.h"
 
 using namespace fathom;
@@ -46,4 +47,16 @@ TEST_CASE("conversions between every pair of dtypes", "[core]") {
   // Large integers survive i64 -> f64 -> i64 exactly.
   const Tensor big = Tensor::from_vector<int64_t>({(int64_t{1} << 53) - 1, -(int64_t{1} << 40)});
   CHECK(big.to(DType::F64).to(DType::I64).to_vector<int64_t>() == big.to_vector<int64_t>());
+}
+
+TEST_CASE("device errors say what is missing", "[core]") {
+  if (cuda::device_count() > 0) {
+    WARN("this machine has a GPU; the no-GPU error paths are exercised elsewhere");
+    return;
+  }
+  // Without a GPU (or without a CUDA build) asking for device memory names the reason.
+  CHECK_THROWS_WITH(Tensor::zeros({2}, DType::F32, Device::cuda(0)), Catch::Contains("no CUDA device: "));
+  CHECK_THROWS_WITH(Tensor::ones({2}).to(Device::cuda(0)), Catch::Contains("no CUDA device: "));
+  CHECK_THROWS_WITH(cuda::Stream(0), Catch::Contains("no CUDA device: "));
+  CHECK_FALSE(cuda::unavailable_reason().empty());
 }

@@ -47,3 +47,12 @@ TEST_CASE("CUDA add matches the CPU twin (broadcast, strided, accumulate, all dt
     }
   }
 }
+
+TEST_CASE("CUDA add rejects operands on different devices", "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  const Tensor host = Tensor::ones({3});
+  const Tensor device = host.to(Device::cuda(0));
+  CHECK_THROWS_WITH(add(host, device), Catch::Contains("add: expected tensors on the same device, got cpu and cuda:0"));
+  CHECK_THROWS_WITH(device.t().t().as_strided({2}, {2}, 0).to(DType::F64),
+                    Catch::Contains("a copy involving a CUDA tensor needs equal dtypes"));
+}
