@@ -13,4 +13,4 @@
 #include "core/shape_ops.h"
 #include "core/tensor.h"
 #include "core/threads.h"
-#include "kernels/binary_ops.h"
+#include "kernels/elementwise.h"

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "core/cuda/cuda_runtime.h"
+#include "core/dtype_dispatch.h"
 #include "core/strided_loop.h"
 
 namespace fathom {
@@ -31,8 +32,8 @@ void copy_cpu(const Tensor& dst, const Tensor& src) {
   const Strides src_strides = broadcast_strides(src.sizes(), src.strides(), dst.sizes());
   char* dst_base = static_cast<char*>(dst.raw_data());
   const char* src_base = static_cast<const char*>(src.raw_data());
-  FATHOM_DISPATCH_DTYPE(dst.dtype(), "copy", [&]<typename To>() {
-    FATHOM_DISPATCH_DTYPE(src.dtype(), "copy", [&]<typename From>() {
+  dispatch_dtype(dst.dtype(), "copy", [&]<typename To>() {
+    dispatch_dtype(src.dtype(), "copy", [&]<typename From>() {
       To* out = reinterpret_cast<To*>(dst_base);
       const From* in = reinterpret_cast<const From*>(src_base);
       for_each_strided<2>(dst.sizes(), {&dst.strides(), &src_strides},

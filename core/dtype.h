@@ -34,19 +34,3 @@ template <typename T>
 inline constexpr DType dtype_of = DTypeOf<T>::value;
 
 }  // namespace fathom
-
-// Calls body with `scalar_t` bound to the C++ type of `dtype`. The body is a lambda-like block:
-//   FATHOM_DISPATCH_DTYPE(t.dtype(), "fill", [&]<typename scalar_t>() { ... });
-#define FATHOM_DISPATCH_DTYPE(dtype, op_name, fn)                                      \
-  [&] {                                                                                \
-    switch (dtype) {                                                                   \
-      case ::fathom::DType::F32: return fn.template operator()<float>();              \
-      case ::fathom::DType::F64: return fn.template operator()<double>();             \
-      case ::fathom::DType::F16: return fn.template operator()<::fathom::Half>();     \
-      case ::fathom::DType::BF16: return fn.template operator()<::fathom::BFloat16>(); \
-      case ::fathom::DType::I32: return fn.template operator()<int32_t>();            \
-      case ::fathom::DType::I64: return fn.template operator()<int64_t>();            \
-      case ::fathom::DType::Bool: return fn.template operator()<bool>();              \
-    }                                                                                  \
-    FATHOM_FAIL(op_name, ": unsupported dtype");                                       \
-  }()

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "core/philox.h"
+#include "core/dtype_dispatch.h"
 #include "core/strided_loop.h"
 
 namespace fathom {
@@ -16,7 +17,7 @@ void fill_by_index(const Tensor& out, const char* op, ValueFn&& value) {
   FATHOM_CHECK(out.device().is_cpu(), op, ": only CPU tensors for now, got ", out.str(),
                " (fill on the CPU and copy with .to(device))");
   const Strides logical = contiguous_strides(out.sizes());
-  FATHOM_DISPATCH_DTYPE(out.dtype(), op, [&]<typename T>() {
+  dispatch_dtype(out.dtype(), op, [&]<typename T>() {
     T* base = out.data<T>();
     for_each_strided<2>(out.sizes(), {&out.strides(), &logical},
                         [&](const std::array<int64_t, 2>& at, int64_t n, const std::array<int64_t, 2>& step) {

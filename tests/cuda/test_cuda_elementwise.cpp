@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "core/generator.h"
-#include "kernels/binary_ops.h"
+#include "kernels/elementwise.h"
 #include "require_cuda.h"
 #include "test_util.h"
 
@@ -37,12 +37,12 @@ TEST_CASE("CUDA add matches the CPU twin (broadcast, strided, accumulate, all dt
       const Tensor b_gpu = c.transpose_b ? b.t().contiguous().to(gpu).t() : b.to(gpu);
       const double poison = is_floating_point(dtype) ? std::nan("") : -12345.0;
       Tensor out = Tensor::full(expected.sizes(), poison, dtype, gpu);
-      add_into(out, a_gpu, b_gpu);
+      binary_into(BinaryOp::Add, out, a_gpu, b_gpu);
       // The same arithmetic in the same order: bit-identical, also for 16-bit types.
       FATHOM_REQUIRE_CLOSE(out, expected, 0.0, 0.0);
-      add_into(out, a_gpu, b_gpu, /*accumulate=*/true);
+      binary_into(BinaryOp::Add, out, a_gpu, b_gpu, /*accumulate=*/true);
       Tensor twice = expected.clone();
-      add_into(twice, a, b, /*accumulate=*/true);
+      binary_into(BinaryOp::Add, twice, a, b, /*accumulate=*/true);
       FATHOM_REQUIRE_CLOSE(out, twice, 0.0, 0.0);
     }
   }
