@@ -7,6 +7,7 @@ const std::vector<OpInfo>& op_registry() {
     std::vector<OpInfo> ops;
     register_elementwise_ops(ops);
     register_reduction_ops(ops);
+    register_optimizer_ops(ops);
     return ops;
   }();
   return registry;

@@ -5,6 +5,7 @@
 
 #include "core/generator.h"
 #include "kernels/elementwise.h"
+#include "kernels/optimizer_kernels.h"
 #include "test_util.h"
 
 using namespace fathom;
@@ -122,4 +123,15 @@ TEST_CASE("f32 exp and tanh approximations hold their accuracy over the whole ra
                                                      -std::numeric_limits<float>::infinity()});
   CHECK(exp(special).to_vector<float>() == std::vector<float>{std::numeric_limits<float>::infinity(), 0.0f});
   CHECK(tanh(special).to_vector<float>() == std::vector<float>{1.0f, -1.0f});
+}
+
+TEST_CASE("optimizer kernels need flat f32 state", "[kernels]") {
+  const Tensor p = Tensor::zeros({4});
+  const Tensor strided = Tensor::zeros({4, 2}).select(1, 0);
+  CHECK_THROWS_WITH(adam_step(p, p, strided, p, AdamHyper{}), Catch::Contains("adam_step: exp_avg must be contiguous"));
+  // The overflow check sees every tensor of the list, including non-contiguous views.
+  Tensor grads = Tensor::zeros({3, 3});
+  CHECK_FALSE(has_inf_or_nan({p, grads.t()}));
+  grads.select(1, 2).fill_(std::numeric_limits<double>::infinity());
+  CHECK(has_inf_or_nan({p, grads.t()}));
 }
