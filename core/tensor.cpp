@@ -342,13 +342,13 @@ Tensor Tensor::to(Device device) const {
   return out;
 }
 
-Tensor& Tensor::copy_(const Tensor& src) {
+const Tensor& Tensor::copy_(const Tensor& src) const {
   copy_into(*this, src);
   bump_version();
   return *this;
 }
 
-Tensor& Tensor::fill_(double value) {
+const Tensor& Tensor::fill_(double value) const {
   fill(*this, value);
   bump_version();
   return *this;

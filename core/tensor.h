@@ -95,9 +95,10 @@ class Tensor {
   Tensor to(DType dtype) const;
   Tensor to(Device device) const;
   // Writes `src` (broadcast to this shape, converted to this dtype) into this tensor.
-  Tensor& copy_(const Tensor& src);
-  Tensor& fill_(double value);
-  Tensor& zero_() { return fill_(0.0); }
+  // (const: they change the data, not the handle — like writing through a pointer.)
+  const Tensor& copy_(const Tensor& src) const;
+  const Tensor& fill_(double value) const;
+  const Tensor& zero_() const { return fill_(0.0); }
 
   // --- in-place write tracking (see Storage) ---
   uint64_t version() const;

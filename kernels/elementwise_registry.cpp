@@ -37,6 +37,24 @@ struct UnarySpec {
   bool float_only = true;
 };
 
+// What each unary gradient reads: its input x, its output y, or neither (autograd saves
+// exactly that, so e.g. exp keeps only its output).
+struct UnaryNeeds {
+  bool x, y;
+};
+UnaryNeeds gradient_needs(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Exp: case UnaryOp::Sqrt: case UnaryOp::Rsqrt: case UnaryOp::Tanh: case UnaryOp::Sigmoid:
+    case UnaryOp::Relu:
+      return {false, true};
+    case UnaryOp::Abs: case UnaryOp::Log: case UnaryOp::GeluTanh: case UnaryOp::GeluErf: case UnaryOp::Silu:
+    case UnaryOp::PowScalar: case UnaryOp::Clamp:
+      return {true, false};
+    default:
+      return {false, false};
+  }
+}
+
 std::vector<UnarySpec> unary_specs() {
   const double alpha = 1.75, lo = -0.5, hi = 0.75;  // the scalars float samples use
   return {
@@ -135,8 +153,8 @@ void add_unary_ops(std::vector<OpInfo>& registry) {
       return TensorList{gradient(ctx.grad_outputs[0], ctx.inputs[0], ctx.outputs[0], ctx.attrs.get_double("alpha", 0),
                                  ctx.attrs.get_double("beta", 0))};
     };
-    info.gradient_uses_inputs = true;
-    info.gradient_uses_outputs = true;
+    info.gradient_uses_inputs = gradient_needs(spec.op).x;
+    info.gradient_uses_outputs = gradient_needs(spec.op).y;
     info.tolerance = [](DType dtype) {
       Tolerance t = default_tolerance(dtype);
       if (dtype == DType::F32) t = {2e-6, 4e-6};  // own exp/tanh approximations: ~2 ulp
@@ -262,8 +280,9 @@ void add_binary_ops(std::vector<OpInfo>& registry) {
         const TensorList full = gradient(ctx.grad_outputs[0], ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]);
         return TensorList{sum_to_shape(full[0], ctx.input_sizes[0]), sum_to_shape(full[1], ctx.input_sizes[1])};
       };
-      info.gradient_uses_inputs = true;
-      info.gradient_uses_outputs = true;
+      // add/sub need only the shapes; mul/max/min the inputs; div and pow also the output.
+      info.gradient_uses_inputs = op != BinaryOp::Add && op != BinaryOp::Sub;
+      info.gradient_uses_outputs = op == BinaryOp::Div || op == BinaryOp::Pow;
     }
     info.tolerance = [op](DType dtype) {
       Tolerance t = default_tolerance(dtype);

@@ -1,0 +1,151 @@
+#include "autograd/engine.h"
+
+#include <map>
+#include <queue>
+#include <unordered_map>
+
+#include "kernels/elementwise.h"
+
+namespace fathom::autograd {
+namespace {
+
+struct BackwardState {
+  std::vector<std::function<void()>> queued_callbacks;
+};
+thread_local BackwardState* t_current = nullptr;
+thread_local std::map<int, std::function<void()>> t_post_backward_callbacks;
+thread_local int t_next_callback_id = 0;
+
+// Number of edges pointing at each node reachable from the roots.
+std::unordered_map<Node*, int> count_dependencies(const std::vector<Node*>& roots) {
+  std::unordered_map<Node*, int> dependencies;
+  std::vector<Node*> stack = roots;
+  std::unordered_map<Node*, bool> seen;
+  for (Node* root : roots) seen[root] = true;
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& edge : node->next_edges()) {
+      if (!edge.valid()) continue;
+      ++dependencies[edge.node.get()];
+      if (!seen[edge.node.get()]) {
+        seen[edge.node.get()] = true;
+        stack.push_back(edge.node.get());
+      }
+    }
+  }
+  return dependencies;
+}
+
+// Adds `grad` into slot `index` of a node's incoming gradients.
+void accumulate_into(TensorList& slots, uint32_t index, Tensor grad) {
+  if (!grad.defined()) return;
+  Tensor& slot = slots[index];
+  if (!slot.defined()) {
+    slot = std::move(grad);
+  } else if (slot.storage().use_count() == 1 && slot.is_contiguous()) {
+    add_(slot, grad);  // we own it: add in place
+  } else {
+    slot = add(slot, grad);
+  }
+}
+
+struct ReadyOrder {  // newest node first
+  bool operator()(const std::shared_ptr<Node>& a, const std::shared_ptr<Node>& b) const {
+    return a->sequence_nr() < b->sequence_nr();
+  }
+};
+
+}  // namespace
+
+void backward(const VariableList& outputs, const TensorList& grad_outputs, bool retain_graph) {
+  FATHOM_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: ", outputs.size(),
+               " outputs but ", grad_outputs.size(), " gradients");
+  FATHOM_CHECK(t_current == nullptr, "backward: called from inside another backward on the same thread");
+
+  std::unordered_map<Node*, TensorList> incoming;
+  std::vector<std::shared_ptr<Node>> roots;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Variable& out = outputs[i];
+    FATHOM_CHECK(out.defined(), "backward: output ", i, " is undefined");
+    FATHOM_CHECK(out.requires_grad(), "backward: output ", i,
+                 " does not require grad (no input requires grad, or it was computed under NoGradGuard)");
+    Tensor grad = grad_outputs.empty() ? Tensor() : grad_outputs[i];
+    if (!grad.defined()) {
+      FATHOM_CHECK(out.numel() == 1, "backward: output ", i, " has shape ", shape_str(out.sizes()),
+                   "; a gradient is implicit only for one-element outputs, pass grad_outputs");
+      grad = Tensor::ones(out.sizes(), out.dtype(), out.device());
+    }
+    FATHOM_CHECK(grad.sizes() == out.sizes(), "backward: gradient ", i, " has shape ", shape_str(grad.sizes()),
+                 " but the output has shape ", shape_str(out.sizes()));
+    const Edge edge = out.gradient_edge();
+    TensorList& slots = incoming[edge.node.get()];
+    slots.resize(edge.node->num_outputs());
+    accumulate_into(slots, edge.input_nr, grad);
+    roots.push_back(edge.node);
+  }
+
+  std::vector<Node*> root_pointers;
+  for (const auto& root : roots) root_pointers.push_back(root.get());
+  std::unordered_map<Node*, int> dependencies = count_dependencies(root_pointers);
+
+  std::priority_queue<std::shared_ptr<Node>, std::vector<std::shared_ptr<Node>>, ReadyOrder> ready;
+  std::unordered_map<Node*, bool> queued;
+  for (const auto& root : roots)
+    if (dependencies[root.get()] == 0 && !queued[root.get()]) {
+      queued[root.get()] = true;
+      ready.push(root);
+    }
+
+  BackwardState state;
+  t_current = &state;
+  try {
+    while (!ready.empty()) {
+      std::shared_ptr<Node> node = ready.top();
+      ready.pop();
+      TensorList grads = std::move(incoming[node.get()]);
+      incoming.erase(node.get());
+      grads.resize(node->num_outputs());
+      for (const NodePreHook& hook : node->pre_hooks()) hook(grads);
+      TensorList input_grads = node->apply(std::move(grads));
+      if (!retain_graph) node->release_saved();
+      const std::vector<Edge>& edges = node->next_edges();
+      FATHOM_CHECK(input_grads.size() == edges.size() || input_grads.empty(), "backward: node ", node->name(),
+                   " returned ", input_grads.size(), " gradients for ", edges.size(), " inputs");
+      for (size_t i = 0; i < edges.size(); ++i) {
+        const Edge& edge = edges[i];
+        if (!edge.valid()) continue;
+        if (i < input_grads.size() && input_grads[i].defined()) {
+          TensorList& slots = incoming[edge.node.get()];
+          slots.resize(edge.node->num_outputs());
+          accumulate_into(slots, edge.input_nr, std::move(input_grads[i]));
+        }
+        if (--dependencies[edge.node.get()] == 0) ready.push(edge.node);
+      }
+    }
+    // Index loop: a callback may queue further callbacks.
+    for (size_t i = 0; i < state.queued_callbacks.size(); ++i) state.queued_callbacks[i]();
+    for (auto& [id, callback] : t_post_backward_callbacks) callback();
+  } catch (...) {
+    t_current = nullptr;
+    throw;
+  }
+  t_current = nullptr;
+}
+
+void queue_backward_callback(std::function<void()> callback) {
+  FATHOM_CHECK(t_current != nullptr, "queue_backward_callback: no backward is running on this thread");
+  t_current->queued_callbacks.push_back(std::move(callback));
+}
+
+int add_post_backward_callback(std::function<void()> callback) {
+  const int id = t_next_callback_id++;
+  t_post_backward_callbacks[id] = std::move(callback);
+  return id;
+}
+
+void remove_post_backward_callback(int id) { t_post_backward_callbacks.erase(id); }
+
+bool in_backward() { return t_current != nullptr; }
+
+}  // namespace fathom::autograd

@@ -1,0 +1,29 @@
+#pragma once
+// The backward engine.
+//
+// backward(outputs, grad_outputs) runs every node reachable from `outputs` once, in
+// dependency order (among ready nodes, the most recently created first, i.e. the reverse of
+// the forward), summing the gradients that meet at a node before it runs. Several graphs may
+// be alive at once (pipeline 1F1B keeps micro-batches' graphs and runs their backwards in any
+// order). Saved tensors are freed as nodes run unless retain_graph is set.
+
+#include <functional>
+#include <vector>
+
+#include "autograd/variable.h"
+
+namespace fathom::autograd {
+
+// grad_outputs[i] may be undefined for a one-element output (taken as 1).
+void backward(const VariableList& outputs, const TensorList& grad_outputs = {}, bool retain_graph = false);
+
+// Runs `callback` when the backward currently executing on this thread finishes (after every
+// node and grad-ready hook). Called outside a backward it is an error. DP and ZeRO use it to
+// flush their last bucket and release stage-3 parameters.
+void queue_backward_callback(std::function<void()> callback);
+// Runs `callback` at the end of every backward on this thread, until removed (returns an id).
+int add_post_backward_callback(std::function<void()> callback);
+void remove_post_backward_callback(int id);
+bool in_backward();
+
+}  // namespace fathom::autograd
