@@ -3,6 +3,8 @@
 // One allocator per device; allocator_for(device) finds it.
 
 #include <cstddef>
+#include <mutex>
+#include <unordered_map>
 
 #include "core/device.h"
 #include "core/memory_stats.h"
@@ -27,12 +29,30 @@ class Allocator {
 };
 
 // Host memory, 64-byte aligned (one cache line, one AVX-512 vector) and padded to 64 bytes.
+//
+// Blocks of 1 MiB and more are kept for reuse when freed (exact rounded size), up to a cache
+// limit: a training step allocates the same large activations every step, and handing them
+// back to the OS would make every step pay page faults and zeroing for them again. Cached
+// bytes count as reserved, not as current. FATHOM_CPU_CACHE_MB sets the limit (default 4096,
+// 0 disables); empty_cache() returns everything.
 class CpuAllocator final : public Allocator {
  public:
   static constexpr size_t kAlignment = 64;
+  static constexpr size_t kCachedMinimum = size_t{1} << 20;
+  CpuAllocator();
+  ~CpuAllocator() override;
   void* allocate(size_t bytes, MemoryTag tag) override;
   void deallocate(void* ptr, size_t bytes, MemoryTag tag) override;
   Device device() const override { return kCPU; }
+  void empty_cache();
+  size_t cached_bytes() const;
+
+ private:
+  static size_t rounded(size_t bytes);
+  mutable std::mutex cache_mutex_;
+  std::unordered_multimap<size_t, void*> cache_;  // rounded size -> free block
+  size_t cached_bytes_ = 0;
+  size_t cache_limit_;
 };
 
 Allocator& allocator_for(Device device);

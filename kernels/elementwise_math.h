@@ -22,7 +22,10 @@ using std::pow;
 using std::sqrt;
 
 FATHOM_HOST_DEVICE inline float exp(float x) {
-  const float clamped = fminf(fmaxf(x, -87.33654f), 88.72283f);
+  // Comparisons rather than fminf/fmaxf: those stay library calls (their NaN rules) and stop
+  // the loop from vectorising; NaN is handled at the end anyway.
+  float clamped = x < -87.33654f ? -87.33654f : x;
+  clamped = clamped > 88.72283f ? 88.72283f : clamped;
   const float n = floorf(clamped * 1.44269504088896341f + 0.5f);
   const float r = clamped - n * 0.693359375f - n * -2.12194440e-4f;  // x - n·ln2 in two parts
   float p = 1.9875691500e-4f;

@@ -8,6 +8,7 @@ const std::vector<OpInfo>& op_registry() {
     register_elementwise_ops(ops);
     register_reduction_ops(ops);
     register_optimizer_ops(ops);
+    register_nn_ops(ops);
     return ops;
   }();
   return registry;

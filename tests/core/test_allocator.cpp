@@ -99,3 +99,26 @@ TEST_CASE("external memory is wrapped without being counted", "[core]") {
   }
   CHECK(deleted);
 }
+
+TEST_CASE("large host blocks are cached for reuse and counted as reserved, not current", "[core]") {
+  auto& cpu = static_cast<CpuAllocator&>(allocator_for(kCPU));
+  cpu.empty_cache();
+  const MemorySnapshot before = memory_snapshot();
+  const void* first = nullptr;
+  {
+    const Tensor big = Tensor::empty({1 << 20});  // 4 MiB
+    first = big.raw_data();
+    CHECK(memory_snapshot().total.current - before.total.current == 4 << 20);
+  }
+  CHECK(memory_snapshot().total.current == before.total.current);
+  CHECK(cpu.cached_bytes() == size_t{4} << 20);
+  CHECK(memory_snapshot().reserved - before.reserved == 4 << 20);
+  {
+    const Tensor again = Tensor::empty({1 << 20});  // same size: the cached block, no new memory
+    CHECK(again.raw_data() == first);
+    CHECK(cpu.cached_bytes() == 0);
+  }
+  cpu.empty_cache();
+  CHECK(cpu.cached_bytes() == 0);
+  CHECK(memory_snapshot().reserved == before.reserved);
+}

@@ -1,0 +1,95 @@
+#include "kernels/attention.h"
+
+#include <cmath>
+
+#include "kernels/nn_kernels.h"
+#include "kernels/nn_op_checks.h"
+
+namespace fathom {
+namespace {
+using namespace nn_checks;
+
+void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v, const char* op) {
+  require_floating(q, op, "q");
+  FATHOM_CHECK(q.dim() == 4, op, ": q must be (B, NH, T, HS), got shape ", shape_str(q.sizes()));
+  for (const auto& [t, name] : {std::pair{&k, "k"}, std::pair{&v, "v"}}) {
+    require_defined(*t, op, name);
+    FATHOM_CHECK(t->sizes() == q.sizes(), op, ": ", name, " of shape ", shape_str(t->sizes()),
+                 " must match q of shape ", shape_str(q.sizes()), " (causal self-attention: same B, NH, T, HS)");
+    require_dtype(*t, q.dtype(), op, name, q);
+    check_same_device(*t, q, op);
+  }
+}
+
+double resolve_scale(std::optional<double> scale, const Tensor& q, const char* op) {
+  if (!scale) return 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(q.size(3), 1)));
+  FATHOM_CHECK(std::isfinite(*scale), op, ": scale must be finite, got ", *scale);
+  return *scale;
+}
+
+Shape lse_shape(const Tensor& q) { return {q.size(0), q.size(1), q.size(2)}; }
+
+}  // namespace
+
+AttentionOutputs causal_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                  std::optional<double> scale) {
+  const char* op = "causal_attention";
+  check_qkv(q_in, k_in, v_in, op);
+  const double s = resolve_scale(scale, q_in, op);
+  const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  AttentionOutputs result{Tensor::empty(q.sizes(), q.dtype(), q.device()),
+                          Tensor::empty(lse_shape(q), stats_dtype(q.dtype()), q.device())};
+  switch (q.device().type) {
+    case DeviceType::CPU:
+      kernels::attention_forward_cpu(q.dtype(), result.out.raw_data(), result.lse.raw_data(), q.raw_data(),
+                                     k.raw_data(), v.raw_data(), q.size(0), q.size(1), q.size(2), q.size(3), s);
+      break;
+    case DeviceType::CUDA:
+      fail_on_cuda(op, q);
+  }
+  return result;
+}
+
+AttentionGrads causal_attention_backward(const Tensor& dout_in, const Tensor& q_in, const Tensor& k_in,
+                                         const Tensor& v_in, const Tensor& out_in, const Tensor& lse_in,
+                                         std::optional<double> scale, const Tensor& dlse_in, bool need_dq, bool need_dk,
+                                         bool need_dv) {
+  const char* op = "causal_attention_backward";
+  check_qkv(q_in, k_in, v_in, op);
+  for (const auto& [t, name] : {std::pair{&dout_in, "dout"}, std::pair{&out_in, "out"}}) {
+    require_defined(*t, op, name);
+    FATHOM_CHECK(t->sizes() == q_in.sizes(), op, ": ", name, " of shape ", shape_str(t->sizes()),
+                 " must match q of shape ", shape_str(q_in.sizes()));
+    require_dtype(*t, q_in.dtype(), op, name, q_in);
+    check_same_device(*t, q_in, op);
+  }
+  const DType stats = stats_dtype(q_in.dtype());
+  for (const auto& [t, name] : {std::pair{&lse_in, "lse"}, std::pair{&dlse_in, "dlse"}}) {
+    if (!t->defined() && t == &dlse_in) continue;
+    require_defined(*t, op, name);
+    FATHOM_CHECK(t->sizes() == lse_shape(q_in) && t->dtype() == stats, op, ": ", name, " must be a ", dtype_name(stats),
+                 " tensor of shape ", shape_str(lse_shape(q_in)), " (B, NH, T), got ", t->str());
+    check_same_device(*t, q_in, op);
+  }
+  const double s = resolve_scale(scale, q_in, op);
+  const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  const Tensor dout = dout_in.contiguous(), out = out_in.contiguous(), lse = lse_in.contiguous();
+  const Tensor dlse = dlse_in.defined() ? dlse_in.contiguous() : dlse_in;
+  AttentionGrads grads;
+  if (need_dq) grads.dq = Tensor::empty(q.sizes(), q.dtype(), q.device());
+  if (need_dk) grads.dk = Tensor::empty(q.sizes(), q.dtype(), q.device());
+  if (need_dv) grads.dv = Tensor::empty(q.sizes(), q.dtype(), q.device());
+  auto ptr = [](const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
+  switch (q.device().type) {
+    case DeviceType::CPU:
+      kernels::attention_backward_cpu(q.dtype(), ptr(grads.dq), ptr(grads.dk), ptr(grads.dv), dout.raw_data(),
+                                      q.raw_data(), k.raw_data(), v.raw_data(), out.raw_data(), lse.raw_data(),
+                                      ptr(dlse), q.size(0), q.size(1), q.size(2), q.size(3), s, /*accumulate=*/false);
+      break;
+    case DeviceType::CUDA:
+      fail_on_cuda(op, q);
+  }
+  return grads;
+}
+
+}  // namespace fathom

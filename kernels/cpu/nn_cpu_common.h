@@ -1,0 +1,163 @@
+#pragma once
+// Helpers shared by the fused CPU NN kernels (kernels/cpu/*_cpu.cpp of kernels/nn_kernels.h).
+//
+// - Acc<T>: the compute type of a storage type (f64 for f64, f32 for f32/f16/bf16).
+// - Row loads/stores that convert 16-bit rows through an f32 scratch row, so inner loops run
+//   on plain float arrays the compiler vectorises.
+// - Fixed-lane sums: a row is summed into kLanes independent partial sums combined in a fixed
+//   tree. That vectorises without -ffast-math and gives the same bits on every thread count
+//   and every ISA, because the order is set by the code, not by the compiler or the machine.
+// - parallel_rows: contiguous row ranges, one per thread. Each row is computed by exactly one
+//   thread with the same code, so the split never changes a result.
+
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/threads.h"
+
+namespace fathom::kernels::nn_cpu {
+
+template <typename T>
+using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <typename T>
+inline constexpr bool kIsAcc = std::is_same_v<T, Acc<T>>;
+
+// The row itself when T is already the compute type; otherwise a converted copy in scratch.
+template <typename T>
+inline const Acc<T>* load_row(const T* src, int64_t n, std::vector<Acc<T>>& scratch) {
+  if constexpr (kIsAcc<T>) {
+    return src;
+  } else {
+    if (static_cast<int64_t>(scratch.size()) < n) scratch.resize(n);
+    for (int64_t i = 0; i < n; ++i) scratch[i] = static_cast<float>(src[i]);
+    return scratch.data();
+  }
+}
+
+// dst (+)= src, rounding once into the storage type.
+template <typename T, typename A>
+inline void store_row(T* dst, const A* src, int64_t n, bool accumulate) {
+  if (accumulate) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = T(static_cast<A>(dst[i]) + src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = T(src[i]);
+  }
+}
+
+// exp for f32 rows: Cephes' range reduction (x = n ln2 + r, ln2 split so n ln2 is exact) and
+// degree-6 polynomial, within 2 ulp of expf. Unlike a libm call it inlines, so loops over a
+// row vectorise; being plain arithmetic, it gives the same bits on every thread count and ISA.
+// Below -87 it returns 0 (the true value is under 2^-125, negligible next to a row's max
+// term), above 88 +inf; NaN stays NaN.
+inline float exp_f32(float x) {
+  const float clamped = std::min(std::max(x, -87.0f), 88.0f);
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting rounds to an integer
+  const float n = (clamped * 1.44269504088896341f + kRound) - kRound;
+  const float r = (clamped - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = (p * (r * r) + r) + 1.0f;
+  const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+  const float result = y * scale;
+  return x < -87.0f ? 0.0f : (x > 88.0f ? std::numeric_limits<float>::infinity() : (x != x ? x : result));
+}
+
+template <typename A>
+inline A exp_acc(A x) {
+  if constexpr (std::is_same_v<A, float>)
+    return exp_f32(x);
+  else
+    return std::exp(x);
+}
+
+template <typename A>
+inline constexpr int kLanes = 64 / sizeof(A);  // one 512-bit register of partial sums
+
+// sum over i in [0, n) of term(i), in the fixed lane order described above.
+template <typename A, typename Term>
+inline A lane_sum(int64_t n, Term&& term) {
+  constexpr int L = kLanes<A>;
+  A lanes[L] = {};
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int k = 0; k < L; ++k) lanes[k] += term(i + k);
+  A tail = 0;
+  for (; i < n; ++i) tail += term(i);
+  for (int width = L / 2; width > 0; width /= 2)
+    for (int k = 0; k < width; ++k) lanes[k] += lanes[k + width];
+  return lanes[0] + tail;
+}
+
+template <typename A>
+inline A row_sum(const A* x, int64_t n) {
+  return lane_sum<A>(n, [&](int64_t i) { return x[i]; });
+}
+
+// Max is exact in any order; lanes only help the compiler vectorise. -inf for an empty row.
+template <typename A>
+inline A row_max(const A* x, int64_t n) {
+  constexpr int L = kLanes<A>;
+  A lanes[L];
+  for (int k = 0; k < L; ++k) lanes[k] = -std::numeric_limits<A>::infinity();
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int k = 0; k < L; ++k) lanes[k] = x[i + k] > lanes[k] ? x[i + k] : lanes[k];
+  A best = -std::numeric_limits<A>::infinity();
+  for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+  for (int k = 0; k < L; ++k) best = lanes[k] > best ? lanes[k] : best;
+  return best;
+}
+
+// Threads worth using for `work` units of roughly one flop each: small problems stay serial.
+inline int threads_for(int64_t work, int64_t tasks) {
+  constexpr int64_t kGrain = 1 << 15;
+  const int64_t wanted = std::min<int64_t>({static_cast<int64_t>(num_threads()), tasks, work / kGrain + 1});
+  return static_cast<int>(std::max<int64_t>(1, wanted));
+}
+
+// Calls fn(begin, end) on contiguous ranges of [0, rows), one range per thread.
+template <typename Fn>
+inline void parallel_rows(int64_t rows, int64_t work_per_row, Fn&& fn) {
+  if (rows <= 0) return;
+  const int threads = threads_for(rows * std::max<int64_t>(work_per_row, 1), rows);
+  if (threads == 1) {
+    fn(int64_t{0}, rows);
+    return;
+  }
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int t = 0; t < threads; ++t) fn(rows * t / threads, rows * (t + 1) / threads);
+}
+
+// Storage dtypes of activations: the kernels are instantiated for these only.
+#define FATHOM_DISPATCH_FLOATING(dtype, op_name, fn)                                                                 \
+  [&] {                                                                                                              \
+    switch (dtype) {                                                                                                 \
+      case ::fathom::DType::F32:                                                                                     \
+        return fn.template operator()<float>();                                                                      \
+      case ::fathom::DType::F64:                                                                                     \
+        return fn.template operator()<double>();                                                                     \
+      case ::fathom::DType::F16:                                                                                     \
+        return fn.template operator()<::fathom::Half>();                                                             \
+      case ::fathom::DType::BF16:                                                                                    \
+        return fn.template operator()<::fathom::BFloat16>();                                                         \
+      default:                                                                                                       \
+        break;                                                                                                       \
+    }                                                                                                                \
+    FATHOM_FAIL(op_name, ": needs a floating-point dtype (f32, f64, f16, bf16), got ", ::fathom::dtype_name(dtype)); \
+  }()
+
+}  // namespace fathom::kernels::nn_cpu

@@ -1,0 +1,80 @@
+#pragma once
+// Kernel entry points of the fused neural-network ops (softmax, layernorm, rmsnorm, embedding,
+// cross-entropy, dropout, causal attention). CPU twins here; CUDA twins are declared beside
+// them when they arrive, so this header stays free of heavy includes (.cu files include it).
+//
+// Conventions shared by every kernel:
+// - Raw pointers to contiguous row-major buffers; shape names follow llm.c: N rows of C
+//   features, B batch, T time, NH heads, HS head size, V vocabulary.
+// - `dtype` is the storage type of the activations (f32, f64, f16, bf16). 16-bit inputs are
+//   computed in f32. Saved statistics (mean, rstd, logsumexp) and losses are stored in the
+//   compute type: f64 for f64 inputs, f32 otherwise.
+// - `accumulate` makes a backward kernel add into its gradient outputs instead of overwriting
+//   them, so it can write straight into gradient buckets.
+// - Rows are processed in parallel, reductions inside a row sequentially in a fixed order, and
+//   sums over rows (dweight, dbias) in fixed row blocks combined in order: results are
+//   bit-identical for every thread count.
+// - Optional pointers (nullptr = absent) are marked "optional".
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace fathom::kernels {
+
+// --- softmax / log_softmax over the last dim of (N, C) ---
+void softmax_forward_cpu(DType dtype, void* out, const void* inp, int64_t N, int64_t C, bool log);
+// dinp (+)= softmax: out * (dout - sum(dout * out)); log_softmax: dout - exp(out) * sum(dout).
+void softmax_backward_cpu(DType dtype, void* dinp, const void* dout, const void* out, int64_t N, int64_t C, bool log,
+                          bool accumulate);
+
+// --- layernorm over the last dim of (N, C); weight, bias optional (C) ---
+void layernorm_forward_cpu(DType dtype, void* out, void* mean, void* rstd, const void* inp, const void* weight,
+                           const void* bias, int64_t N, int64_t C, double eps);
+// Any of dinp, dweight, dbias may be null (not wanted). dmean, drstd (optional) are gradients
+// flowing into the saved statistics, for callers that use them as outputs.
+void layernorm_backward_cpu(DType dtype, void* dinp, void* dweight, void* dbias, const void* dout, const void* inp,
+                            const void* weight, const void* mean, const void* rstd, const void* dmean,
+                            const void* drstd, int64_t N, int64_t C, bool accumulate);
+
+// --- rmsnorm over the last dim of (N, C): out = inp * rstd * weight; weight optional ---
+void rmsnorm_forward_cpu(DType dtype, void* out, void* rstd, const void* inp, const void* weight, int64_t N, int64_t C,
+                         double eps);
+void rmsnorm_backward_cpu(DType dtype, void* dinp, void* dweight, const void* dout, const void* inp, const void* weight,
+                          const void* rstd, const void* drstd, int64_t N, int64_t C, bool accumulate);
+
+// --- embedding: out[n, :] = weight[indices[n], :], weight (V, C); indices i32 or i64, valid ---
+void embedding_forward_cpu(DType dtype, DType index_dtype, void* out, const void* indices, const void* weight,
+                           int64_t N, int64_t V, int64_t C);
+// dweight[v, :] (+)= sum of dout[n, :] over n with indices[n] == v, summed in order of n.
+void embedding_backward_cpu(DType dtype, DType index_dtype, void* dweight, const void* dout, const void* indices,
+                            int64_t N, int64_t V, int64_t C, bool accumulate);
+
+// --- cross-entropy over logits (N, V), targets i64 (N), valid or == ignore_index ---
+// loss = sum over non-ignored rows of (lse - logits[target]) / normaliser; lse (N) is saved.
+void cross_entropy_forward_cpu(DType dtype, void* loss, void* lse, const void* logits, const int64_t* targets,
+                               int64_t N, int64_t V, int64_t ignore_index, double normaliser);
+// dlogits (+)= (softmax - onehot(target)) * dloss / normaliser (zero on ignored rows)
+//             + dlse[n] * softmax (dlse optional). dloss points at one compute-type value.
+void cross_entropy_backward_cpu(DType dtype, void* dlogits, const void* dloss, const void* logits,
+                                const int64_t* targets, const void* lse, const void* dlse, int64_t N, int64_t V,
+                                int64_t ignore_index, double normaliser, bool accumulate);
+
+// --- dropout over rows x width, keep decision a pure function of the unsharded position ---
+// Element (r, c) is kept when philox_word(seed, offset, sample_index[r] * full_width +
+// column_offset + c) < ceil((1 - p) * 2^32), and then scaled by 1 / (1 - p). Being linear in
+// inp, the same kernel is its own backward (pass dout as inp).
+void dropout_forward_cpu(DType dtype, void* out, const void* inp, const int64_t* sample_index, int64_t rows,
+                         int64_t width, double p, uint64_t seed, uint64_t offset, int64_t column_offset,
+                         int64_t full_width, bool accumulate);
+
+// --- causal scaled-dot-product attention on (B, NH, T, HS) q, k, v ---
+// out = softmax(scale * q k^T, causal) v; lse (B, NH, T) is the row logsumexp of the scaled scores.
+void attention_forward_cpu(DType dtype, void* out, void* lse, const void* q, const void* k, const void* v, int64_t B,
+                           int64_t NH, int64_t T, int64_t HS, double scale);
+// Any of dq, dk, dv may be null. dlse (optional) is the gradient flowing into lse.
+void attention_backward_cpu(DType dtype, void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
+                            const void* v, const void* out, const void* lse, const void* dlse, int64_t B, int64_t NH,
+                            int64_t T, int64_t HS, double scale, bool accumulate);
+
+}  // namespace fathom::kernels
