@@ -2,6 +2,7 @@
 // Helpers shared by the fused CPU NN kernels (kernels/cpu/*_cpu.cpp of kernels/nn_kernels.h).
 //
 // - Acc<T>: the compute type of a storage type (f64 for f64, f32 for f32/f16/bf16).
+// - exp_acc: the f32 exp approximation shared with the elementwise kernels.
 // - Row loads/stores that convert 16-bit rows through an f32 scratch row, so inner loops run
 //   on plain float arrays the compiler vectorises.
 // - Fixed-lane sums: a row is summed into kLanes independent partial sums combined in a fixed
@@ -23,6 +24,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/threads.h"
+#include "kernels/elementwise_math.h"
 
 namespace fathom::kernels::nn_cpu {
 
@@ -54,34 +56,11 @@ inline void store_row(T* dst, const A* src, int64_t n, bool accumulate) {
   }
 }
 
-// exp for f32 rows: Cephes' range reduction (x = n ln2 + r, ln2 split so n ln2 is exact) and
-// degree-6 polynomial, within 2 ulp of expf. Unlike a libm call it inlines, so loops over a
-// row vectorise; being plain arithmetic, it gives the same bits on every thread count and ISA.
-// Below -87 it returns 0 (the true value is under 2^-125, negligible next to a row's max
-// term), above 88 +inf; NaN stays NaN.
-inline float exp_f32(float x) {
-  const float clamped = std::min(std::max(x, -87.0f), 88.0f);
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting rounds to an integer
-  const float n = (clamped * 1.44269504088896341f + kRound) - kRound;
-  const float r = (clamped - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float y = (p * (r * r) + r) + 1.0f;
-  const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-  const float result = y * scale;
-  return x < -87.0f ? 0.0f : (x > 88.0f ? std::numeric_limits<float>::infinity() : (x != x ? x : result));
-}
-
+// exp in the compute type: for f32 the shared vectorisable approximation of
+// kernels/elementwise_math.h (plain arithmetic: same bits on every thread count).
 template <typename A>
 inline A exp_acc(A x) {
-  if constexpr (std::is_same_v<A, float>)
-    return exp_f32(x);
-  else
-    return std::exp(x);
+  return math::exp(x);
 }
 
 template <typename A>
