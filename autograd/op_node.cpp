@@ -7,11 +7,12 @@ namespace fathom::autograd {
 OpNode::OpNode(const OpInfo& op, Attributes attrs, const VariableList& inputs, const TensorList& outputs)
     : Node(static_cast<uint32_t>(op.differentiable_outputs)), op_(op), attrs_(std::move(attrs)) {
   for (const Variable& input : inputs) {
-    input_sizes_.push_back(input.sizes());
-    input_dtypes_.push_back(input.dtype());
-    needs_input_grad_.push_back(input.requires_grad());
-    add_next_edge(input.requires_grad() ? input.gradient_edge() : Edge{});
-    saved_inputs_.push_back(op.gradient_uses_inputs ? SavedTensor(input.data(), input) : SavedTensor());
+    const bool present = input.defined();  // an optional input (e.g. no bias) may be absent
+    input_sizes_.push_back(present ? input.sizes() : Shape{});
+    input_dtypes_.push_back(present ? input.dtype() : DType::F32);
+    needs_input_grad_.push_back(present && input.requires_grad());
+    add_next_edge(needs_input_grad_.back() ? input.gradient_edge() : Edge{});
+    saved_inputs_.push_back(present && op.gradient_uses_inputs ? SavedTensor(input.data(), input) : SavedTensor());
   }
   for (const Tensor& output : outputs) {
     output_sizes_.push_back(output.sizes());
@@ -55,10 +56,9 @@ void OpNode::release_saved() {
 VariableList apply_op(const OpInfo& op, const VariableList& inputs, const Attributes& attrs) {
   TensorList tensors;
   bool needs_graph = false;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    FATHOM_CHECK(inputs[i].defined(), op.name, ": input ", i, " is an undefined Variable");
-    tensors.push_back(inputs[i].data());
-    needs_graph = needs_graph || inputs[i].requires_grad();
+  for (const Variable& input : inputs) {
+    tensors.push_back(input.defined() ? input.data() : Tensor());  // absent optional inputs stay undefined
+    needs_graph = needs_graph || (input.defined() && input.requires_grad());
   }
   const TensorList outputs = op.run(tensors, attrs);
   needs_graph = needs_graph && is_grad_enabled();

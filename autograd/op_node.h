@@ -28,7 +28,8 @@ class OpNode final : public Node {
   std::vector<Device> output_devices_;
 };
 
-// Runs `op` on the inputs' data. Outputs past op.differentiable_outputs never require grad.
+// Runs `op` on the inputs' data. An undefined Variable is an absent optional input (the op
+// sees an undefined tensor). Outputs past op.differentiable_outputs never require grad.
 VariableList apply_op(const OpInfo& op, const VariableList& inputs, const Attributes& attrs = {});
 // Shorthand: the op by registry name (looked up once per call site by the wrappers).
 VariableList apply_op(const std::string& name, const VariableList& inputs, const Attributes& attrs = {});

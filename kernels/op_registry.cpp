@@ -9,6 +9,7 @@ const std::vector<OpInfo>& op_registry() {
     register_reduction_ops(ops);
     register_optimizer_ops(ops);
     register_nn_ops(ops);
+    register_matmul_ops(ops);
     return ops;
   }();
   return registry;

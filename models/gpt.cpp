@@ -1,0 +1,74 @@
+#include "models/gpt.h"
+
+#include <cmath>
+
+#include "autograd/functions.h"
+#include "nn/init.h"
+
+namespace fathom::models {
+
+GPTConfig GPTConfig::preset(const std::string& name) {
+  GPTConfig c;
+  if (name == "tiny") {
+    c.n_layer = 2, c.n_head = 2, c.n_embd = 64, c.vocab_size = 256, c.block_size = 64;
+  } else if (name == "small") {
+    c.n_layer = 4, c.n_head = 4, c.n_embd = 256, c.vocab_size = 512, c.block_size = 128;
+  } else if (name == "gpt2-124M" || name == "gpt2") {
+    c.n_layer = 12, c.n_head = 12, c.n_embd = 768, c.vocab_size = 50257, c.block_size = 1024;
+  } else {
+    FATHOM_FAIL("unknown GPT preset \"", name, "\"; use tiny, small or gpt2-124M");
+  }
+  return c;
+}
+
+void GPTConfig::validate() const {
+  FATHOM_CHECK(n_layer > 0 && n_head > 0 && n_embd > 0 && vocab_size > 0 && block_size > 0,
+               "GPT config: n_layer, n_head, n_embd, vocab_size and block_size must be positive");
+  FATHOM_CHECK(n_embd % n_head == 0, "GPT config: n_embd (", n_embd, ") must be a multiple of n_head (", n_head, ")");
+  FATHOM_CHECK(dropout >= 0 && dropout < 1, "GPT config: dropout must be in [0, 1), got ", dropout);
+}
+
+GPT::GPT(const GPTConfig& config, uint64_t seed) : config_(config) {
+  config.validate();
+  const nn::TransformerConfig block{config.n_embd, config.n_head, config.dropout, config.bias, config.dtype};
+  transformer = register_module("transformer", std::make_shared<Transformer>());
+  Transformer& t = *transformer;
+  t.wte = t.register_module("wte", std::make_shared<nn::Embedding>(config.vocab_size, config.n_embd, config.dtype));
+  t.wpe = t.register_module("wpe", std::make_shared<nn::Embedding>(config.block_size, config.n_embd, config.dtype));
+  t.drop = t.register_module("drop", std::make_shared<nn::Dropout>(config.dropout));
+  t.h = t.register_module("h", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < config.n_layer; ++i) t.h->push_back(std::make_shared<nn::TransformerBlock>(block));
+  t.ln_f = t.register_module("ln_f", std::make_shared<nn::LayerNorm>(config.n_embd, 1e-5, config.bias, config.dtype));
+  lm_head = register_module("lm_head", std::make_shared<nn::Linear>(config.n_embd, config.vocab_size, false, config.dtype));
+  if (config.tied_embeddings) lm_head->tie_weight(t.wte->weight);
+  init_weights(seed);
+}
+
+void GPT::init_weights(uint64_t seed) {
+  Generator gen(seed);
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
+  for (const auto& [name, parameter] : named_parameters()) {
+    const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    const bool is_norm = name.find(".ln_") != std::string::npos;
+    const bool is_residual = name.find("c_proj.weight") != std::string::npos;
+    if (is_norm) nn::init::constant_(parameter, is_bias ? 0.0 : 1.0);
+    else if (is_bias) nn::init::zeros_(parameter);
+    else nn::init::normal_(parameter, gen, 0.0, is_residual ? residual_std : 0.02);
+  }
+}
+
+Variable GPT::forward(const Variable& idx) {
+  FATHOM_CHECK(idx.dim() == 2 && (idx.dtype() == DType::I64 || idx.dtype() == DType::I32),
+               "GPT: expected token ids of shape (B, T) and dtype i64, got ", idx.data().str());
+  const int64_t T = idx.size(1);
+  FATHOM_CHECK(T <= config_.block_size, "GPT: sequence length ", T, " exceeds block_size ", config_.block_size);
+  const Tensor positions = Tensor::arange(T, DType::I64);
+  const Variable tokens = (*transformer->wte)(idx);
+  const Variable where = (*transformer->wpe)(Variable(positions));
+  Variable x = (*transformer->drop)(autograd::add(tokens, where));
+  for (const auto& block : transformer->h->modules()) x = (*block)(x);
+  x = (*transformer->ln_f)(x);
+  return (*lm_head)(x);
+}
+
+}  // namespace fathom::models

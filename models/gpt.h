@@ -1,0 +1,63 @@
+#pragma once
+// GPT: token and position embeddings, a stack of pre-LayerNorm transformer blocks, a final
+// LayerNorm and the language-model head (tied to the token embedding by default).
+//
+// Parameter names and shapes are Hugging Face GPT-2's (transformer.wte.weight,
+// transformer.h.0.attn.c_attn.weight, ..., lm_head.weight) so weights move to and from the
+// wider ecosystem (models/gpt_weights.h converts Conv1D's [in, out] layout). The model is a
+// sequence of layers — embedding, blocks, final norm and head — so pipeline parallelism can
+// cut it into stages.
+
+#include <string>
+
+#include "nn/containers.h"
+#include "nn/embedding.h"
+#include "nn/transformer.h"
+
+namespace fathom::models {
+
+using autograd::Variable;
+
+struct GPTConfig {
+  int64_t n_layer = 12;
+  int64_t n_head = 12;
+  int64_t n_embd = 768;
+  int64_t vocab_size = 50257;
+  int64_t block_size = 1024;
+  double dropout = 0.0;
+  bool bias = true;
+  bool tied_embeddings = true;
+  DType dtype = DType::F32;
+
+  // "tiny", "small" or "gpt2-124M" (GPT-2 small: 124,439,808 parameters with the tied head).
+  static GPTConfig preset(const std::string& name);
+  void validate() const;
+};
+
+class GPT : public nn::Module {
+ public:
+  explicit GPT(const GPTConfig& config, uint64_t seed = 1337);
+  // idx: (B, T) token ids, T <= block_size -> logits (B, T, vocab_size)
+  Variable forward(const Variable& idx) override;
+  std::string type_name() const override { return "GPT"; }
+  // GPT-2's initialisation: N(0, 0.02) weights, zero biases, unit LayerNorm weights, and the
+  // residual projections (attn.c_proj, mlp.c_proj) scaled by 1/sqrt(2 n_layer).
+  void init_weights(uint64_t seed);
+  const GPTConfig& config() const { return config_; }
+
+  // Named like Hugging Face: "transformer" holds wte, wpe, drop, h, ln_f.
+  struct Transformer : nn::Module {
+    std::shared_ptr<nn::Embedding> wte, wpe;
+    std::shared_ptr<nn::Dropout> drop;
+    std::shared_ptr<nn::ModuleList> h;
+    std::shared_ptr<nn::LayerNorm> ln_f;
+    std::string type_name() const override { return "GPT.transformer"; }
+  };
+  std::shared_ptr<Transformer> transformer;
+  std::shared_ptr<nn::Linear> lm_head;
+
+ private:
+  GPTConfig config_;
+};
+
+}  // namespace fathom::models

@@ -1,0 +1,79 @@
+#include "models/gpt_weights.h"
+
+#include <set>
+
+#include "autograd/grad_mode.h"
+#include "nn/safetensors.h"
+
+namespace fathom::models {
+namespace {
+
+// Linear weights stored by GPT-2's Conv1D as [in, out].
+bool is_conv1d_weight(const std::string& name) {
+  for (const char* suffix : {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"}) {
+    const std::string s(suffix);
+    if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) return true;
+  }
+  return false;
+}
+
+bool is_mask_buffer(const std::string& name) {
+  auto ends_with = [&](const std::string& s) {
+    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+  };
+  return ends_with("attn.bias") || ends_with("attn.masked_bias");
+}
+
+}  // namespace
+
+void save_gpt2_safetensors(const GPT& model, const std::string& path) {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, parameter] : model.named_parameters()) {
+    const Tensor& data = parameter.data();
+    tensors.emplace_back(name, is_conv1d_weight(name) ? data.t() : data);  // the writer copies views
+  }
+  const GPTConfig& c = model.config();
+  nn::save_safetensors(path, tensors,
+                   {{"fathom.model", "gpt"},
+                    {"n_layer", std::to_string(c.n_layer)},
+                    {"n_head", std::to_string(c.n_head)},
+                    {"n_embd", std::to_string(c.n_embd)},
+                    {"vocab_size", std::to_string(c.vocab_size)},
+                    {"block_size", std::to_string(c.block_size)}});
+}
+
+void load_gpt2_safetensors(GPT& model, const std::string& path) {
+  const nn::SafetensorsFile file(path);
+  std::set<std::string> used;
+  // The file's name for a parameter: prefixed, or the hub checkpoint's bare form.
+  auto file_name = [&](const std::string& name) -> std::string {
+    if (file.contains(name)) return name;
+    const std::string prefix = "transformer.";
+    if (name.rfind(prefix, 0) == 0 && file.contains(name.substr(prefix.size()))) return name.substr(prefix.size());
+    return "";
+  };
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (target, source): checked first, written after
+  for (const auto& [name, parameter] : model.named_parameters()) {
+    const std::string stored = file_name(name);
+    FATHOM_CHECK(!stored.empty(), "GPT-2 weights ", path, ": no tensor for parameter \"", name,
+                 "\" (looked for it with and without the \"transformer.\" prefix)");
+    Tensor source = file.get(stored);
+    if (is_conv1d_weight(name)) source = source.t();
+    FATHOM_CHECK(source.sizes() == parameter.sizes(), "GPT-2 weights ", path, ": \"", stored, "\" has shape ",
+                 shape_str(is_conv1d_weight(name) ? source.t().sizes() : source.sizes()), " but the model expects ",
+                 shape_str(is_conv1d_weight(name) ? parameter.data().t().sizes() : parameter.sizes()),
+                 " (is the model config the file's? its metadata says n_embd=",
+                 file.metadata().count("n_embd") ? file.metadata().at("n_embd") : std::string("?"), ")");
+    copies.emplace_back(parameter.data(), source);
+    used.insert(stored);
+  }
+  for (const std::string& name : file.names()) {
+    const bool tied_head = (name == "lm_head.weight") && model.config().tied_embeddings;
+    FATHOM_CHECK(used.count(name) || is_mask_buffer(name) || tied_head, "GPT-2 weights ", path,
+                 ": unexpected tensor \"", name, "\" (a different model?)");
+  }
+  autograd::NoGradGuard no_grad;
+  for (auto& [target, source] : copies) target.copy_(source);
+}
+
+}  // namespace fathom::models

@@ -1,0 +1,17 @@
+#include "nn/containers.h"
+
+namespace fathom::nn {
+
+Variable Sequential::forward(const Variable& x) {
+  Variable h = x;
+  for (const auto& module : modules()) h = (*module)(h);
+  return h;
+}
+
+VariableList Sequential::forward(const VariableList& inputs) {
+  VariableList h = inputs;
+  for (const auto& module : modules()) h = (*module)(h);
+  return h;
+}
+
+}  // namespace fathom::nn

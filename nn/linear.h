@@ -1,0 +1,21 @@
+#pragma once
+// y = x Wᵀ + b, with W of shape [out_features, in_features] (PyTorch's layout).
+
+#include "nn/module.h"
+
+namespace fathom::nn {
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = DType::F32);
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override { return "Linear"; }
+  // Replaces the weight by another parameter (weight tying), e.g. GPT's head sharing wte.
+  void tie_weight(const Variable& weight);
+
+  Variable weight;
+  Variable bias;  // undefined without bias
+  const int64_t in_features, out_features;
+};
+
+}  // namespace fathom::nn

@@ -1,0 +1,116 @@
+#pragma once
+// Optimizer: the base of SGD, Adam/AdamW, Lamb and Lion (DeepSpeed's config names and semantics).
+//
+// Parameters come in groups, as in torch.optim: each group has its own lr (LR schedules set it)
+// and weight_decay; every other hyperparameter belongs to the optimizer. Per-parameter state
+// (step counter and state tensors such as exp_avg) is created on the parameter's first step, in
+// f32, charged to MemoryTag::OptimizerState, and keyed by the parameter's dotted name — the
+// identity a parameter has in checkpoints and ZeRO partitions.
+//
+// Parameters must be f32 (their own master copy): mixed-precision master weights come later.
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "core/tensor.h"
+
+namespace fathom::nn {
+
+struct ParamGroup {
+  std::vector<autograd::Variable> params;
+  // Optional state-dict keys, one per parameter: the dotted names of Module::named_parameters().
+  // Without them a parameter is keyed by its Variable name, or — when some Variable is unnamed or
+  // two share a name (every Linear's "weight") — by its position, "group<g>.<i>".
+  std::vector<std::string> names;
+  std::optional<double> lr;            // unset: the optimizer's lr
+  std::optional<double> weight_decay;  // unset: the optimizer's weight_decay
+};
+
+// What state_dict() returns and load_state_dict() takes. Names:
+//   "<param>.step"                  scalar: steps this parameter has taken (absent before its first)
+//   "<param>.<state>"               tensor: e.g. "h.0.attn.c_attn.weight.exp_avg"
+//   "param_groups.<g>.lr"           scalar, and "param_groups.<g>.weight_decay"
+// <param> is the parameter's key (see ParamGroup::names).
+struct OptimizerStateDict {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::vector<std::pair<std::string, double>> scalars;
+
+  const Tensor* find_tensor(const std::string& name) const;  // nullptr when absent
+  const double* find_scalar(const std::string& name) const;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // "SGD", "Adam", "AdamW", "Lamb", "Lion": used in every error message.
+  const std::string& type() const { return type_; }
+
+  // One update of every parameter that has a gradient; parameters whose grad is undefined are
+  // skipped and their step counters stay put (as in torch.optim).
+  void step();
+  void zero_grad(bool set_to_none = true);
+
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  double lr(size_t group = 0) const;
+  void set_lr(double lr);                // every group
+  void set_lr(size_t group, double lr);  // one group
+  double weight_decay(size_t group = 0) const;
+
+  OptimizerStateDict state_dict() const;
+  // Copies the state in (never aliases the given tensors). Everything is checked before anything
+  // changes: a missing, mis-shaped or unexpected entry is an error naming it.
+  void load_state_dict(const OptimizerStateDict& dict);
+
+  // Inspection: the key a parameter has in the state dict, its step count (0 before its first
+  // step) and one state tensor (undefined before its first step).
+  std::string param_key(const autograd::Variable& param) const;
+  int64_t step_count(const autograd::Variable& param) const;
+  Tensor state(const autograd::Variable& param, const std::string& name) const;
+
+ protected:
+  struct ParamState {
+    int64_t step = 0;
+    std::vector<Tensor> buffers;  // in the order of state_names(); empty before the first step
+  };
+
+  Optimizer(std::string type, std::vector<ParamGroup> groups, double default_lr, double default_weight_decay);
+
+  // Names of the per-parameter state tensors, in the order of ParamState::buffers.
+  virtual std::vector<std::string> state_names() const = 0;
+  // Updates one parameter. `param` and `grad` are contiguous f32 of one shape; state.step
+  // already counts this step (from 1) and state.buffers exist (zeros on the first step).
+  virtual void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) = 0;
+  // Hook before the first parameter of each step (e.g. Lamb forgets last step's coefficients).
+  virtual void begin_step() {}
+
+ private:
+  struct Slot {
+    size_t group;
+    size_t index;
+  };
+  Slot find(const autograd::Variable& param) const;
+  void check_param(const autograd::Variable& param, const std::string& key) const;
+
+  std::string type_;
+  std::vector<ParamGroup> groups_;
+  std::vector<std::vector<std::string>> keys_;   // [group][index]
+  std::vector<std::vector<ParamState>> states_;  // [group][index]
+};
+
+// Hyperparameter checks shared by the optimizers: messages name the DeepSpeed config key and
+// the allowed range, e.g. `Adam: "lr" must be >= 0, got -0.1`.
+void check_non_negative(const std::string& type, const char* key, double value);
+void check_betas(const std::string& type, double beta1, double beta2);
+
+// Wraps a parameter list as one group (the common case).
+std::vector<ParamGroup> single_group(std::vector<autograd::Variable> params);
+// The same with dotted names as keys (Module::named_parameters()).
+std::vector<ParamGroup> single_group(const std::vector<std::pair<std::string, autograd::Variable>>& named);
+
+}  // namespace fathom::nn

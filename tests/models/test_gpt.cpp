@@ -1,0 +1,134 @@
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "autograd/engine.h"
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "models/gpt.h"
+#include "models/gpt_weights.h"
+#include "nn/safetensors.h"
+#include "test_util.h"
+#include "kernels/reduction.h"
+#include "nn/loss.h"
+
+using namespace fathom;
+using namespace fathom::models;
+
+TEST_CASE("the gpt2-124M preset has GPT-2's parameter count and names", "[models]") {
+  GPTConfig config = GPTConfig::preset("gpt2-124M");
+  const GPT gpt(config);
+  CHECK(gpt.parameter_count() == 124'439'808);
+  const auto params = gpt.named_parameters();
+  CHECK(params.front().first == "transformer.wte.weight");
+  CHECK(params[1].first == "transformer.wpe.weight");
+  CHECK(params[2].first == "transformer.h.0.ln_1.weight");
+  CHECK(params[4].first == "transformer.h.0.attn.c_attn.weight");
+  CHECK(params.back().first == "transformer.ln_f.bias");  // lm_head.weight is tied to wte
+  CHECK(gpt.lm_head->weight.same(gpt.transformer->wte->weight));
+  CHECK(gpt.transformer->h->size() == 12);
+}
+
+TEST_CASE("GPT forward shapes, initialisation and errors", "[models]") {
+  GPTConfig config = GPTConfig::preset("tiny");
+  GPT gpt(config);
+  const Tensor idx = Tensor::from_vector<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3});
+  const Variable logits = gpt(Variable(idx));
+  CHECK(logits.sizes() == Shape{2, 3, 256});
+  // GPT-2 init: residual projections are scaled down.
+  const double std_proj = std::sqrt(var(gpt.parameter("transformer.h.0.attn.c_proj.weight").data().to(DType::F64)).item());
+  const double std_fc = std::sqrt(var(gpt.parameter("transformer.h.0.mlp.c_fc.weight").data().to(DType::F64)).item());
+  CHECK(std_fc == Approx(0.02).epsilon(0.1));
+  CHECK(std_proj == Approx(0.02 / std::sqrt(4.0)).epsilon(0.15));
+  CHECK(gpt.parameter("transformer.h.1.ln_2.weight").data().to_vector<float>()[0] == 1.0f);
+  CHECK_THROWS_WITH(gpt(Variable(Tensor::zeros({1, 65}, DType::I64))), Catch::Contains("sequence length 65 exceeds block_size 64"));
+  CHECK_THROWS_WITH(GPTConfig::preset("huge"), Catch::Contains("unknown GPT preset \"huge\"; use tiny, small or gpt2-124M"));
+  config.n_head = 3;
+  CHECK_THROWS_WITH(GPT(config), Catch::Contains("n_embd (64) must be a multiple of n_head (3)"));
+}
+
+TEST_CASE("a tiny GPT learns a repeated sequence", "[models]") {
+  GPT gpt(GPTConfig::preset("tiny"), 7);
+  std::vector<int64_t> tokens;
+  for (int i = 0; i < 4 * 17; ++i) tokens.push_back((i * 7) % 23);
+  const Tensor all = Tensor::from_vector<int64_t>(tokens, {4, 17});
+  const Tensor inputs = all.narrow(1, 0, 16).contiguous(), targets = all.narrow(1, 1, 16).contiguous();
+  double first = 0, last = 0;
+  for (int step = 0; step < 30; ++step) {
+    gpt.zero_grad();
+    const Variable loss = nn::cross_entropy(gpt(Variable(inputs)), targets);
+    loss.backward();
+    autograd::NoGradGuard no_grad;
+    for (const auto& p : gpt.parameters()) p.data().copy_(sub(p.data(), mul(p.grad(), 0.5)));  // plain SGD
+    (step == 0 ? first : last) = loss.item();
+  }
+  INFO("loss " << first << " -> " << last);
+  CHECK(first == Approx(std::log(256.0)).epsilon(0.05));
+  CHECK(last < first * 0.6);
+}
+
+namespace {
+std::string temp_path(const std::string& name) { return "/tmp/fathom_test_" + std::to_string(::getpid()) + "_" + name; }
+}  // namespace
+
+TEST_CASE("GPT weights round-trip through GPT-2's safetensors layout", "[models]") {
+  const GPTConfig config = GPTConfig::preset("tiny");
+  GPT source(config, 1), target(config, 2);
+  const std::string path = temp_path("gpt.safetensors");
+  save_gpt2_safetensors(source, path);
+  const nn::SafetensorsFile file(path);
+  CHECK(file.metadata().at("format") == "pt");
+  CHECK(file.info("transformer.h.0.attn.c_attn.weight").shape == Shape{64, 192});  // Conv1D: [in, out]
+  CHECK_FALSE(file.contains("lm_head.weight"));                                    // tied: transformers re-ties
+  load_gpt2_safetensors(target, path);
+  const Variable idx(Tensor::from_vector<int64_t>({3, 1, 4, 1, 5}, {1, 5}));
+  CHECK(source(idx).data().to_vector<float>() == target(idx).data().to_vector<float>());
+  std::remove(path.c_str());
+}
+
+TEST_CASE("GPT loads the hub checkpoint's bare names and ignores its mask buffers", "[models]") {
+  const GPTConfig config = GPTConfig::preset("tiny");
+  GPT source(config, 3), target(config, 4);
+  const std::string path = temp_path("hub.safetensors");
+  save_gpt2_safetensors(source, path);
+  std::vector<std::pair<std::string, Tensor>> hub;
+  for (auto& [name, tensor] : nn::load_safetensors(path)) hub.emplace_back(name.substr(std::string("transformer.").size()), tensor);
+  hub.emplace_back("h.0.attn.bias", Tensor::ones({1, 1, 64, 64}));
+  hub.emplace_back("h.1.attn.masked_bias", Tensor::scalar(-1e4));
+  nn::save_safetensors(path, hub);
+  load_gpt2_safetensors(target, path);
+  const Variable idx(Tensor::from_vector<int64_t>({9, 8, 7}, {1, 3}));
+  CHECK(source(idx).data().to_vector<float>() == target(idx).data().to_vector<float>());
+
+  GPT bigger(GPTConfig::preset("small"));
+  CHECK_THROWS_WITH(load_gpt2_safetensors(bigger, path), Catch::Contains("\"wte.weight\" has shape [256, 64] but the model expects [512, 256]"));
+  hub.emplace_back("h.7.mlp.c_fc.weight", Tensor::zeros({2}));
+  nn::save_safetensors(path, hub);
+  CHECK_THROWS_WITH(load_gpt2_safetensors(target, path), Catch::Contains("unexpected tensor \"h.7.mlp.c_fc.weight\""));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("transformers' GPT2LMHeadModel loads Fathom's file and gives the same logits", "[models]") {
+  if (std::system("python3 -c 'import transformers, torch, safetensors' >/dev/null 2>&1") != 0) {
+    WARN("skipped: python3 with transformers, torch and safetensors is not available here "
+         "(pip install transformers torch safetensors to run this check)");
+    return;
+  }
+  const GPTConfig config = GPTConfig::preset("tiny");
+  GPT model(config, 5);
+  const std::string path = temp_path("hf.safetensors"), logits_path = temp_path("hf_logits.txt");
+  save_gpt2_safetensors(model, path);
+  const std::string script = std::string(FATHOM_TEST_SOURCE_DIR) + "/models/hf_gpt2_logits.py";
+  REQUIRE(std::system(("python3 " + script + " " + path + " " + logits_path).c_str()) == 0);
+  std::ifstream in(logits_path);
+  std::vector<double> theirs;
+  for (double v; in >> v;) theirs.push_back(v);
+  const auto ours = model(Variable(Tensor::from_vector<int64_t>({1, 2, 3, 4}, {1, 4}))).data().to_vector<double>();
+  CHECK(fathom::testing::mismatch(ours, theirs, 1e-4, 1e-4) == "");
+  std::remove(path.c_str());
+  std::remove(logits_path.c_str());
+}

@@ -1,0 +1,158 @@
+#include <catch2/catch.hpp>
+
+#include "autograd/functions.h"
+#include "core/generator.h"
+#include "nn/containers.h"
+#include "nn/dropout.h"
+#include "nn/linear.h"
+#include "nn/loss.h"
+#include "nn/normalization.h"
+
+using namespace fathom;
+using namespace fathom::nn;
+
+namespace {
+struct Net : Module {
+  std::shared_ptr<Linear> first, second;
+  std::shared_ptr<LayerNorm> norm;
+  Net() {
+    first = register_module("first", std::make_shared<Linear>(4, 3));
+    norm = register_module("norm", std::make_shared<LayerNorm>(3));
+    second = register_module("second", std::make_shared<Linear>(3, 2, /*bias=*/false));
+    register_buffer("steps", Tensor::zeros({1}, DType::I64));
+  }
+  Variable forward(const Variable& x) override { return (*second)((*norm)((*first)(x))); }
+  std::string type_name() const override { return "Net"; }
+};
+
+std::vector<std::string> names(const Module& m) {
+  std::vector<std::string> out;
+  for (const auto& [name, p] : m.named_parameters()) out.push_back(name);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("parameters are named by dotted paths in registration order", "[nn]") {
+  Net net;
+  CHECK(names(net) == std::vector<std::string>{"first.weight", "first.bias", "norm.weight", "norm.bias", "second.weight"});
+  CHECK(net.parameter_count() == 4 * 3 + 3 + 3 + 3 + 3 * 2);
+  CHECK(net.named_buffers()[0].first == "steps");
+  std::vector<std::string> modules;
+  for (const auto& [name, m] : net.named_modules()) modules.push_back(name);
+  CHECK(modules == std::vector<std::string>{"", "first", "norm", "second"});
+  CHECK(net.parameter("norm.bias").same(net.norm->bias));
+  CHECK_THROWS_WITH(net.parameter("norm.gain"), Catch::Contains("no parameter named \"norm.gain\""));
+  CHECK(net.parameters()[0].data().storage()->tag() == MemoryTag::Parameters);
+}
+
+TEST_CASE("a tied parameter is listed once", "[nn]") {
+  struct Tied : Module {
+    std::shared_ptr<Linear> a, b;
+    Tied() {
+      a = register_module("a", std::make_shared<Linear>(3, 3, false));
+      b = register_module("b", std::make_shared<Linear>(3, 3, false));
+      b->tie_weight(a->weight);
+    }
+  } tied;
+  CHECK(names(tied) == std::vector<std::string>{"a.weight"});
+  CHECK(tied.b->weight.same(tied.a->weight));
+  CHECK(tied.parameter_count() == 9);
+}
+
+TEST_CASE("state_dict round trip and its errors", "[nn]") {
+  Net source, target;
+  Generator gen(1);
+  for (const Variable& p : source.parameters()) p.data().copy_(uniform(p.sizes(), gen));
+  target.load_state_dict(source.state_dict());
+  const auto a = source.state_dict(), b = target.state_dict();
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i].second.to_vector<double>() == b[i].second.to_vector<double>());
+
+  NamedTensors missing = source.state_dict();
+  missing.erase(missing.begin() + 1);
+  CHECK_THROWS_WITH(target.load_state_dict(missing), Catch::Contains("load_state_dict: missing 1 entry: first.bias"));
+  target.load_state_dict(missing, /*strict=*/false);
+
+  NamedTensors extra = source.state_dict();
+  extra.emplace_back("head.weight", Tensor::zeros({2}));
+  CHECK_THROWS_WITH(target.load_state_dict(extra), Catch::Contains("unexpected 1 entry: head.weight"));
+
+  NamedTensors wrong = source.state_dict();
+  wrong[0].second = Tensor::zeros({4, 3});
+  const auto before = target.state_dict()[1].second.to_vector<double>();
+  CHECK_THROWS_WITH(target.load_state_dict(wrong),
+                    Catch::Contains("\"first.weight\" has shape [4, 3] in the state dict but [3, 4] in the model"));
+  CHECK(target.state_dict()[1].second.to_vector<double>() == before);  // nothing was written
+}
+
+TEST_CASE("train/eval, zero_grad, apply, to(dtype) and forward hooks", "[nn]") {
+  Net net;
+  net.eval();
+  CHECK_FALSE(net.first->is_training());
+  net.train();
+  CHECK(net.norm->is_training());
+  int visited = 0;
+  net.apply([&](Module&) { ++visited; });
+  CHECK(visited == 4);
+
+  const Variable x(Tensor::ones({5, 4}));
+  autograd::sum(net(x)).backward();
+  CHECK(net.first->weight.grad().defined());
+  net.zero_grad();
+  CHECK_FALSE(net.first->weight.grad().defined());
+
+  std::vector<std::string> events;
+  const int pre = net.register_forward_pre_hook([&](Module&, VariableList&) { events.push_back("pre"); });
+  const int post = net.register_forward_hook([&](Module&, const VariableList&, VariableList& out) {
+    events.push_back("post " + shape_str(out[0].sizes()));
+  });
+  net(x);
+  net.remove_hook(pre);
+  net.remove_hook(post);
+  net(x);
+  CHECK(events == std::vector<std::string>{"pre", "post [5, 2]"});
+
+  const Variable weight = net.first->weight;
+  net.to(DType::BF16);
+  CHECK(weight.dtype() == DType::BF16);  // the same Variable, converted
+  CHECK(net.named_buffers()[0].second.dtype() == DType::I64);
+  CHECK_THROWS_WITH(net.to(DType::I32), Catch::Contains("need a floating-point dtype"));
+}
+
+TEST_CASE("Linear and LayerNorm compute what they should", "[nn]") {
+  Linear linear(3, 2);
+  linear.weight.data().copy_(Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  linear.bias.data().copy_(Tensor::from_vector<float>({0.5f, -1}));
+  const Variable x(Tensor::from_vector<float>({1, 0, -1, 2, 1, 0}, {1, 2, 3}));
+  CHECK(linear(x).data().to_vector<float>() == std::vector<float>{-1.5f, -3, 4.5f, 12});
+  CHECK(linear(x).sizes() == Shape{1, 2, 2});
+  CHECK_THROWS_WITH(linear(Variable(Tensor::ones({2, 4}))), Catch::Contains("does not end in in_features = 3"));
+  Sequential seq;
+  seq.push_back(std::make_shared<Linear>(3, 3));
+  seq.push_back(std::make_shared<LayerNorm>(3));
+  const auto y = seq(x).data().to_vector<float>();
+  CHECK(std::fabs(y[0] + y[1] + y[2]) < 1e-5);
+}
+
+TEST_CASE("losses", "[nn]") {
+  const Variable logits(Tensor::from_vector<double>({1, 2, 3, 1, 1, 1}, {2, 3}), true);
+  const Tensor targets = Tensor::from_vector<int64_t>({2, -100});
+  const Variable loss = cross_entropy(logits, targets);
+  CHECK(loss.item() == Approx(std::log(std::exp(1) + std::exp(2) + std::exp(3)) - 3));
+  const Variable a(Tensor::from_vector<double>({1, 2}), true), b(Tensor::from_vector<double>({3, 2}));
+  CHECK(mse_loss(a, b).item() == 2.0);
+  CHECK_THROWS_WITH(mse_loss(a, Variable(Tensor::zeros({3}, DType::F64))), Catch::Contains("shape [2] and target shape [3] differ"));
+}
+
+TEST_CASE("dropout masks follow the global sample index, not the batch position", "[nn]") {
+  Dropout drop(0.5);
+  const Variable x(Tensor::ones({4, 3, 8}));
+  set_dropout_context({7, 1, Tensor::from_vector<int64_t>({10, 11, 12, 13})});
+  const auto full = drop(x).data();
+  // A "rank" holding samples 12 and 13 only reproduces rows 2 and 3 of the full batch.
+  set_dropout_context({7, 1, Tensor::from_vector<int64_t>({12, 13})});
+  const auto half = drop(Variable(Tensor::ones({2, 3, 8}))).data();
+  CHECK(half.to_vector<float>() == full.narrow(0, 2, 2).to_vector<float>());
+  drop.eval();
+  CHECK(drop(x).data().shares_storage(x.data()));
+  CHECK_THROWS_WITH(Dropout(1.0), Catch::Contains("p must be in [0, 1), got 1"));
+}
