@@ -58,3 +58,12 @@
 // models
 #include "models/gpt.h"
 #include "models/gpt_weights.h"
+#include "models/gpt_inference.h"
+// engine
+#include "engine/byte_text_dataset.h"
+#include "engine/config.h"
+#include "engine/data_loader.h"
+#include "engine/engine.h"
+#include "engine/initialize.h"
+#include "engine/tensor_dataset.h"
+#include "engine/token_dataset.h"

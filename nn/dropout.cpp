@@ -11,7 +11,7 @@ namespace {
 
 std::atomic<uint64_t> g_next_module_id{0};
 thread_local DropoutContext t_context;
-thread_local std::unordered_map<uint64_t, uint64_t> t_calls;  // module id -> calls this step
+thread_local std::unordered_map<uint64_t, uint64_t> t_calls;  // stream id -> calls this step
 
 // The call counts are state a checkpoint recomputation must replay.
 const int kCheckpointState = autograd::register_checkpoint_state(
@@ -53,15 +53,25 @@ void set_dropout_context(DropoutContext context) {
 
 const DropoutContext& dropout_context() { return t_context; }
 
-Dropout::Dropout(double p_) : p(p_), module_id(g_next_module_id++) {
+Dropout::Dropout(double p_) : p(p_), stream_id_(g_next_module_id++) {
   FATHOM_CHECK(p >= 0.0 && p < 1.0, "Dropout: p must be in [0, 1), got ", p);
 }
 
 Variable Dropout::forward(const Variable& x) {
   if (!is_training() || p == 0.0) return x;
-  const uint64_t call = t_calls[module_id]++;
-  const uint64_t offset = mix(mix(t_context.step) ^ (module_id * 0x100000001b3ull) ^ (call << 48));
+  const uint64_t call = t_calls[stream_id_]++;
+  const uint64_t offset = mix(mix(t_context.step) ^ (stream_id_ * 0x100000001b3ull) ^ (call << 48));
   return autograd::dropout(x, p, t_context.seed, offset, row_indices(x.data()));
+}
+
+void assign_dropout_streams(Module& root) {
+  for (const auto& [name, module] : root.named_modules()) {
+    auto* dropout = dynamic_cast<Dropout*>(module);
+    if (dropout == nullptr) continue;
+    uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a of the dotted name
+    for (unsigned char ch : name) hash = (hash ^ ch) * 0x100000001b3ull;
+    dropout->set_stream_id(hash);
+  }
 }
 
 }  // namespace fathom::nn

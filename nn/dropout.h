@@ -3,8 +3,10 @@
 //
 // Where the random numbers come from (DESIGN.md, "What makes equivalence possible"): a
 // DropoutContext set by the engine for each micro-batch — the seed, the optimizer step and
-// each batch row's global sample index — plus the module's id (its construction order) and
-// how many times it has run in this step. Element (row, column) then depends only on those
+// each batch row's global sample index — plus the module's stream id and how many times it has
+// run in this step. The stream id is a hash of the module's dotted name in its model, set by
+// assign_dropout_streams (the engine calls it), so every process and every copy of a model
+// agree; before that it is the construction order. Element (row, column) then depends only on those
 // and on its place in the unsharded tensor, never on the rank. Without a context (plain user
 // code) rows are numbered locally and the step is 0.
 //
@@ -30,8 +32,16 @@ class Dropout : public Module {
   Variable forward(const Variable& x) override;
   std::string type_name() const override { return "Dropout"; }
 
+  uint64_t stream_id() const { return stream_id_; }
+  void set_stream_id(uint64_t id) { stream_id_ = id; }
+
   const double p;
-  const uint64_t module_id;
+
+ private:
+  uint64_t stream_id_;
 };
+
+// Gives every Dropout under `root` the stream id of its dotted name.
+void assign_dropout_streams(Module& root);
 
 }  // namespace fathom::nn

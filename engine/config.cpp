@@ -1,0 +1,78 @@
+#include "engine/config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "engine/config_parse.h"
+#include "engine/config_schema.h"
+
+namespace fathom {
+namespace {
+
+Config parse_config(const ConfigNode& root, const std::string& source) {
+  const ConfigSection top(&root, "", source);
+  std::vector<std::string> known = fathom_config_keys();
+  for (const std::string& key : deepspeed_only_config_keys()) known.push_back(key);
+  top.check_keys(known);
+  check_deepspeed_only_keys(top);
+
+  Config c;
+  c.source = source;
+  c.batch.train_batch_size = top.integer("train_batch_size", 0, 1);
+  c.batch.train_micro_batch_size_per_gpu = top.integer("train_micro_batch_size_per_gpu", 0, 1);
+  c.batch.gradient_accumulation_steps = top.integer("gradient_accumulation_steps", 0, 1);
+  if (c.batch.train_batch_size == 0 && c.batch.train_micro_batch_size_per_gpu == 0)
+    throw_config_error({source, 0, ""},
+                       "train_batch_size or train_micro_batch_size_per_gpu must be given (DeepSpeed's rule: "
+                       "train_batch_size = train_micro_batch_size_per_gpu * gradient_accumulation_steps * "
+                       "data-parallel world size)");
+
+  c.gradient_clipping = top.number("gradient_clipping", c.gradient_clipping, 0);
+  c.steps_per_print = top.integer("steps_per_print", c.steps_per_print, 1);
+  c.wall_clock_breakdown = top.boolean("wall_clock_breakdown", c.wall_clock_breakdown);
+  if (const auto seed = top.optional_integer("seed", 0)) c.seed = static_cast<uint64_t>(*seed);
+
+  c.fp16 = parse_fp16(top.section("fp16"));
+  // "bfloat16" is DeepSpeed's older name for "bf16"; it still reads both.
+  if (top.find("bf16") && top.find("bfloat16"))
+    top.fail("bfloat16", "\"bf16\" is given too (line " + std::to_string(top.line_of("bf16")) +
+                             "); \"bfloat16\" is DeepSpeed's old name for it, keep one");
+  c.bf16 = parse_bf16(top.section(top.find("bfloat16") ? "bfloat16" : "bf16"));
+  if (c.fp16.enabled && c.bf16.enabled)
+    throw_config_error({source, 0, ""},
+                       "fp16.enabled and bf16.enabled are both true; choose one mixed-precision mode (DeepSpeed "
+                       "rejects both too)");
+  c.zero = parse_zero(top.section("zero_optimization"));
+  c.optimizer = parse_optimizer(top.section("optimizer"));
+  const auto lr = c.optimizer.params.find("lr");
+  const double* base_lr = lr == c.optimizer.params.end() ? nullptr : std::get_if<double>(&lr->second.value());
+  c.scheduler = parse_scheduler(top.section("scheduler"), base_lr ? *base_lr : 1e-3);
+  return c;
+}
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+Config Config::from_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_config_error({path, 0, ""}, "cannot open the file; check the path (relative paths start in the working directory)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  ConfigFormat format = ConfigFormat::Auto;
+  if (ends_with(path, ".json")) format = ConfigFormat::Json;
+  if (ends_with(path, ".yaml") || ends_with(path, ".yml")) format = ConfigFormat::Yaml;
+  return parse_config(read_config_tree(text.str(), format, path), path);
+}
+
+Config Config::from_string(const std::string& text, ConfigFormat format) {
+  return parse_config(read_config_tree(text, format, ""), "");
+}
+
+Config Config::from_string(const std::string& text) { return from_string(text, ConfigFormat::Auto); }
+
+void Config::resolve_batch(int64_t dp_world_size) { batch = fathom::resolve_batch(batch, dp_world_size, source); }
+
+}  // namespace fathom

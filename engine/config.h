@@ -1,0 +1,164 @@
+#pragma once
+// fathom::Config: a DeepSpeed-style training config (ds_config.json, or YAML), read into typed
+// structs with DeepSpeed's key names, defaults and batch-size rule.
+//
+//   fathom::Config config = fathom::Config::from_file("ds_config.json");
+//   config.check_supported();         // features not built yet are errors here, not ignored
+//   config.resolve_batch(dp_world_size);
+//
+// Parsing is stricter than DeepSpeed (docs/config.md lists every key and difference): unknown
+// keys, duplicate keys, wrong types, out-of-range values, "auto" and inconsistent batch sizes
+// are errors whose message names the file, line, key path, the value and what is allowed.
+// A DeepSpeed feature Fathom does not implement is accepted while it is off and an error once
+// it is on. Parsing does not depend on what is built yet (so a config with "fp16" enabled
+// parses); check_supported() is where the engine refuses what it cannot run.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/config_reader.h"
+#include "nn/lr_schedule.h"
+#include "nn/optimizer_factory.h"
+
+namespace fathom {
+
+// The three batch sizes. 0 = not given; resolve_batch fills them with DeepSpeed's rule.
+struct BatchConfig {
+  int64_t train_batch_size = 0;
+  int64_t train_micro_batch_size_per_gpu = 0;
+  int64_t gradient_accumulation_steps = 0;
+  int64_t dp_world_size = 0;  // the world size they were resolved for; 0 = not resolved yet
+
+  bool resolved() const { return dp_world_size > 0; }
+};
+
+// DeepSpeed's rule with the data-parallel world size dp:
+//   train_batch_size = train_micro_batch_size_per_gpu * gradient_accumulation_steps * dp.
+// All three given: checked. Two given: the third is derived (and must come out whole). Only
+// train_batch_size: gas 1, micro = tbs / dp. Only the micro batch: gas 1. Neither tbs nor
+// micro: error. `source` names the config in messages.
+BatchConfig resolve_batch(const BatchConfig& given, int64_t dp_world_size, const std::string& source = "");
+
+// "optimizer": {"type": "AdamW", "params": {...}}. An empty type means the section is absent
+// (the program passes its own optimizer, as with deepspeed.initialize(optimizer=...)).
+struct OptimizerConfig {
+  std::string type;  // as written; nn::make_optimizer matches it ignoring case
+  nn::OptimizerParams params;
+};
+
+// "scheduler": {"type": "WarmupLR", "params": {...}}; empty type = no schedule.
+struct SchedulerConfig {
+  std::string type;  // DeepSpeed's case-sensitive names (nn::lr_scheduler_types())
+  nn::LRParamMap params;
+};
+
+// "fp16": dynamic loss scaling as DeepSpeed's. loss_scale 0 = dynamic.
+struct Fp16Config {
+  bool enabled = false;
+  bool auto_cast = false;
+  double loss_scale = 0;
+  int64_t initial_scale_power = 16;
+  int64_t loss_scale_window = 1000;
+  int64_t hysteresis = 2;
+  bool consecutive_hysteresis = false;
+  double min_loss_scale = 1;
+  bool fp16_master_weights_and_grads = false;  // DeepSpeed-only; an error when true
+};
+
+struct Bf16Config {
+  bool enabled = false;
+  bool immediate_grad_update = false;  // DeepSpeed-only; an error when true
+};
+
+// "offload_param" / "offload_optimizer": device "none", "cpu" or "nvme".
+struct OffloadParamConfig {
+  std::string device = "none";
+  std::string nvme_path;  // "" = not given
+  int64_t buffer_count = 5;
+  int64_t buffer_size = 100000000;
+  int64_t max_in_cpu = 1000000000;
+  bool pin_memory = false;
+};
+
+struct OffloadOptimizerConfig {
+  std::string device = "none";
+  std::string nvme_path;
+  int64_t buffer_count = 4;
+  bool pin_memory = false;
+  bool pipeline_read = false;
+  bool pipeline_write = false;
+  bool fast_init = false;
+  double ratio = 1.0;
+};
+
+// "zero_optimization" with DeepSpeed's (v0.16) defaults. The stage3_* keys are stored under
+// DeepSpeed's field names (prefetch_bucket_size for stage3_prefetch_bucket_size); either
+// spelling is accepted, as in DeepSpeed.
+struct ZeroConfig {
+  int64_t stage = 0;
+  bool contiguous_gradients = true;
+  bool overlap_comm = false;  // DeepSpeed: true for stage 3, false otherwise, unless given
+  bool reduce_scatter = true;
+  int64_t reduce_bucket_size = 500000000;
+  bool use_multi_rank_bucket_allreduce = true;
+  bool allgather_partitions = true;
+  int64_t allgather_bucket_size = 500000000;
+  bool load_from_fp32_weights = true;
+  bool elastic_checkpoint = false;
+  OffloadParamConfig offload_param;
+  OffloadOptimizerConfig offload_optimizer;
+  int64_t sub_group_size = 1000000000;
+  int64_t prefetch_bucket_size = 50000000;
+  int64_t param_persistence_threshold = 100000;
+  int64_t model_persistence_threshold = INT64_MAX;
+  int64_t max_live_parameters = 1000000000;
+  int64_t max_reuse_distance = 1000000000;
+  bool gather_16bit_weights_on_model_save = false;
+  int64_t module_granularity_threshold = 0;
+  bool use_all_reduce_for_fetch_params = false;
+  bool ignore_unused_parameters = true;
+  bool legacy_stage1 = false;
+  bool round_robin_gradients = false;
+  int64_t zero_hpz_partition_size = 1;
+  bool zero_quantized_weights = false;
+  bool zero_quantized_nontrainable_weights = false;
+  bool zero_quantized_gradients = false;
+  int64_t mics_shard_size = -1;
+  bool mics_hierarchical_params_gather = false;
+  bool memory_efficient_linear = true;
+  bool pipeline_loading_checkpoint = false;
+  bool override_module_apply = true;
+};
+
+struct Config {
+  // Format from the extension (.json, .yaml/.yml), else detected from the text. Messages name
+  // `path` and the line.
+  static Config from_file(const std::string& path);
+  // Format Auto: JSON when the first non-comment character is '{', else YAML.
+  static Config from_string(const std::string& text, ConfigFormat format);
+  static Config from_string(const std::string& text);
+
+  BatchConfig batch;
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  double gradient_clipping = 0;  // max global gradient norm; 0 = off
+  int64_t steps_per_print = 10;
+  bool wall_clock_breakdown = false;
+  std::optional<uint64_t> seed;
+  Fp16Config fp16;
+  Bf16Config bf16;
+  ZeroConfig zero;
+  std::string source;  // the file path ("" for a string), for messages
+
+  // Fills in `batch` for this data-parallel world size (see fathom::resolve_batch).
+  void resolve_batch(int64_t dp_world_size);
+  // Errors for what the config enables but this build of Fathom cannot run yet, e.g.
+  //   config error at zero_optimization.stage: 2 is not supported yet (ZeRO arrives with its issue); use 0
+  void check_supported() const;
+  // The config as used (every key Fathom reads, defaults filled in, the batch sizes resolved
+  // when they are), as JSON: what fathom-train writes to its output directory.
+  std::string to_json() const;
+};
+
+}  // namespace fathom

@@ -1,0 +1,17 @@
+#pragma once
+// Internal to the config: one parser per section of a ds_config (config_sections.cpp,
+// config_zero.cpp). Each reads its object with ConfigSection, so its errors name the key path.
+
+#include "engine/config.h"
+#include "engine/config_section.h"
+
+namespace fathom {
+
+Fp16Config parse_fp16(const ConfigSection& section);
+Bf16Config parse_bf16(const ConfigSection& section);
+ZeroConfig parse_zero(const ConfigSection& section);
+OptimizerConfig parse_optimizer(const ConfigSection& section);
+// `base_lr`: the optimizer's lr (the schedule is built once here to check its params).
+SchedulerConfig parse_scheduler(const ConfigSection& section, double base_lr);
+
+}  // namespace fathom

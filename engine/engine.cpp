@@ -1,0 +1,129 @@
+#include "engine/engine.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "autograd/functions.h"
+#include "core/logging.h"
+#include "kernels/reduction.h"
+#include "nn/dropout.h"
+#include "nn/grad_clipping.h"
+
+namespace fathom {
+namespace {
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
+
+Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
+               std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options)
+    : model_(std::move(model)), optimizer_(std::move(optimizer)), scheduler_(std::move(scheduler)),
+      options_(options) {
+  FATHOM_CHECK(model_ != nullptr, "Engine: no model");
+  FATHOM_CHECK(optimizer_ != nullptr, "Engine: no optimizer");
+  FATHOM_CHECK(options_.gradient_accumulation_steps >= 1 && options_.micro_batch_size >= 1 &&
+                   options_.dp_world_size >= 1,
+               "Engine: micro_batch_size, gradient_accumulation_steps and dp_world_size must be >= 1");
+  FATHOM_CHECK(options_.gradient_clipping >= 0, "Engine: gradient_clipping must be >= 0, got ",
+               options_.gradient_clipping);
+  apply_scheduled_lr();  // the lr in force before the first step, as DeepSpeed sets it
+  nn::assign_dropout_streams(*model_);  // dropout masks keyed by module name, the same everywhere
+}
+
+void Engine::apply_scheduled_lr() {
+  if (!scheduler_) return;
+  const std::vector<double>& lrs = scheduler_->get_lrs();
+  for (size_t g = 0; g < lrs.size() && g < optimizer_->param_groups().size(); ++g) optimizer_->set_lr(g, lrs[g]);
+}
+
+double Engine::lr() const { return optimizer_->lr(0); }
+
+autograd::Variable Engine::operator()(const autograd::Variable& input, const Tensor& sample_index) {
+  if (!cycle_started_) {
+    cycle_start_ = Clock::now();
+    cycle_started_ = true;
+  }
+  nn::set_dropout_context({options_.seed, static_cast<uint64_t>(global_steps_), sample_index});
+  if (!is_floating_point(input.dtype())) tokens_ += input.numel();
+  const auto start = Clock::now();
+  autograd::Variable out = (*model_)(input);
+  forward_ms_ += ms_since(start);
+  return out;
+}
+
+void Engine::backward(const autograd::Variable& loss) {
+  FATHOM_CHECK(loss.numel() == 1, "engine.backward: the loss must be a scalar, got shape ", shape_str(loss.sizes()));
+  const auto start = Clock::now();
+  loss_sum_ += loss.item();
+  const double scale = 1.0 / static_cast<double>(options_.gradient_accumulation_steps);
+  (scale == 1.0 ? loss : autograd::mul(loss, scale)).backward();
+  backward_ms_ += ms_since(start);
+}
+
+bool Engine::is_gradient_accumulation_boundary() const {
+  return (micro_steps_ + 1) % options_.gradient_accumulation_steps == 0;
+}
+
+void Engine::step() {
+  const bool boundary = is_gradient_accumulation_boundary();
+  ++micro_steps_;
+  if (!boundary) return;
+  const auto start = Clock::now();
+  StepReport report;
+  const auto params = model_->parameters();
+  if (options_.gradient_clipping > 0) {
+    report.grad_norm = nn::clip_grad_norm(params, options_.gradient_clipping);
+  } else {
+    std::vector<Tensor> grads;
+    for (const auto& p : params)
+      if (p.grad().defined()) grads.push_back(p.grad());
+    report.grad_norm = global_norm(grads);
+  }
+  optimizer_->step();
+  report.lr = optimizer_->lr(0);  // the lr this step used
+  if (scheduler_) {
+    scheduler_->step();
+    apply_scheduled_lr();
+  }
+  optimizer_->zero_grad();
+  const double step_ms = ms_since(start);
+
+  ++global_steps_;
+  global_samples_ += options_.train_batch_size();
+  report.step = global_steps_;
+  report.samples = global_samples_;
+  report.loss = loss_sum_ / static_cast<double>(options_.gradient_accumulation_steps);
+  report.seconds = cycle_started_ ? ms_since(cycle_start_) / 1000.0 : 0.0;
+  if (report.seconds > 0) {
+    report.samples_per_second = static_cast<double>(options_.train_batch_size()) / report.seconds;
+    report.tokens_per_second = static_cast<double>(tokens_ * options_.dp_world_size) / report.seconds;
+  }
+  report.forward_ms = forward_ms_;
+  report.backward_ms = backward_ms_;
+  report.step_ms = step_ms;
+  last_report_ = report;
+  loss_sum_ = 0;
+  tokens_ = 0;
+  forward_ms_ = backward_ms_ = 0;
+  cycle_started_ = false;
+
+  if (on_step_) on_step_(report);
+  else if (options_.steps_per_print > 0 && global_steps_ % options_.steps_per_print == 0)
+    FATHOM_LOG(Info, format_report(report, options_.wall_clock_breakdown));
+}
+
+std::string Engine::format_report(const StepReport& r, bool wall_clock_breakdown) {
+  char line[256];
+  std::snprintf(line, sizeof line, "step %lld | loss %.4f | lr %.3e | grad norm %.3f | %.1f samples/s | %.0f tok/s",
+                static_cast<long long>(r.step), r.loss, r.lr, r.grad_norm, r.samples_per_second, r.tokens_per_second);
+  std::string out = line;
+  if (wall_clock_breakdown) {
+    std::snprintf(line, sizeof line, " | forward %.1f ms | backward %.1f ms | step %.1f ms", r.forward_ms,
+                  r.backward_ms, r.step_ms);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace fathom

@@ -1,0 +1,95 @@
+#pragma once
+// The training engine: what deepspeed.initialize returns as `engine`.
+//
+//   auto out = engine(batch.inputs);          // forward
+//   auto loss = nn::cross_entropy(out, batch.targets);
+//   engine.backward(loss);                     // scaled by 1/gradient_accumulation_steps
+//   engine.step();                             // acts at accumulation boundaries only
+//
+// DeepSpeed's semantics: backward divides the loss by gradient_accumulation_steps so that the
+// accumulated gradient is the mean over the global batch; step() is called after every
+// micro-batch and, at a boundary, clips by the global gradient norm, runs the optimizer,
+// advances the LR schedule (and writes its lr into the optimizer) and zeroes the gradients.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "nn/lr_schedule.h"
+#include "nn/module.h"
+#include "nn/optimizer.h"
+
+namespace fathom {
+
+struct EngineOptions {
+  int64_t micro_batch_size = 1;
+  int64_t gradient_accumulation_steps = 1;
+  int64_t dp_world_size = 1;
+  double gradient_clipping = 0.0;  // 0: off
+  int64_t steps_per_print = 10;    // 0: never
+  bool wall_clock_breakdown = false;
+  uint64_t seed = 1234;            // dropout's seed
+  int64_t train_batch_size() const { return micro_batch_size * gradient_accumulation_steps * dp_world_size; }
+};
+
+// What the engine reports after each optimizer step.
+struct StepReport {
+  int64_t step = 0;              // global steps taken
+  int64_t samples = 0;           // global samples seen
+  double loss = 0.0;             // mean loss of the step (unscaled)
+  double lr = 0.0;
+  double grad_norm = 0.0;        // before clipping
+  double seconds = 0.0;          // wall time of the whole step (all its micro-batches)
+  double samples_per_second = 0.0;
+  double tokens_per_second = 0.0;  // integer inputs counted as tokens
+  double forward_ms = 0, backward_ms = 0, step_ms = 0;  // with wall_clock_breakdown
+};
+
+class Engine {
+ public:
+  Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
+         std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options);
+
+  // Forward through the model. `sample_index` (i64 [B]: the batch rows' global sample indices)
+  // makes dropout reproduce the single-process run under any parallel layout.
+  autograd::Variable operator()(const autograd::Variable& input, const Tensor& sample_index = Tensor());
+  void backward(const autograd::Variable& loss);
+  void step();
+
+  // True when the next step() completes an accumulation cycle (DeepSpeed's definition).
+  bool is_gradient_accumulation_boundary() const;
+  int64_t global_steps() const { return global_steps_; }
+  int64_t global_samples() const { return global_samples_; }
+  int64_t micro_steps() const { return micro_steps_; }
+  const StepReport& last_report() const { return last_report_; }
+  double lr() const;
+
+  nn::Module& module() { return *model_; }
+  const std::shared_ptr<nn::Optimizer>& optimizer() const { return optimizer_; }
+  const std::shared_ptr<nn::LRScheduler>& scheduler() const { return scheduler_; }
+  const EngineOptions& options() const { return options_; }
+  // Replaces the default log line (printed every steps_per_print steps) with `callback`,
+  // called after every optimizer step.
+  void on_step(std::function<void(const StepReport&)> callback) { on_step_ = std::move(callback); }
+  static std::string format_report(const StepReport& report, bool wall_clock_breakdown);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void apply_scheduled_lr();
+
+  std::shared_ptr<nn::Module> model_;
+  std::shared_ptr<nn::Optimizer> optimizer_;
+  std::shared_ptr<nn::LRScheduler> scheduler_;
+  EngineOptions options_;
+  int64_t global_steps_ = 0, global_samples_ = 0, micro_steps_ = 0;
+  double loss_sum_ = 0.0;   // unscaled losses of this cycle's micro-batches
+  int64_t tokens_ = 0;      // integer input elements this cycle
+  Clock::time_point cycle_start_{};
+  bool cycle_started_ = false;
+  double forward_ms_ = 0, backward_ms_ = 0;
+  StepReport last_report_;
+  std::function<void(const StepReport&)> on_step_;
+};
+
+}  // namespace fathom

@@ -1,0 +1,51 @@
+#include "engine/initialize.h"
+
+#include "nn/optimizer_factory.h"
+
+namespace fathom {
+
+Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
+                       std::shared_ptr<const data::Dataset> training_data, int64_t dp_rank, int64_t dp_world_size) {
+  FATHOM_CHECK(model != nullptr, "initialize: the model is null");
+  config.check_supported();
+  config.resolve_batch(dp_world_size);
+
+  Initialized out;
+  if (optimizer) {
+    FATHOM_CHECK(config.optimizer.type.empty(), "initialize: an optimizer was passed and the config has an "
+                 "\"optimizer\" section too; remove one of them");
+    out.optimizer = std::move(optimizer);
+  } else {
+    FATHOM_CHECK(!config.optimizer.type.empty(), "initialize: no optimizer; add an \"optimizer\" section to the "
+                 "config (e.g. {\"type\": \"AdamW\", \"params\": {\"lr\": 3e-4}}) or pass one to fathom::initialize");
+    out.optimizer = nn::make_optimizer(config.optimizer.type, config.optimizer.params, model->named_parameters());
+  }
+  if (!config.scheduler.type.empty()) {
+    std::vector<double> base_lrs;
+    for (size_t g = 0; g < out.optimizer->param_groups().size(); ++g) base_lrs.push_back(out.optimizer->lr(g));
+    out.scheduler = nn::make_lr_scheduler(config.scheduler.type, config.scheduler.params, base_lrs);
+  }
+
+  EngineOptions options;
+  options.micro_batch_size = config.batch.train_micro_batch_size_per_gpu;
+  options.gradient_accumulation_steps = config.batch.gradient_accumulation_steps;
+  options.dp_world_size = dp_world_size;
+  options.gradient_clipping = config.gradient_clipping;
+  options.steps_per_print = config.steps_per_print;
+  options.wall_clock_breakdown = config.wall_clock_breakdown;
+  options.seed = config.seed.value_or(1234);
+  out.engine = std::make_shared<Engine>(std::move(model), out.optimizer, out.scheduler, options);
+
+  if (training_data) {
+    data::DataLoaderOptions loader;
+    loader.micro_batch_size = options.micro_batch_size;
+    loader.gradient_accumulation_steps = options.gradient_accumulation_steps;
+    loader.dp_rank = dp_rank;
+    loader.dp_world_size = dp_world_size;
+    loader.seed = options.seed;
+    out.loader = std::make_shared<data::DataLoader>(std::move(training_data), loader);
+  }
+  return out;
+}
+
+}  // namespace fathom

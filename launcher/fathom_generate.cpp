@@ -1,0 +1,125 @@
+// fathom-generate: samples text from a model saved by fathom-train, one position per new
+// token (key/value cache).
+//
+//   fathom-generate --model runs/latest/model.safetensors --prompt "int main(" --max-tokens 200
+//
+// Byte-level models (vocab 256) take a text prompt and print text; larger vocabularies take
+// token ids ("--prompt 464,3290,318") and print ids, until a GPT-2 BPE tokenizer arrives.
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/threads.h"
+#include "models/gpt_inference.h"
+#include "models/gpt_weights.h"
+#include "nn/safetensors.h"
+
+using namespace fathom;
+
+namespace {
+
+struct Options {
+  std::string model_path, prompt = "\n";
+  int64_t max_tokens = 200, top_k = 40;
+  double temperature = 0.8;
+  uint64_t seed = 0;
+  int threads = 0;
+};
+
+const char* kUsage = R"(usage: fathom-generate --model FILE [options]
+
+  --model FILE        model.safetensors written by fathom-train (GPT-2 layout + shape metadata)
+  --prompt TEXT       text for byte-level models; comma-separated token ids otherwise (default "\n")
+  --max-tokens N      tokens to generate (default 200; stops at the model's block size)
+  --temperature T     0 = greedy (default 0.8)
+  --top-k K           sample among the K most likely tokens; 0 = all (default 40)
+  --seed N            sampling seed (default 0)
+  --threads N         CPU threads
+)";
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    }
+    FATHOM_CHECK(i + 1 < argc, flag, ": missing value; see fathom-generate --help");
+    const std::string value = argv[++i];
+    if (flag == "--model") o.model_path = value;
+    else if (flag == "--prompt") o.prompt = value;
+    else if (flag == "--max-tokens") o.max_tokens = std::stoll(value);
+    else if (flag == "--temperature") o.temperature = std::stod(value);
+    else if (flag == "--top-k") o.top_k = std::stoll(value);
+    else if (flag == "--seed") o.seed = std::stoull(value);
+    else if (flag == "--threads") o.threads = std::stoi(value);
+    else FATHOM_FAIL("unknown option ", flag, "; see fathom-generate --help");
+  }
+  FATHOM_CHECK(!o.model_path.empty(), "--model is required; see fathom-generate --help");
+  return o;
+}
+
+models::GPTConfig config_from_metadata(const std::string& path) {
+  const nn::SafetensorsFile file(path);
+  const auto& meta = file.metadata();
+  auto get = [&](const char* key) {
+    FATHOM_CHECK(meta.count(key), path, ": no \"", key, "\" in the file's metadata; fathom-generate reads models "
+                 "written by fathom-train (or save_gpt2_safetensors)");
+    return std::stoll(meta.at(key));
+  };
+  models::GPTConfig c;
+  c.n_layer = get("n_layer"), c.n_head = get("n_head"), c.n_embd = get("n_embd");
+  c.vocab_size = get("vocab_size"), c.block_size = get("block_size");
+  c.tied_embeddings = !file.contains("lm_head.weight");
+  return c;
+}
+
+std::vector<int64_t> prompt_tokens(const std::string& prompt, int64_t vocab) {
+  std::vector<int64_t> tokens;
+  if (vocab == 256) {
+    for (unsigned char ch : prompt) tokens.push_back(ch);
+  } else {
+    std::stringstream in(prompt);
+    for (std::string item; std::getline(in, item, ',');) {
+      const int64_t id = std::stoll(item);
+      FATHOM_CHECK(id >= 0 && id < vocab, "--prompt: token id ", id, " is outside the vocabulary (", vocab, ")");
+      tokens.push_back(id);
+    }
+  }
+  FATHOM_CHECK(!tokens.empty(), "--prompt is empty");
+  return tokens;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Options o = parse(argc, argv);
+    if (o.threads > 0) set_num_threads(o.threads);
+    models::GPT model(config_from_metadata(o.model_path));
+    models::load_gpt2_safetensors(model, o.model_path);
+    model.eval();
+    const int64_t vocab = model.config().vocab_size;
+    const std::vector<int64_t> prompt = prompt_tokens(o.prompt, vocab);
+    models::GPTInference inference(model);
+    Generator gen(o.seed);
+    Tensor logits = inference.feed(Tensor::from_vector<int64_t>(prompt, {1, static_cast<int64_t>(prompt.size())}));
+    std::fputs(vocab == 256 ? o.prompt.c_str() : "", stdout);
+    for (int64_t i = 0; i < o.max_tokens && inference.position() < model.config().block_size; ++i) {
+      const int64_t token = models::sample_token(logits.reshape({vocab}), o.temperature, o.top_k, gen);
+      if (vocab == 256) std::fputc(static_cast<int>(token), stdout);
+      else std::printf("%s%lld", i ? "," : "", static_cast<long long>(token));
+      std::fflush(stdout);
+      logits = inference.feed(Tensor::from_vector<int64_t>({token}, {1, 1}));
+    }
+    std::fputc('\n', stdout);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fathom: %s\n", e.what());
+    return 1;
+  }
+}

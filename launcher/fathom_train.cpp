@@ -1,0 +1,168 @@
+// fathom-train: trains a GPT. With no arguments it trains a small byte-level GPT on the
+// built-in corpus (Fathom's own docs and sources) — nothing to download, any directory.
+//
+//   fathom-train [--config ds_config.json] [--data FILE] [--preset small] [--steps N] [--out DIR]
+//
+// It prints a progress line every steps_per_print steps, evaluates the validation loss every
+// --eval-interval steps, and writes model.safetensors (GPT-2 layout) and config.json to --out.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "autograd/grad_mode.h"
+#include "core/allocator.h"
+#include "core/threads.h"
+#include "engine/byte_text_dataset.h"
+#include "engine/initialize.h"
+#include "engine/token_dataset.h"
+#include "launcher/default_corpus.h"
+#include "launcher/train_options.h"
+#include "models/gpt.h"
+#include "models/gpt_weights.h"
+#include "nn/loss.h"
+
+using namespace fathom;
+
+namespace {
+
+const char* kDefaultConfig = R"({
+  # fathom-train's built-in config (DeepSpeed's key names; --config replaces it)
+  "train_micro_batch_size_per_gpu": 16,
+  "gradient_accumulation_steps": 1,
+  "optimizer": {"type": "AdamW", "params": {"lr": 2e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}},
+  "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": @STEPS@, "warmup_num_steps": 20,
+                                                     "warmup_type": "linear", "cos_min_ratio": 0.1}},
+  "gradient_clipping": 1.0,
+  "steps_per_print": 10,
+  "seed": 1337
+})";
+
+std::string clock_text(double seconds) {
+  const int s = static_cast<int>(std::lround(seconds));
+  char out[32];
+  std::snprintf(out, sizeof out, "%02d:%02d", s / 60, s % 60);
+  return out;
+}
+
+// Mean loss over up to `max_batches` validation micro-batches, without a graph.
+double validation_loss(models::GPT& model, data::DataLoader& loader, int max_batches) {
+  autograd::NoGradGuard no_grad;
+  model.eval();
+  double total = 0;
+  int batches = 0;
+  for (const data::Batch& batch : loader) {
+    total += nn::cross_entropy(model(autograd::Variable(batch.inputs)), batch.targets).item();
+    if (++batches == max_batches) break;
+  }
+  model.train();
+  loader.load_state({0, 0});  // the same validation batches every time
+  return batches ? total / batches : std::nan("");
+}
+
+int run(const launcher::TrainOptions& opt) {
+  if (opt.threads > 0) set_num_threads(opt.threads);
+  std::string builtin = kDefaultConfig;  // its schedule spans the run: --steps fills total_num_steps
+  builtin.replace(builtin.find("@STEPS@"), 7, std::to_string(opt.steps));
+  Config config = opt.config_path.empty() ? Config::from_string(builtin) : Config::from_file(opt.config_path);
+  if (opt.seed) config.seed = *opt.seed;
+
+  // Data: a token .bin, any other file as bytes, or the built-in corpus.
+  models::GPTConfig model_config = models::GPTConfig::preset(opt.preset);
+  opt.apply_sizes(model_config);
+  std::shared_ptr<data::TokenDataset> all;
+  std::string data_name = "built-in corpus";
+  if (opt.data_path.empty()) {
+    all = std::make_shared<data::ByteTextDataset>(
+        data::ByteTextDataset::from_string(std::string(launcher::default_corpus()), model_config.block_size));
+    model_config.vocab_size = data::ByteTextDataset::kVocabSize;
+  } else if (opt.data_path.size() > 4 && opt.data_path.substr(opt.data_path.size() - 4) == ".bin") {
+    all = std::make_shared<data::TokenDataset>(data::TokenDataset::from_file(
+        opt.data_path, model_config.block_size, data::TokenFileOptions{data::TokenFileFormat::Auto, model_config.vocab_size}));
+    data_name = opt.data_path;
+  } else {
+    all = std::make_shared<data::ByteTextDataset>(data::ByteTextDataset::from_file(opt.data_path, model_config.block_size));
+    model_config.vocab_size = data::ByteTextDataset::kVocabSize;
+    data_name = opt.data_path;
+  }
+  const data::TrainValSplit split = data::split_train_val(*all, 0.05);
+  auto train = std::make_shared<data::TokenDataset>(split.train);
+  auto val = std::make_shared<data::TokenDataset>(split.val);
+
+  auto model = std::make_shared<models::GPT>(model_config, config.seed.value_or(1337));
+  if (!opt.init_path.empty()) models::load_gpt2_safetensors(*model, opt.init_path);
+  Initialized init = initialize(config, model, nullptr, train);
+  Engine& engine = *init.engine;
+  data::DataLoader val_loader(val, engine.options().micro_batch_size, 1, 0, 1, /*shuffle=*/false);
+
+  const int64_t tokens_per_step = engine.options().train_batch_size() * model_config.block_size;
+  std::printf("fathom-train: GPT %s (%lld layers, %lld heads, %lld wide, vocab %lld, block %lld): %.2fM parameters\n",
+              opt.preset.c_str(), (long long)model_config.n_layer, (long long)model_config.n_head,
+              (long long)model_config.n_embd, (long long)model_config.vocab_size, (long long)model_config.block_size,
+              model->parameter_count() / 1e6);
+  std::printf("fathom-train: data %s: %lld train / %lld val sequences; %lld tokens per step; %d threads\n",
+              data_name.c_str(), (long long)train->size(), (long long)val->size(), (long long)tokens_per_step,
+              num_threads());
+  std::fflush(stdout);
+
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  engine.on_step([&](const StepReport& r) {
+    const bool last = r.step == opt.steps;
+    if (r.step % std::max<int64_t>(1, engine.options().steps_per_print) != 0 && r.step != 1 && !last) return;
+    const double spent = elapsed();
+    const double eta = spent / static_cast<double>(r.step) * static_cast<double>(opt.steps - r.step);
+    const double mem_gib = static_cast<double>(memory_snapshot().total.current) / (1u << 30);
+    std::printf("step %lld/%lld | loss %.3f | lr %.1e | %.1fk tok/s | grad norm %.2f | mem %.2f GiB | %s < %s\n",
+                (long long)r.step, (long long)opt.steps, r.loss, r.lr, r.tokens_per_second / 1e3, r.grad_norm, mem_gib,
+                clock_text(spent).c_str(), clock_text(eta).c_str());
+    std::fflush(stdout);
+  });
+
+  double last_val = std::nan("");
+  while (engine.global_steps() < opt.steps) {
+    for (const data::Batch& batch : *init.loader) {
+      const autograd::Variable logits = engine(autograd::Variable(batch.inputs), batch.sample_index);
+      engine.backward(nn::cross_entropy(logits, batch.targets, batch.loss_normaliser));
+      engine.step();
+      if (batch.micro_step + 1 < engine.options().gradient_accumulation_steps) continue;
+      const int64_t step = engine.global_steps();
+      if (opt.eval_interval > 0 && (step % opt.eval_interval == 0 || step == opt.steps)) {
+        last_val = validation_loss(*model, val_loader, opt.eval_batches);
+        std::printf("step %lld/%lld | val loss %.3f\n", (long long)step, (long long)opt.steps, last_val);
+        std::fflush(stdout);
+      }
+      if (step >= opt.steps) break;
+    }
+  }
+
+  std::filesystem::create_directories(opt.out_dir);
+  const std::string model_path = (std::filesystem::path(opt.out_dir) / "model.safetensors").string();
+  models::save_gpt2_safetensors(*model, model_path);
+  std::ofstream(std::filesystem::path(opt.out_dir) / "config.json") << config.to_json() << "\n";
+  std::printf("fathom-train: done in %s: train loss %.3f, val loss %.3f; wrote %s and config.json\n",
+              clock_text(elapsed()).c_str(), engine.last_report().loss, last_val, model_path.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const launcher::TrainOptions options = launcher::parse_train_options(argc, argv);
+    if (options.help) {
+      std::cout << launcher::train_usage();
+      return 0;
+    }
+    return run(options);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "fathom: %s\n", e.message().c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fathom: %s\n", e.what());
+    return 1;
+  }
+}

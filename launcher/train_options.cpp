@@ -1,0 +1,85 @@
+#include "launcher/train_options.h"
+
+#include <charconv>
+#include <vector>
+
+#include "core/error.h"
+
+namespace fathom::launcher {
+namespace {
+
+int64_t parse_int(const std::string& flag, const std::string& text, int64_t minimum) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  FATHOM_CHECK(ec == std::errc() && end == text.data() + text.size() && value >= minimum, flag,
+               ": expected an integer >= ", minimum, ", got \"", text, "\"");
+  return value;
+}
+
+}  // namespace
+
+void TrainOptions::apply_sizes(models::GPTConfig& config) const {
+  if (n_layer) config.n_layer = n_layer;
+  if (n_head) config.n_head = n_head;
+  if (n_embd) config.n_embd = n_embd;
+  if (block_size) config.block_size = block_size;
+  if (vocab_size) config.vocab_size = vocab_size;
+  config.validate();
+}
+
+TrainOptions parse_train_options(int argc, const char* const* argv) {
+  TrainOptions o;
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    if (flag == "-h" || flag == "--help") {
+      o.help = true;
+      continue;
+    }
+    FATHOM_CHECK(flag.rfind("--", 0) == 0, "unexpected argument \"", flag, "\"; see fathom-train --help");
+    FATHOM_CHECK(i + 1 < args.size(), flag, ": missing value; see fathom-train --help");
+    const std::string& value = args[++i];
+    if (flag == "--config") o.config_path = value;
+    else if (flag == "--data") o.data_path = value;
+    else if (flag == "--preset") o.preset = value;
+    else if (flag == "--init") o.init_path = value;
+    else if (flag == "--out") o.out_dir = value;
+    else if (flag == "--steps") o.steps = parse_int(flag, value, 1);
+    else if (flag == "--seed") o.seed = static_cast<uint64_t>(parse_int(flag, value, 0));
+    else if (flag == "--threads") o.threads = static_cast<int>(parse_int(flag, value, 1));
+    else if (flag == "--eval-interval") o.eval_interval = parse_int(flag, value, 0);
+    else if (flag == "--eval-batches") o.eval_batches = static_cast<int>(parse_int(flag, value, 1));
+    else if (flag == "--n-layer") o.n_layer = parse_int(flag, value, 1);
+    else if (flag == "--n-head") o.n_head = parse_int(flag, value, 1);
+    else if (flag == "--n-embd") o.n_embd = parse_int(flag, value, 1);
+    else if (flag == "--block-size") o.block_size = parse_int(flag, value, 1);
+    else if (flag == "--vocab-size") o.vocab_size = parse_int(flag, value, 1);
+    else FATHOM_FAIL("unknown option ", flag, "; see fathom-train --help");
+  }
+  models::GPTConfig::preset(o.preset);  // validates the name
+  return o;
+}
+
+std::string train_usage() {
+  return R"(usage: fathom-train [options]
+
+Trains a GPT. With no options: a small byte-level GPT on the built-in corpus (Fathom's own docs
+and sources), 300 steps, output in runs/latest.
+
+  --config FILE        DeepSpeed-style JSON or YAML config (default: built-in AdamW + cosine)
+  --data FILE          training data: a token .bin (nanoGPT raw uint16 or llm.c) or any text
+                       file read as bytes (default: the built-in corpus)
+  --preset NAME        tiny, small or gpt2-124M (default small)
+  --n-layer N --n-head N --n-embd N --block-size N --vocab-size N
+                       override the preset's sizes (byte-level data sets vocab 256)
+  --init FILE          start from GPT-2-layout .safetensors weights (e.g. GPT-2's own)
+  --steps N            optimizer steps (default 300)
+  --out DIR            where model.safetensors and config.json go (default runs/latest)
+  --seed N             seed for initialisation, data order and dropout
+  --threads N          CPU threads (default: the affinity rule, see docs/core.md)
+  --eval-interval N    validation loss every N steps (default 50; 0: only at the end)
+  --eval-batches N     validation micro-batches per evaluation (default 8)
+)";
+}
+
+}  // namespace fathom::launcher

@@ -1,0 +1,34 @@
+#pragma once
+// fathom-train's command line.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "models/gpt.h"
+
+namespace fathom::launcher {
+
+struct TrainOptions {
+  std::string config_path;  // empty: the built-in config
+  std::string data_path;    // empty: the built-in corpus
+  std::string preset = "small";
+  int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0, vocab_size = 0;  // 0: the preset's
+  std::string init_path;
+  int64_t steps = 300;
+  std::string out_dir = "runs/latest";
+  std::optional<uint64_t> seed;
+  int threads = 0;  // 0: the default rule
+  int64_t eval_interval = 50;
+  int eval_batches = 8;
+  bool help = false;
+
+  // The size flags given on the command line, over the preset.
+  void apply_sizes(models::GPTConfig& config) const;
+};
+
+// Throws fathom::Error naming the bad flag or value.
+TrainOptions parse_train_options(int argc, const char* const* argv);
+std::string train_usage();
+
+}  // namespace fathom::launcher

@@ -1,0 +1,103 @@
+#include "models/gpt_inference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "autograd/grad_mode.h"
+#include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/matmul.h"
+#include "kernels/normalization.h"
+#include "kernels/softmax.h"
+
+namespace fathom::models {
+namespace {
+
+Tensor linear(const Tensor& x, const nn::Linear& layer) {  // x [.., in] -> [.., out]
+  Tensor y = matmul(x, layer.weight.data(), false, /*transpose_b=*/true);
+  return layer.bias.defined() ? add(y, layer.bias.data()) : y;
+}
+
+Tensor layernorm(const Tensor& x, const nn::LayerNorm& norm) {
+  return fathom::layernorm(x, norm.weight.data(), norm.bias.defined() ? norm.bias.data() : Tensor(), norm.eps).y;
+}
+
+}  // namespace
+
+GPTInference::GPTInference(const GPT& model, int64_t batch) : model_(model), batch_(batch) {
+  const GPTConfig& c = model.config();
+  const int64_t HS = c.n_embd / c.n_head;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    keys_.push_back(Tensor::zeros({batch, c.n_head, c.block_size, HS}, c.dtype));
+    values_.push_back(Tensor::zeros({batch, c.n_head, c.block_size, HS}, c.dtype));
+  }
+}
+
+Tensor GPTInference::block_forward(size_t layer, const Tensor& x) {
+  const auto& block = static_cast<const nn::TransformerBlock&>((*model_.transformer->h)[layer]);
+  const GPTConfig& c = model_.config();
+  const int64_t B = x.size(0), n = x.size(1), NH = c.n_head, HS = c.n_embd / c.n_head;
+  const int64_t end = position_ + n;
+
+  // Attention: new queries against every cached position up to their own.
+  const Tensor qkv = linear(layernorm(x, *block.ln_1), *block.attn->c_attn);  // [B, n, 3C]
+  auto heads = [&](int64_t part) {  // [B, n, C] slice -> [B, NH, n, HS]
+    return qkv.narrow(2, part * c.n_embd, c.n_embd).reshape({B, n, NH, HS}).permute({0, 2, 1, 3});
+  };
+  keys_[layer].narrow(2, position_, n).copy_(heads(1));
+  values_[layer].narrow(2, position_, n).copy_(heads(2));
+  const Tensor k = keys_[layer].narrow(2, 0, end), v = values_[layer].narrow(2, 0, end);
+  Tensor scores = mul(matmul(heads(0), k, false, true), 1.0 / std::sqrt(static_cast<double>(HS)));  // [B,NH,n,end]
+  if (n > 1) {  // causal mask among the new positions
+    Tensor mask = Tensor::zeros({n, end});
+    float* m = mask.data<float>();
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = position_ + i + 1; j < end; ++j) m[i * end + j] = -INFINITY;
+    scores = add(scores, mask.to(scores.dtype()));
+  }
+  const Tensor attended = matmul(softmax(scores), v);  // [B, NH, n, HS]
+  const Tensor merged = attended.permute({0, 2, 1, 3}).contiguous().reshape({B, n, c.n_embd});
+  const Tensor h = add(x, linear(merged, *block.attn->c_proj));
+  const Tensor mlp = linear(gelu(linear(layernorm(h, *block.ln_2), *block.mlp->c_fc)), *block.mlp->c_proj);
+  return add(h, mlp);
+}
+
+Tensor GPTInference::feed(const Tensor& tokens) {
+  autograd::NoGradGuard no_grad;
+  const GPTConfig& c = model_.config();
+  FATHOM_CHECK(tokens.dim() == 2 && tokens.size(0) == batch_ && tokens.dtype() == DType::I64,
+               "GPTInference.feed: expected i64 tokens [", batch_, ", n], got ", tokens.str());
+  const int64_t n = tokens.size(1);
+  FATHOM_CHECK(n >= 1 && position_ + n <= c.block_size, "GPTInference.feed: ", position_ + n,
+               " positions exceed the model's block_size ", c.block_size, " (start a new sequence with reset())");
+  const Tensor positions = add(Tensor::arange(n, DType::I64), static_cast<double>(position_));
+  Tensor x = add(embedding(tokens, model_.transformer->wte->weight.data()),
+                 embedding(positions, model_.transformer->wpe->weight.data()));
+  for (size_t l = 0; l < keys_.size(); ++l) x = block_forward(l, x);
+  position_ += n;
+  const Tensor last = layernorm(x.narrow(1, n - 1, 1), *model_.transformer->ln_f);  // [B, 1, C]
+  return linear(last, *model_.lm_head).reshape({batch_, c.vocab_size}).to(DType::F32);
+}
+
+int64_t sample_token(const Tensor& logits, double temperature, int64_t top_k, Generator& gen) {
+  std::vector<float> values = logits.to_vector<float>();
+  const int64_t V = static_cast<int64_t>(values.size());
+  if (temperature <= 0) return std::max_element(values.begin(), values.end()) - values.begin();
+  std::vector<int64_t> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  const int64_t k = top_k > 0 ? std::min(top_k, V) : V;
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int64_t a, int64_t b) { return values[a] > values[b]; });
+  const double top = values[order[0]];
+  std::vector<double> weights(k);
+  double total = 0;
+  for (int64_t i = 0; i < k; ++i) total += weights[i] = std::exp((values[order[i]] - top) / temperature);
+  const double u = uniform({1}, gen, 0.0, 1.0, DType::F64).item() * total;
+  double acc = 0;
+  for (int64_t i = 0; i < k; ++i)
+    if ((acc += weights[i]) >= u) return order[i];
+  return order[k - 1];
+}
+
+}  // namespace fathom::models

@@ -1,0 +1,34 @@
+#pragma once
+// Incremental GPT inference with a key/value cache: each new token costs one position (its
+// query attends to the cached keys and values of every earlier position), not a full
+// forward over the prefix. No graph is recorded. Used by fathom-generate.
+
+#include <vector>
+
+#include "core/generator.h"
+#include "models/gpt.h"
+
+namespace fathom::models {
+
+class GPTInference {
+ public:
+  // batch: sequences decoded together.
+  GPTInference(const GPT& model, int64_t batch = 1);
+  // Feeds `tokens` (i64 [batch, n]) at the next n positions; returns the logits of the last one
+  // (f32 [batch, vocab]). Throws when the cache (block_size positions) would overflow.
+  Tensor feed(const Tensor& tokens);
+  int64_t position() const { return position_; }
+  void reset() { position_ = 0; }
+
+ private:
+  Tensor block_forward(size_t layer, const Tensor& x);  // x: [B, n, C]
+  const GPT& model_;
+  int64_t batch_;
+  int64_t position_ = 0;
+  std::vector<Tensor> keys_, values_;  // per layer: [B, NH, block_size, HS]
+};
+
+// Draws the next token from logits [vocab] (f32): temperature 0 means greedy; top_k 0 means all.
+int64_t sample_token(const Tensor& logits, double temperature, int64_t top_k, Generator& gen);
+
+}  // namespace fathom::models

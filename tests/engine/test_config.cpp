@@ -1,0 +1,527 @@
+// fathom::Config: DeepSpeed-style configs in JSON and YAML, every error with its exact text.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+
+#include "core/error.h"
+#include "engine/config.h"
+
+using namespace fathom;
+
+namespace {
+
+std::string error_of(const std::function<void()>& run) {
+  try {
+    run();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "(no error)";
+}
+
+std::string parse_error(const std::string& text) {
+  return error_of([&] { Config::from_string(text); });
+}
+
+// A config with only the batch size and one more line.
+std::string with(const std::string& line) { return "{\"train_batch_size\": 8, " + line + "}"; }
+
+std::string supported_error(const std::string& text) {
+  const Config config = Config::from_string(text);
+  return error_of([&] { config.check_supported(); });
+}
+
+BatchConfig batch(int64_t tbs, int64_t micro, int64_t gas) { return BatchConfig{tbs, micro, gas, 0}; }
+
+std::string batch_error(BatchConfig given, int64_t dp) {
+  return error_of([&] { resolve_batch(given, dp); });
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = "fathom_test_config_" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("the original DeepSpeed tutorial config loads as written", "[engine]") {
+  const std::string tutorial = R"({
+  "train_batch_size": 8,
+
+  #혼합 정밀도
+  "fp16": {
+    "enabled": true
+  },
+
+  #zero
+  "zero_optimization": {
+    "stage": 2
+  }
+})";
+  const Config config = Config::from_string(tutorial);
+  CHECK(config.batch.train_batch_size == 8);
+  CHECK(config.fp16.enabled);
+  CHECK(config.fp16.initial_scale_power == 16);
+  CHECK(config.fp16.loss_scale_window == 1000);
+  CHECK(config.zero.stage == 2);
+  CHECK(config.zero.reduce_bucket_size == 500000000);
+  CHECK_FALSE(config.zero.overlap_comm);
+  // Parsing accepts it; the engine's check_supported refuses what is not built yet.
+  CHECK(error_of([&] { config.check_supported(); }) ==
+        "config error at fp16.enabled: true is not supported yet (fp16 mixed precision arrives with its issue); use false");
+}
+
+TEST_CASE("check_supported names each feature that is not built yet", "[engine]") {
+  CHECK(supported_error(with(R"("zero_optimization": {"stage": 2})")) ==
+        "config error at zero_optimization.stage: 2 is not supported yet (ZeRO arrives with its issue); use 0");
+  CHECK(supported_error(with(R"("zero_optimization": {"stage": 3})")) ==
+        "config error at zero_optimization.stage: 3 is not supported yet (ZeRO arrives with its issue); use 0");
+  CHECK(supported_error(with(R"("bf16": {"enabled": true})")) ==
+        "config error at bf16.enabled: true is not supported yet (bf16 mixed precision arrives with its issue); use false");
+  CHECK(supported_error(with(R"("zero_optimization": {"offload_optimizer": {"device": "cpu"}})")) ==
+        "config error at zero_optimization.offload_optimizer.device: \"cpu\" is not supported yet (offload arrives "
+        "with its issue); use \"none\"");
+  CHECK(supported_error(with(R"("zero_optimization": {"offload_param": {"device": "nvme", "nvme_path": "/nvme"}})")) ==
+        "config error at zero_optimization.offload_param.device: \"nvme\" is not supported yet (offload arrives with "
+        "its issue); use \"none\"");
+  CHECK(supported_error(with(R"("zero_optimization": {"stage": 0}, "fp16": {"enabled": false})")) == "(no error)");
+}
+
+TEST_CASE("config files: format from the extension, errors name the file and line", "[engine]") {
+  const std::string json = write_file("a.json", "{\n  \"train_batch_size\": 8,\n  \"optimizer\": {\n    \"type\": \"Adam\",\n"
+                                                "    \"params\": {\n      \"lr\": \"fast\"\n    }\n  }\n}\n");
+  CHECK(error_of([&] { Config::from_file(json); }) ==
+        json + ":6: config error at optimizer.params.lr: expected a number, true or false, or a list of numbers, got \"fast\"");
+  const std::string yaml = write_file("b.yaml", "train_batch_size: 8\nzero_optimization:\n  stgae: 1\n");
+  CHECK(error_of([&] { Config::from_file(yaml); }) ==
+        yaml + ":3: config error at zero_optimization.stgae: unknown key; did you mean \"stage\"?");
+  const std::string good = write_file("c.yml", "train_micro_batch_size_per_gpu: 4\ngradient_accumulation_steps: 2\n");
+  const Config config = Config::from_file(good);
+  CHECK(config.source == good);
+  CHECK(config.batch.train_micro_batch_size_per_gpu == 4);
+  CHECK(error_of([] { Config::from_file("no_such_dir/ds_config.json"); }) ==
+        "no_such_dir/ds_config.json: config error: cannot open the file; check the path (relative paths start in the "
+        "working directory)");
+  std::remove(json.c_str());
+  std::remove(yaml.c_str());
+  std::remove(good.c_str());
+}
+
+TEST_CASE("comments: #, // and /* */ in JSON; never inside strings or YAML scalars", "[engine]") {
+  const Config config = Config::from_string(R"(
+// a line comment before the object still makes this JSON
+{
+  "train_batch_size": 16, # hjson comment after a value
+  "gradient_accumulation_steps": 2,// no space needed
+  /* a block comment
+     over two lines "with quotes" */
+  "scheduler": {"type": "WarmupLR", "params": {"warmup_type": "linear"}},
+  "optimizer": {"type": "AdamW", "params": {"lr": 0.001}},#tight
+  "zero_optimization": {"offload_param": {"nvme_path": "s3://bucket/a // b /* c */ # d", "device": "none"}}
+})");
+  CHECK(config.batch.train_batch_size == 16);
+  CHECK(config.batch.gradient_accumulation_steps == 2);
+  CHECK(config.zero.offload_param.nvme_path == "s3://bucket/a // b /* c */ # d");
+  CHECK(config.optimizer.type == "AdamW");
+
+  // YAML: '#' is a comment only after whitespace; '//' is text.
+  const Config yaml = Config::from_string("train_batch_size: 8   # comment\n"
+                                          "zero_optimization:\n"
+                                          "  offload_param:\n"
+                                          "    nvme_path: s3://bucket/x#y // z\n");
+  CHECK(yaml.zero.offload_param.nvme_path == "s3://bucket/x#y // z");
+  CHECK(parse_error("{\"train_batch_size\": 8 /* never closed\n}") ==
+        "config error: a /* comment is never closed; end it with */");
+}
+
+TEST_CASE("duplicate keys are errors, top-level and nested", "[engine]") {
+  CHECK(parse_error("{\"train_batch_size\": 8,\n \"train_batch_size\": 16}") ==
+        "config error at train_batch_size: duplicate key (first given at line 1); a key may appear only once in an "
+        "object (DeepSpeed rejects duplicates too)");
+  CHECK(parse_error("{\"train_batch_size\": 8,\n \"zero_optimization\": {\n  \"stage\": 0,\n  \"stage\": 1}}") ==
+        "config error at zero_optimization.stage: duplicate key (first given at line 3); a key may appear only once "
+        "in an object (DeepSpeed rejects duplicates too)");
+  CHECK(parse_error("train_batch_size: 8\nfp16:\n  enabled: false\n  enabled: true\n") ==
+        "config error at fp16.enabled: duplicate key (first given at line 3); a key may appear only once in an "
+        "object (DeepSpeed rejects duplicates too)");
+  // The same key in two different objects is fine.
+  CHECK(parse_error(with(R"("fp16": {"enabled": false}, "bf16": {"enabled": false})")) == "(no error)");
+}
+
+TEST_CASE("integers accept integral floats like 5e8, not 5.5", "[engine]") {
+  const Config config = Config::from_string(
+      with(R"("zero_optimization": {"reduce_bucket_size": 5e8, "allgather_bucket_size": 2.0E8, "stage3_prefetch_bucket_size": 5e7})"));
+  CHECK(config.zero.reduce_bucket_size == 500000000);
+  CHECK(config.zero.allgather_bucket_size == 200000000);
+  CHECK(config.zero.prefetch_bucket_size == 50000000);
+  CHECK(Config::from_string("{\"train_batch_size\": 3.2e1}").batch.train_batch_size == 32);
+  CHECK(parse_error("{\"train_batch_size\": 5.5}") == "config error at train_batch_size: expected an integer >= 1, got 5.5");
+  CHECK(parse_error(with(R"("zero_optimization": {"reduce_bucket_size": 5.5e-1})")) ==
+        "config error at zero_optimization.reduce_bucket_size: expected an integer >= 0, got 5.5e-1");
+}
+
+TEST_CASE("quoted numbers and bools are type errors naming the key", "[engine]") {
+  CHECK(parse_error("{\"train_batch_size\": \"8\"}") ==
+        "config error at train_batch_size: expected an integer >= 1, got the string \"8\"; write 8 without quotes");
+  CHECK(parse_error(with(R"("gradient_clipping": "1.0")")) ==
+        "config error at gradient_clipping: expected a number >= 0, got the string \"1.0\"; write 1.0 without quotes");
+  CHECK(parse_error(with(R"("fp16": {"enabled": "true"})")) ==
+        "config error at fp16.enabled: expected true or false, got the string \"true\"; write true without quotes");
+  CHECK(parse_error(with(R"("optimizer": {"type": "Adam", "params": {"lr": "1e-3"}})")) ==
+        "config error at optimizer.params.lr: expected a number, true or false, or a list of numbers, got the string "
+        "\"1e-3\"; write 1e-3 without quotes");
+  CHECK(parse_error(with(R"("optimizer": {"type": "Adam", "params": {"betas": [0.9, "0.99"]}})")) ==
+        "config error at optimizer.params.betas[1]: expected a number, got the string \"0.99\"; write 0.99 without quotes");
+  CHECK(parse_error(with(R"("scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": "100"}})")) ==
+        "config error at scheduler.params.warmup_num_steps: expected a number, got the string \"100\"; write 100 "
+        "without quotes");
+  CHECK(parse_error("train_batch_size: '8'\n") ==
+        "config error at train_batch_size: expected an integer >= 1, got the string \"8\"; write 8 without quotes");
+  // YAML 1.1 spellings are not bools.
+  CHECK(parse_error("train_batch_size: 8\nwall_clock_breakdown: yes\n") ==
+        "config error at wall_clock_breakdown: expected true or false, got yes");
+}
+
+TEST_CASE("\"auto\" is rejected with an explanation", "[engine]") {
+  const std::string why = "\"auto\" is filled in by the Hugging Face Trainer's DeepSpeed integration, which Fathom does not have; write ";
+  CHECK(parse_error("{\"train_batch_size\": \"auto\"}") == "config error at train_batch_size: " + why + "an integer >= 1");
+  CHECK(parse_error(with(R"("gradient_clipping": "auto")")) == "config error at gradient_clipping: " + why + "a number >= 0");
+  CHECK(parse_error(with(R"("fp16": {"enabled": "auto"})")) == "config error at fp16.enabled: " + why + "true or false");
+  CHECK(parse_error(with(R"("optimizer": {"type": "AdamW", "params": {"lr": "auto"}})")) ==
+        "config error at optimizer.params.lr: " + why + "a number, true or false, or a list of numbers");
+  CHECK(parse_error(with(R"("zero_optimization": {"stage3_prefetch_bucket_size": "auto"})")) ==
+        "config error at zero_optimization.stage3_prefetch_bucket_size: " + why + "an integer >= 0");
+  CHECK(parse_error(with(R"("scheduler": {"type": "WarmupLR", "params": {"warmup_max_lr": "auto"}})")) ==
+        "config error at scheduler.params.warmup_max_lr: " + why + "a number, true or false, or a string");
+}
+
+TEST_CASE("wrong types and out-of-range values name the path, the value and what is allowed", "[engine]") {
+  CHECK(parse_error("{\"train_batch_size\": 0}") == "config error at train_batch_size: expected an integer >= 1, got 0");
+  CHECK(parse_error("{\"train_batch_size\": -4}") == "config error at train_batch_size: expected an integer >= 1, got -4");
+  CHECK(parse_error("{\"train_batch_size\": true}") == "config error at train_batch_size: expected an integer >= 1, got true");
+  CHECK(parse_error("{\"train_batch_size\": [8]}") == "config error at train_batch_size: expected an integer >= 1, got a list");
+  CHECK(parse_error(with(R"("zero_optimization": {"stage": 4})")) ==
+        "config error at zero_optimization.stage: expected an integer from 0 to 3, got 4");
+  CHECK(parse_error(with(R"("gradient_clipping": -1)")) == "config error at gradient_clipping: expected a number >= 0, got -1");
+  CHECK(parse_error(with(R"("steps_per_print": 0)")) == "config error at steps_per_print: expected an integer >= 1, got 0");
+  CHECK(parse_error(with(R"("seed": -1)")) == "config error at seed: expected an integer >= 0, got -1");
+  CHECK(parse_error(with(R"("fp16": true)")) == "config error at fp16: expected an object of key: value pairs, got true");
+  CHECK(parse_error(with(R"("fp16": {"initial_scale_power": 200})")) ==
+        "config error at fp16.initial_scale_power: expected an integer from 0 to 127, got 200");
+  CHECK(parse_error(with(R"("fp16": {"min_loss_scale": 0})")) ==
+        "config error at fp16.min_loss_scale: expected a number > 0, got 0 (a zero scale would zero every gradient)");
+  CHECK(parse_error(with(R"("zero_optimization": {"offload_optimizer": {"ratio": 1.5}})")) ==
+        "config error at zero_optimization.offload_optimizer.ratio: expected a number from 0 to 1, got 1.5");
+  CHECK(parse_error(with(R"("zero_optimization": {"offload_optimizer": {"device": "gpu"}})")) ==
+        "config error at zero_optimization.offload_optimizer.device: expected one of \"none\", \"cpu\", \"nvme\", got "
+        "\"gpu\"; did you mean \"cpu\"?");
+  CHECK(parse_error(with(R"("zero_optimization": {"offload_optimizer": {"device": "nvme"}})")) ==
+        "config error at zero_optimization.offload_optimizer.device: \"nvme\" needs \"nvme_path\" (a directory on a "
+        "fast local disk)");
+  CHECK(parse_error(with(R"("fp16": {"enabled": true}, "bf16": {"enabled": true})")) ==
+        "config error: fp16.enabled and bf16.enabled are both true; choose one mixed-precision mode (DeepSpeed rejects "
+        "both too)");
+  CHECK(parse_error(with(R"("bf16": {"enabled": false}, "bfloat16": {"enabled": false})")) ==
+        "config error at bfloat16: \"bf16\" is given too (line 1); \"bfloat16\" is DeepSpeed's old name for it, keep one");
+  CHECK(parse_error(with(R"("zero_optimization": {"prefetch_bucket_size": 1, "stage3_prefetch_bucket_size": 2})")) ==
+        "config error at zero_optimization.prefetch_bucket_size: also given as \"stage3_prefetch_bucket_size\" (line 1); "
+        "DeepSpeed reads both names as one setting, keep one");
+  CHECK(parse_error(with(R"("zero_optimization": {"cpu_offload": true})")) ==
+        "config error at zero_optimization.cpu_offload: deprecated in DeepSpeed and not read by Fathom; write "
+        "\"offload_optimizer\": {\"device\": \"cpu\"}");
+}
+
+TEST_CASE("syntax errors and non-object configs", "[engine]") {
+  CHECK(parse_error("{\"train_batch_size\": [8}") == "config error: invalid JSON: illegal flow end (column 24)");
+  CHECK(parse_error("") == "config error: the config is empty; write an object such as {\"train_batch_size\": 8}");
+  CHECK(parse_error("# only a comment\n") ==
+        "config error: the config is empty; write an object such as {\"train_batch_size\": 8}");
+  CHECK(parse_error("- 1\n- 2\n") == "config error: the config must be an object of key: value pairs, got a list");
+  CHECK(parse_error("train_batch_size: 8\n---\ntrain_batch_size: 16\n") ==
+        "config error: the text holds more than one YAML document; a config is one document");
+}
+
+TEST_CASE("optimizer and scheduler sections", "[engine]") {
+  const Config config = Config::from_string(with(R"(
+    "optimizer": {"type": "adamw", "params": {"lr": 3e-4, "betas": [0.9, 0.95], "weight_decay": 0.1}},
+    "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 1e3, "warmup_num_steps": 10}})"));
+  CHECK(config.optimizer.type == "adamw");
+  CHECK(std::get<double>(config.optimizer.params.at("lr").value()) == 3e-4);
+  CHECK(std::get<std::vector<double>>(config.optimizer.params.at("betas").value()) == std::vector<double>{0.9, 0.95});
+  CHECK(config.scheduler.type == "WarmupCosineLR");
+  CHECK(std::get<double>(config.scheduler.params.at("total_num_steps").value()) == 1000.0);
+  CHECK(std::get<int64_t>(config.scheduler.params.at("warmup_num_steps").value()) == 10);
+
+  CHECK(parse_error(with(R"("optimizer": {"type": "Adamm"})")) ==
+        "config error at optimizer.type: \"Adamm\" is not supported (not an optimizer Fathom implements); did you mean "
+        "\"Adam\"?; use one of Adam, AdamW, SGD, Lamb, Lion");
+  CHECK(parse_error(with(R"("optimizer": {"type": "OneBitAdam"})")) ==
+        "config error at optimizer.type: \"OneBitAdam\" is not supported (Fathom does not implement DeepSpeed's "
+        "OneBitAdam); use one of Adam, AdamW, SGD, Lamb, Lion");
+  CHECK(parse_error(with(R"("optimizer": {"params": {"lr": 0.1}})")) ==
+        "config error at optimizer: \"type\" is missing; name the optimizer, e.g. \"type\": \"AdamW\" (Fathom "
+        "implements Adam, AdamW, SGD, Lamb, Lion)");
+  // Parameter names and values are checked by nn::make_optimizer, with the config's path.
+  CHECK(parse_error(with(R"("optimizer": {"type": "Adam", "params": {"lrr": 0.1}})")).rfind(
+            "config error at optimizer.params.lrr: Adam: unknown optimizer parameter \"lrr\"; did you mean \"lr\"?", 0) == 0);
+  CHECK(parse_error(with(R"("scheduler": {"type": "WarmupLr"})")) ==
+        "config error at scheduler.type: \"WarmupLr\" is not supported (not a schedule Fathom implements; names are "
+        "case-sensitive, as in DeepSpeed); did you mean \"WarmupLR\"?; use one of WarmupLR, WarmupDecayLR, "
+        "WarmupCosineLR, OneCycle");
+  CHECK(parse_error(with(R"("scheduler": {"type": "LRRangeTest"})")) ==
+        "config error at scheduler.type: \"LRRangeTest\" is not supported (Fathom does not implement DeepSpeed's "
+        "LRRangeTest); use one of WarmupLR, WarmupDecayLR, WarmupCosineLR, OneCycle");
+  CHECK(parse_error(with(R"("scheduler": {"type": "WarmupLR", "params": {"warmup_num_step": 10}})"))
+            .rfind("config error at scheduler.params.warmup_num_step: WarmupLR: ", 0) == 0);
+  CHECK(parse_error(with(R"("optimizer": {"type": "Adam", "legacy_fusion": true})")) ==
+        "config error at optimizer.legacy_fusion: true is not supported (DeepSpeed's legacy fused fp16 optimizer); "
+        "remove the key");
+}
+
+TEST_CASE("batch sizes: DeepSpeed's rule at dp 1, 2 and 4", "[engine]") {
+  auto resolved = [](BatchConfig given, int64_t dp) {
+    const BatchConfig b = resolve_batch(given, dp);
+    return std::vector<int64_t>{b.train_batch_size, b.train_micro_batch_size_per_gpu, b.gradient_accumulation_steps};
+  };
+  using V = std::vector<int64_t>;
+  // All three: checked.
+  CHECK(resolved(batch(32, 8, 4), 1) == V{32, 8, 4});
+  CHECK(resolved(batch(32, 8, 2), 2) == V{32, 8, 2});
+  CHECK(resolved(batch(32, 8, 1), 4) == V{32, 8, 1});
+  CHECK(batch_error(batch(32, 8, 2), 4) ==
+        "config error: train_batch_size (32) != train_micro_batch_size_per_gpu (8) * gradient_accumulation_steps (2) "
+        "* data-parallel world size (4) = 64");
+  CHECK(batch_error(batch(32, 8, 2), 1) ==
+        "config error: train_batch_size (32) != train_micro_batch_size_per_gpu (8) * gradient_accumulation_steps (2) "
+        "* data-parallel world size (1) = 16");
+  // tbs + micro: gas derived.
+  CHECK(resolved(batch(32, 8, 0), 1) == V{32, 8, 4});
+  CHECK(resolved(batch(32, 8, 0), 2) == V{32, 8, 2});
+  CHECK(resolved(batch(32, 8, 0), 4) == V{32, 8, 1});
+  CHECK(batch_error(batch(24, 8, 0), 2) ==
+        "config error: train_batch_size (24) is not a multiple of train_micro_batch_size_per_gpu (8) * data-parallel "
+        "world size (2) = 16, so gradient_accumulation_steps = train_batch_size / (train_micro_batch_size_per_gpu * "
+        "data-parallel world size) is not a whole number; change one of them or give all three");
+  CHECK(batch_error(batch(16, 8, 0), 4).rfind("config error: train_batch_size (16) is not a multiple of "
+                                              "train_micro_batch_size_per_gpu (8) * data-parallel world size (4) = 32", 0) == 0);
+  // tbs + gas: micro derived.
+  CHECK(resolved(batch(32, 0, 2), 1) == V{32, 16, 2});
+  CHECK(resolved(batch(32, 0, 2), 2) == V{32, 8, 2});
+  CHECK(resolved(batch(32, 0, 2), 4) == V{32, 4, 2});
+  CHECK(batch_error(batch(12, 0, 2), 4) ==
+        "config error: train_batch_size (12) is not a multiple of gradient_accumulation_steps (2) * data-parallel world "
+        "size (4) = 8, so train_micro_batch_size_per_gpu = train_batch_size / (gradient_accumulation_steps * "
+        "data-parallel world size) is not a whole number; change one of them or give all three");
+  // micro + gas: tbs derived.
+  CHECK(resolved(batch(0, 4, 3), 1) == V{12, 4, 3});
+  CHECK(resolved(batch(0, 4, 3), 2) == V{24, 4, 3});
+  CHECK(resolved(batch(0, 4, 3), 4) == V{48, 4, 3});
+  // tbs alone: gas 1, micro = tbs / dp.
+  CHECK(resolved(batch(8, 0, 0), 1) == V{8, 8, 1});
+  CHECK(resolved(batch(8, 0, 0), 2) == V{8, 4, 1});
+  CHECK(resolved(batch(8, 0, 0), 4) == V{8, 2, 1});
+  CHECK(batch_error(batch(10, 0, 0), 4) ==
+        "config error: train_batch_size (10) is not a multiple of data-parallel world size (4); with only "
+        "train_batch_size given, gradient_accumulation_steps = 1 and train_micro_batch_size_per_gpu = "
+        "train_batch_size / data-parallel world size must be a whole number; change train_batch_size or give "
+        "train_micro_batch_size_per_gpu");
+  CHECK(batch_error(batch(2, 0, 0), 4).rfind("config error: train_batch_size (2) is not a multiple of data-parallel "
+                                             "world size (4);", 0) == 0);
+  // micro alone: gas 1.
+  CHECK(resolved(batch(0, 4, 0), 1) == V{4, 4, 1});
+  CHECK(resolved(batch(0, 4, 0), 2) == V{8, 4, 1});
+  CHECK(resolved(batch(0, 4, 0), 4) == V{16, 4, 1});
+  // Neither: an error, at parse time and in resolve_batch.
+  const std::string none =
+      "config error: train_batch_size or train_micro_batch_size_per_gpu must be given (DeepSpeed's rule: "
+      "train_batch_size = train_micro_batch_size_per_gpu * gradient_accumulation_steps * data-parallel world size)";
+  CHECK(batch_error(batch(0, 0, 4), 2) == none);
+  CHECK(parse_error("{\"gradient_accumulation_steps\": 4}") == none);
+  CHECK(parse_error("{}") == none);
+  CHECK(batch_error(batch(8, 0, 0), 0) == "resolve_batch: the data-parallel world size must be >= 1, got 0");
+
+  Config config = Config::from_string(R"({"train_batch_size": 32, "gradient_accumulation_steps": 2})");
+  CHECK_FALSE(config.batch.resolved());
+  config.resolve_batch(4);
+  CHECK(config.batch.resolved());
+  CHECK(config.batch.train_micro_batch_size_per_gpu == 4);
+  CHECK(config.batch.dp_world_size == 4);
+}
+
+TEST_CASE("YAML configs", "[engine]") {
+  const Config config = Config::from_string(R"(# ds_config.yaml
+train_micro_batch_size_per_gpu: 4
+gradient_accumulation_steps: 2
+gradient_clipping: 1.0
+steps_per_print: 50
+wall_clock_breakdown: true
+seed: 42
+optimizer:
+  type: AdamW
+  params:
+    lr: 6.0e-4
+    betas: [0.9, 0.95]
+    weight_decay: 0.1
+scheduler:
+  type: WarmupLR
+  params:
+    warmup_num_steps: 100
+    warmup_type: linear
+bf16:
+  enabled: false
+zero_optimization:
+  stage: 0
+  reduce_bucket_size: 5e8
+  offload_optimizer:
+    device: none
+)");
+  CHECK(config.batch.train_micro_batch_size_per_gpu == 4);
+  CHECK(config.gradient_clipping == 1.0);
+  CHECK(config.steps_per_print == 50);
+  CHECK(config.wall_clock_breakdown);
+  CHECK(config.seed == uint64_t{42});
+  CHECK(config.optimizer.type == "AdamW");
+  CHECK(std::get<double>(config.optimizer.params.at("lr").value()) == 6.0e-4);
+  CHECK(std::get<std::string>(config.scheduler.params.at("warmup_type").value()) == "linear");
+  CHECK(config.zero.reduce_bucket_size == 500000000);
+  // The hint picks comment handling; yaml-cpp reads either syntax, so a wrong hint still parses.
+  CHECK(error_of([] { Config::from_string("train_batch_size: 8\n", ConfigFormat::Json); }) == "(no error)");
+  CHECK(Config::from_string("{\"train_batch_size\": 8}", ConfigFormat::Yaml).batch.train_batch_size == 8);
+  // Null means the default.
+  const Config nulls = Config::from_string("train_batch_size: 8\nseed:\ngradient_clipping: null\n");
+  CHECK_FALSE(nulls.seed.has_value());
+  CHECK(nulls.gradient_clipping == 0);
+}
+
+TEST_CASE("unknown keys are errors with a suggestion", "[engine]") {
+  CHECK(parse_error(with(R"("zero_optimization": {"stgae": 2})")) ==
+        "config error at zero_optimization.stgae: unknown key; did you mean \"stage\"?");
+  CHECK(parse_error(with(R"("train_batch_szie": 8)")) ==
+        "config error at train_batch_szie: unknown key; did you mean \"train_batch_size\"?");
+  CHECK(parse_error(with(R"("gradient_cliping": 1.0)")) ==
+        "config error at gradient_cliping: unknown key; did you mean \"gradient_clipping\"?");
+  CHECK(parse_error(with(R"("fp16": {"enabeld": true})")) == "config error at fp16.enabeld: unknown key; did you mean \"enabled\"?");
+  CHECK(parse_error(with(R"("bf16": {"xyz": true})")) ==
+        "config error at bf16.xyz: unknown key; known keys: enabled, immediate_grad_update");
+  CHECK(parse_error(with(R"("completely_unrelated": 1)")) ==
+        "config error at completely_unrelated: unknown key; docs/config.md lists the keys");
+  CHECK(parse_error(with(R"("tensorboard": {"enabled": false, "output_pth": "x"})")) ==
+        "config error at tensorboard.output_pth: unknown key; did you mean \"output_path\"?");
+  CHECK(parse_error(with(R"("zero_optimization": {"offload_optimizer": {"devce": "cpu"}})")) ==
+        "config error at zero_optimization.offload_optimizer.devce: unknown key; did you mean \"device\"?");
+  CHECK(parse_error(with(R"("optimizer": {"type": "Adam", "parms": {}})")) ==
+        "config error at optimizer.parms: unknown key; did you mean \"params\"?");
+}
+
+TEST_CASE("DeepSpeed keys Fathom does not implement: accepted off, errors on", "[engine]") {
+  // Off or at DeepSpeed's default: accepted.
+  CHECK(parse_error(with(R"(
+    "prescale_gradients": false, "gradient_predivide_factor": 1, "sparse_gradients": false,
+    "memory_breakdown": false, "dump_state": false, "communication_data_type": null,
+    "zero_allow_untested_optimizer": true, "zero_force_ds_cpu_optimizer": false, "vocabulary_size": 50257,
+    "activation_checkpointing": {"partition_activations": false, "cpu_checkpointing": false},
+    "aio": {"block_size": 1048576, "queue_depth": 8},
+    "checkpoint": {"tag_validation": "Warn", "parallel_write": {"pipeline_stage": false}},
+    "pipeline": {"stages": "auto"},
+    "flops_profiler": {"enabled": false, "profile_step": 5},
+    "tensorboard": {"enabled": false, "output_path": "logs/"},
+    "wandb": {"enabled": false}, "csv_monitor": {"enabled": false}, "comms_logger": {"enabled": false},
+    "compression_training": {"weight_quantization": {"shared_parameters": {"enabled": false}}},
+    "data_efficiency": {"enabled": false}, "elasticity": {"enabled": false}, "autotuning": {"enabled": false},
+    "amp": {"enabled": false, "opt_level": "O1"}, "sparse_attention": {}, "timers": {"throughput": {"enabled": true}})")) ==
+        "(no error)");
+  // On: an error naming the key.
+  CHECK(parse_error(with(R"("prescale_gradients": true)")) ==
+        "config error at prescale_gradients: true is not supported (Fathom does not implement DeepSpeed's gradient "
+        "prescaling); remove the key or use false");
+  CHECK(parse_error(with(R"("gradient_predivide_factor": 2.0)")) ==
+        "config error at gradient_predivide_factor: 2.0 is not supported (Fathom does not implement DeepSpeed's "
+        "gradient predivision); remove the key or use 1.0");
+  CHECK(parse_error(with(R"("communication_data_type": "fp16")")) ==
+        "config error at communication_data_type: \"fp16\" is not supported (Fathom does not implement DeepSpeed's "
+        "communication data type); remove the key or use null");
+  CHECK(parse_error(with(R"("flops_profiler": {"enabled": true})")) ==
+        "config error at flops_profiler.enabled: true is not supported (Fathom does not implement DeepSpeed's flops "
+        "profiler); remove the section or set it to false");
+  CHECK(parse_error(with(R"("tensorboard": {"enabled": true, "output_path": "logs/"})")) ==
+        "config error at tensorboard.enabled: true is not supported (Fathom does not implement DeepSpeed's "
+        "TensorBoard monitor); remove the section or set it to false");
+  CHECK(parse_error(with(R"("compression_training": {"weight_quantization": {"shared_parameters": {"enabled": true}}})")) ==
+        "config error at compression_training.weight_quantization.shared_parameters.enabled: true is not supported "
+        "(Fathom does not implement DeepSpeed's compression training); remove the section or set it to false");
+  CHECK(parse_error(with(R"("activation_checkpointing": {"partition_activations": true})")) ==
+        "config error at activation_checkpointing.partition_activations: true is not supported (Fathom does not "
+        "implement DeepSpeed's activation checkpointing settings (use autograd::checkpoint in the model)); remove the "
+        "key or use false");
+  CHECK(parse_error(with(R"("checkpoint": {"parallel_write": {"pipeline_stage": true}})")) ==
+        "config error at checkpoint.parallel_write.pipeline_stage: true is not supported (Fathom does not implement "
+        "DeepSpeed's checkpoint options); remove the key or use false");
+  CHECK(parse_error(with(R"("activation_checkpointing": {"partitioned_activations": true})")) ==
+        "config error at activation_checkpointing.partitioned_activations: unknown key; did you mean "
+        "\"partition_activations\"?");
+  CHECK(parse_error(with(R"("sparse_attention": {"mode": "fixed"})")) ==
+        "config error at sparse_attention: not supported (Fathom does not implement DeepSpeed's sparse attention); "
+        "remove the section");
+  CHECK(parse_error(with(R"("zero_allow_untested_optimizer": "yes")")) ==
+        "config error at zero_allow_untested_optimizer: expected true or false, got \"yes\"");
+  CHECK(parse_error(with(R"("zero_optimization": {"zero_quantized_weights": true})")) ==
+        "config error at zero_optimization.zero_quantized_weights: true is not supported (Fathom does not implement "
+        "DeepSpeed's ZeRO++ quantized weights); use false");
+  CHECK(parse_error(with(R"("zero_optimization": {"zero_hpz_partition_size": 8})")) ==
+        "config error at zero_optimization.zero_hpz_partition_size: 8 is not supported (Fathom does not implement "
+        "DeepSpeed's ZeRO++ hierarchical partitioning); use 1");
+  CHECK(parse_error(with(R"("fp16": {"fp16_master_weights_and_grads": true})")) ==
+        "config error at fp16.fp16_master_weights_and_grads: true is not supported (Fathom does not implement "
+        "DeepSpeed's fp16 master weights and gradients: its master weights are always fp32); use false");
+}
+
+TEST_CASE("defaults follow DeepSpeed", "[engine]") {
+  const Config config = Config::from_string("{\"train_batch_size\": 8}");
+  CHECK(config.gradient_clipping == 0);
+  CHECK(config.steps_per_print == 10);
+  CHECK_FALSE(config.wall_clock_breakdown);
+  CHECK_FALSE(config.seed.has_value());
+  CHECK(config.optimizer.type.empty());
+  CHECK(config.scheduler.type.empty());
+  CHECK(config.fp16.loss_scale == 0);
+  CHECK(config.fp16.hysteresis == 2);
+  CHECK(config.fp16.min_loss_scale == 1);
+  CHECK(config.zero.stage == 0);
+  CHECK(config.zero.contiguous_gradients);
+  CHECK(config.zero.allgather_bucket_size == 500000000);
+  CHECK(config.zero.prefetch_bucket_size == 50000000);
+  CHECK(config.zero.param_persistence_threshold == 100000);
+  CHECK(config.zero.offload_optimizer.device == "none");
+  CHECK(config.zero.offload_param.buffer_count == 5);
+  CHECK(config.zero.offload_optimizer.buffer_count == 4);
+  // overlap_comm defaults to true for stage 3 only, as DeepSpeed's validator sets it.
+  CHECK(Config::from_string(with(R"("zero_optimization": {"stage": 3})")).zero.overlap_comm);
+  CHECK_FALSE(Config::from_string(with(R"("zero_optimization": {"stage": 3, "overlap_comm": false})")).zero.overlap_comm);
+  // Either spelling of a stage-3 key.
+  CHECK(Config::from_string(with(R"("zero_optimization": {"max_live_parameters": 7})")).zero.max_live_parameters == 7);
+  CHECK(Config::from_string(with(R"("zero_optimization": {"stage3_max_live_parameters": 7})")).zero.max_live_parameters == 7);
+}
+
+TEST_CASE("to_json writes the config as used and reads back the same", "[engine]") {
+  Config config = Config::from_string(R"({
+    "train_batch_size": 32, "gradient_accumulation_steps": 2, "seed": 7, "gradient_clipping": 1,
+    "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "betas": [0.9, 0.95]}},
+    "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10, "warmup_type": "linear"}},
+    "zero_optimization": {"offload_param": {"nvme_path": "/tmp/a \"b\""}}})");
+  config.resolve_batch(4);
+  const std::string json = config.to_json();
+  CHECK(json.find("\"train_micro_batch_size_per_gpu\": 4") != std::string::npos);
+  CHECK(json.find("\"gradient_clipping\": 1.0") != std::string::npos);
+  CHECK(json.find("\"betas\": [0.9, 0.95]") != std::string::npos);
+  CHECK(json.find("\"stage3_prefetch_bucket_size\": 50000000") != std::string::npos);
+  const Config again = Config::from_string(json);
+  CHECK(again.to_json() == json);
+  CHECK(again.batch.train_batch_size == 32);
+  CHECK(again.batch.train_micro_batch_size_per_gpu == 4);
+  CHECK(again.seed == uint64_t{7});
+  CHECK(again.zero.offload_param.nvme_path == "/tmp/a \"b\"");
+  CHECK(again.zero.model_persistence_threshold == INT64_MAX);
+}
