@@ -26,7 +26,7 @@ for model in small gpt2-124M; do
   best=""; setting=""
   for threads in 1 2; do
     for policy in "" PASSIVE; do
-      line=$(OMP_WAIT_POLICY=$policy "$venv/bin/python" benchmarks/train_gpt/torch_gpt.py \
+      line=$(env ${policy:+OMP_WAIT_POLICY=$policy} "$venv/bin/python" benchmarks/train_gpt/torch_gpt.py \
                --model "$model" --threads "$threads" --steps "$steps")
       ms=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['ms_per_step'])" "$line")
       version=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['torch'])" "$line")
