@@ -7,8 +7,8 @@
 namespace fathom {
 namespace {
 
-constexpr bool kFp16Built = false;
-constexpr bool kBf16Built = false;
+constexpr bool kFp16Built = true;
+constexpr bool kBf16Built = true;
 constexpr int64_t kMaxZeroStage = 0;
 constexpr bool kOffloadBuilt = false;
 

@@ -17,9 +17,13 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
-               std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options)
+               std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options, MixedPrecision mixed)
     : model_(std::move(model)), optimizer_(std::move(optimizer)), scheduler_(std::move(scheduler)),
-      options_(options) {
+      options_(options), mixed_(std::move(mixed)) {
+  if (mixed_.fp16) {
+    FATHOM_CHECK(mixed_.masters != nullptr, "Engine: fp16 loss scaling needs fp32 master weights");
+    scaler_.emplace(*mixed_.fp16);
+  }
   FATHOM_CHECK(model_ != nullptr, "Engine: no model");
   FATHOM_CHECK(optimizer_ != nullptr, "Engine: no optimizer");
   FATHOM_CHECK(options_.gradient_accumulation_steps >= 1 && options_.micro_batch_size >= 1 &&
@@ -56,7 +60,7 @@ void Engine::backward(const autograd::Variable& loss) {
   FATHOM_CHECK(loss.numel() == 1, "engine.backward: the loss must be a scalar, got shape ", shape_str(loss.sizes()));
   const auto start = Clock::now();
   loss_sum_ += loss.item();
-  const double scale = 1.0 / static_cast<double>(options_.gradient_accumulation_steps);
+  const double scale = loss_scale() / static_cast<double>(options_.gradient_accumulation_steps);
   (scale == 1.0 ? loss : autograd::mul(loss, scale)).backward();
   backward_ms_ += ms_since(start);
 }
@@ -65,13 +69,34 @@ bool Engine::is_gradient_accumulation_boundary() const {
   return (micro_steps_ + 1) % options_.gradient_accumulation_steps == 0;
 }
 
+autograd::VariableList Engine::optimizer_parameters() const {
+  if (!mixed_.masters) return model_->parameters();
+  autograd::VariableList out;
+  for (const auto& [name, master] : mixed_.masters->masters()) out.push_back(master);
+  return out;
+}
+
 void Engine::step() {
   const bool boundary = is_gradient_accumulation_boundary();
   ++micro_steps_;
   if (!boundary) return;
   const auto start = Clock::now();
   StepReport report;
-  const auto params = model_->parameters();
+  report.loss_scale = loss_scale();
+
+  // fp16: an overflow anywhere skips the whole step; nothing but the scaler changes.
+  if (scaler_ && mixed_.masters->model_gradients_overflow()) {
+    report.skipped = true;
+    ++skipped_steps_;
+    scaler_->update(/*overflow=*/true);
+    mixed_.masters->zero_grad();
+    report.lr = optimizer_->lr(0);
+    finish_cycle(report, start);
+    return;
+  }
+  if (mixed_.masters) mixed_.masters->unscale_gradients_into_masters(1.0 / loss_scale());
+
+  const auto params = optimizer_parameters();
   if (options_.gradient_clipping > 0) {
     report.grad_norm = nn::clip_grad_norm(params, options_.gradient_clipping);
   } else {
@@ -82,17 +107,24 @@ void Engine::step() {
   }
   optimizer_->step();
   report.lr = optimizer_->lr(0);  // the lr this step used
+  if (mixed_.masters) mixed_.masters->copy_masters_to_model();
+  if (scaler_) scaler_->update(/*overflow=*/false);
   if (scheduler_) {
     scheduler_->step();
     apply_scheduled_lr();
   }
-  optimizer_->zero_grad();
-  const double step_ms = ms_since(start);
+  if (mixed_.masters) mixed_.masters->zero_grad();
+  else optimizer_->zero_grad();
+  finish_cycle(report, start);
+}
 
+void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
+  // Skipped steps still count, as DeepSpeed's global_steps do.
   ++global_steps_;
   global_samples_ += options_.train_batch_size();
   report.step = global_steps_;
   report.samples = global_samples_;
+  report.skipped_steps = skipped_steps_;
   report.loss = loss_sum_ / static_cast<double>(options_.gradient_accumulation_steps);
   report.seconds = cycle_started_ ? ms_since(cycle_start_) / 1000.0 : 0.0;
   if (report.seconds > 0) {
@@ -101,7 +133,7 @@ void Engine::step() {
   }
   report.forward_ms = forward_ms_;
   report.backward_ms = backward_ms_;
-  report.step_ms = step_ms;
+  report.step_ms = ms_since(step_start);
   last_report_ = report;
   loss_sum_ = 0;
   tokens_ = 0;
@@ -118,6 +150,11 @@ std::string Engine::format_report(const StepReport& r, bool wall_clock_breakdown
   std::snprintf(line, sizeof line, "step %lld | loss %.4f | lr %.3e | grad norm %.3f | %.1f samples/s | %.0f tok/s",
                 static_cast<long long>(r.step), r.loss, r.lr, r.grad_norm, r.samples_per_second, r.tokens_per_second);
   std::string out = line;
+  if (r.loss_scale != 1.0 || r.skipped_steps > 0) {
+    std::snprintf(line, sizeof line, " | scale 2^%.0f | skipped %lld%s", std::log2(r.loss_scale),
+                  static_cast<long long>(r.skipped_steps), r.skipped ? " (this step: overflow)" : "");
+    out += line;
+  }
   if (wall_clock_breakdown) {
     std::snprintf(line, sizeof line, " | forward %.1f ms | backward %.1f ms | step %.1f ms", r.forward_ms,
                   r.backward_ms, r.step_ms);

@@ -10,12 +10,20 @@
 // accumulated gradient is the mean over the global batch; step() is called after every
 // micro-batch and, at a boundary, clips by the global gradient norm, runs the optimizer,
 // advances the LR schedule (and writes its lr into the optimizer) and zeroes the gradients.
+//
+// Mixed precision (bf16/fp16, set up by fathom::initialize): the model computes in 16 bits,
+// the optimizer updates fp32 master weights. For fp16, backward also multiplies the loss by
+// the loss scale; at the boundary an Inf/NaN gradient skips the step (weights, optimizer state
+// and LR schedule untouched; the step still counts, as in DeepSpeed) and the scaler adapts.
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 
+#include "engine/loss_scaler.h"
+#include "engine/master_weights.h"
 #include "nn/lr_schedule.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
@@ -44,12 +52,21 @@ struct StepReport {
   double samples_per_second = 0.0;
   double tokens_per_second = 0.0;  // integer inputs counted as tokens
   double forward_ms = 0, backward_ms = 0, step_ms = 0;  // with wall_clock_breakdown
+  double loss_scale = 1.0;       // fp16: the scale this step used
+  bool skipped = false;          // fp16: the step overflowed and was skipped
+  int64_t skipped_steps = 0;     // fp16: skipped so far
+};
+
+// What initialize() sets up for bf16/fp16 training.
+struct MixedPrecision {
+  std::shared_ptr<MasterWeights> masters;     // the optimizer updates these
+  std::optional<LossScalerOptions> fp16;      // set for fp16: dynamic (or static) loss scaling
 };
 
 class Engine {
  public:
   Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
-         std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options);
+         std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options, MixedPrecision mixed = {});
 
   // Forward through the model. `sample_index` (i64 [B]: the batch rows' global sample indices)
   // makes dropout reproduce the single-process run under any parallel layout.
@@ -64,6 +81,9 @@ class Engine {
   int64_t micro_steps() const { return micro_steps_; }
   const StepReport& last_report() const { return last_report_; }
   double lr() const;
+  double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+  int64_t skipped_steps() const { return skipped_steps_; }
+  const std::shared_ptr<MasterWeights>& master_weights() const { return mixed_.masters; }
 
   nn::Module& module() { return *model_; }
   const std::shared_ptr<nn::Optimizer>& optimizer() const { return optimizer_; }
@@ -77,11 +97,17 @@ class Engine {
  private:
   using Clock = std::chrono::steady_clock;
   void apply_scheduled_lr();
+  // Gradients the optimizer and clipping see: the fp32 masters' in mixed precision.
+  autograd::VariableList optimizer_parameters() const;
+  void finish_cycle(StepReport& report, Clock::time_point step_start);
 
   std::shared_ptr<nn::Module> model_;
   std::shared_ptr<nn::Optimizer> optimizer_;
   std::shared_ptr<nn::LRScheduler> scheduler_;
   EngineOptions options_;
+  MixedPrecision mixed_;
+  std::optional<LossScaler> scaler_;
+  int64_t skipped_steps_ = 0;
   int64_t global_steps_ = 0, global_samples_ = 0, micro_steps_ = 0;
   double loss_sum_ = 0.0;   // unscaled losses of this cycle's micro-batches
   int64_t tokens_ = 0;      // integer input elements this cycle

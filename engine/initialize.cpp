@@ -11,6 +11,17 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
   config.resolve_batch(dp_world_size);
 
   Initialized out;
+  MixedPrecision mixed;
+  const bool half = config.bf16.enabled || config.fp16.enabled;
+  if (half) {
+    // The model computes in 16 bits; the optimizer updates fp32 masters (DeepSpeed's scheme).
+    FATHOM_CHECK(!optimizer, "initialize: with ", config.bf16.enabled ? "bf16" : "fp16",
+                 " enabled the engine builds the optimizer over fp32 master weights; describe it in the config's "
+                 "\"optimizer\" section instead of passing one");
+    model->to(config.bf16.enabled ? DType::BF16 : DType::F16);
+    mixed.masters = std::make_shared<MasterWeights>(model->named_parameters());
+    if (config.fp16.enabled) mixed.fp16 = from_config(config.fp16);
+  }
   if (optimizer) {
     FATHOM_CHECK(config.optimizer.type.empty(), "initialize: an optimizer was passed and the config has an "
                  "\"optimizer\" section too; remove one of them");
@@ -18,7 +29,8 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
   } else {
     FATHOM_CHECK(!config.optimizer.type.empty(), "initialize: no optimizer; add an \"optimizer\" section to the "
                  "config (e.g. {\"type\": \"AdamW\", \"params\": {\"lr\": 3e-4}}) or pass one to fathom::initialize");
-    out.optimizer = nn::make_optimizer(config.optimizer.type, config.optimizer.params, model->named_parameters());
+    out.optimizer = nn::make_optimizer(config.optimizer.type, config.optimizer.params,
+                                       half ? mixed.masters->masters() : model->named_parameters());
   }
   if (!config.scheduler.type.empty()) {
     std::vector<double> base_lrs;
@@ -34,7 +46,7 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
   options.steps_per_print = config.steps_per_print;
   options.wall_clock_breakdown = config.wall_clock_breakdown;
   options.seed = config.seed.value_or(1234);
-  out.engine = std::make_shared<Engine>(std::move(model), out.optimizer, out.scheduler, options);
+  out.engine = std::make_shared<Engine>(std::move(model), out.optimizer, out.scheduler, options, std::move(mixed));
 
   if (training_data) {
     data::DataLoaderOptions loader;
