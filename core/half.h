@@ -9,6 +9,14 @@
 #include <cstdint>
 #include <cstring>
 
+// Host code built for a CPU with F16C (x86-64-v3 and later: Fathom's default baseline) converts
+// f16 with the hardware instruction; it rounds exactly like the portable code below (a test
+// compares them on every f16 pattern and two million floats).
+#if defined(__F16C__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#define FATHOM_HAVE_F16C 1
+#endif
+
 #if defined(__CUDACC__)
 #define FATHOM_HOST_DEVICE __host__ __device__
 #else
@@ -39,6 +47,9 @@ FATHOM_HOST_DEVICE inline float bits_float(uint32_t u) {
 }  // namespace detail
 
 FATHOM_HOST_DEVICE inline uint16_t float_to_half_bits(float value) {
+#if defined(FATHOM_HAVE_F16C)
+  return static_cast<uint16_t>(_cvtss_sh(value, _MM_FROUND_TO_NEAREST_INT));
+#endif
   uint32_t x = detail::float_bits(value);
   const uint32_t sign = (x >> 16) & 0x8000u;
   x &= 0x7fffffffu;
@@ -58,6 +69,9 @@ FATHOM_HOST_DEVICE inline uint16_t float_to_half_bits(float value) {
 }
 
 FATHOM_HOST_DEVICE inline float half_bits_to_float(uint16_t h) {
+#if defined(FATHOM_HAVE_F16C)
+  return _cvtsh_ss(h);
+#endif
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exponent = (h >> 10) & 0x1fu;
   const uint32_t mantissa = h & 0x3ffu;
