@@ -85,7 +85,7 @@ void Engine::step() {
   report.loss_scale = loss_scale();
 
   // fp16: an overflow anywhere skips the whole step; nothing but the scaler changes.
-  if (scaler_ && mixed_.masters->model_gradients_overflow()) {
+  if (scaler_ && mixed_.masters->gradients_overflow()) {
     report.skipped = true;
     ++skipped_steps_;
     scaler_->update(/*overflow=*/true);
@@ -94,7 +94,7 @@ void Engine::step() {
     finish_cycle(report, start);
     return;
   }
-  if (mixed_.masters) mixed_.masters->unscale_gradients_into_masters(1.0 / loss_scale());
+  if (mixed_.masters) mixed_.masters->unscale_gradients(1.0 / loss_scale());
 
   const auto params = optimizer_parameters();
   if (options_.gradient_clipping > 0) {

@@ -11,31 +11,29 @@ MasterWeights::MasterWeights(const Named& model_params) : model_(model_params) {
   for (const auto& [name, param] : model_params) {
     FATHOM_CHECK(is_floating_point(param.dtype()), "mixed precision: parameter \"", name, "\" is ",
                  dtype_name(param.dtype()), ", not a floating-point tensor");
-    masters_.emplace_back(name, autograd::Variable(param.data().to(DType::F32).contiguous().clone(), true, name));
+    const autograd::Variable master(param.data().to(DType::F32).contiguous().clone(), true, name);
+    masters_.emplace_back(name, master);
+    param.add_grad_ready_hook([master](const autograd::Variable& p) {
+      MemoryTagScope grads(MemoryTag::Gradients);
+      const Tensor f32 = p.grad().to(DType::F32);
+      if (Tensor accumulated = master.grad(); accumulated.defined()) add_(accumulated, f32);  // in place
+      else master.set_grad(f32.shares_storage(p.grad()) ? f32.clone() : f32.contiguous());
+      p.zero_grad();  // the 16-bit gradient is folded in: free it
+    });
   }
 }
 
-bool MasterWeights::model_gradients_overflow() const {
+bool MasterWeights::gradients_overflow() const {
   std::vector<Tensor> grads;
-  for (const auto& [name, param] : model_)
-    if (param.grad().defined()) grads.push_back(param.grad());
+  for (const auto& [name, master] : masters_)
+    if (master.grad().defined()) grads.push_back(master.grad());
   return has_inf_or_nan(grads);
 }
 
-void MasterWeights::unscale_gradients_into_masters(double inv_scale) {
-  MemoryTagScope tag(MemoryTag::Gradients);
-  for (size_t i = 0; i < model_.size(); ++i) {
-    const Tensor& grad = model_[i].second.grad();
-    const autograd::Variable& master = masters_[i].second;
-    if (!grad.defined()) {
-      master.zero_grad();
-      continue;
-    }
-    Tensor f32 = grad.to(DType::F32).contiguous();
-    if (f32.shares_storage(grad)) f32 = f32.clone();  // an f32 model gradient: do not scale it in place
-    if (inv_scale != 1.0) mul_(f32, inv_scale);
-    master.set_grad(f32);
-  }
+void MasterWeights::unscale_gradients(double inv_scale) {
+  if (inv_scale == 1.0) return;
+  for (const auto& [name, master] : masters_)
+    if (Tensor grad = master.grad(); grad.defined()) mul_(grad, inv_scale);  // in place
 }
 
 void MasterWeights::copy_masters_to_model() {

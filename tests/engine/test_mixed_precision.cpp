@@ -11,6 +11,7 @@
 #include "nn/optimizer_factory.h"
 
 using namespace fathom;
+using autograd::Variable;
 
 namespace {
 
@@ -110,4 +111,33 @@ TEST_CASE("mixed precision rejects what it cannot honour", "[engine]") {
   Config config = Config::from_string(R"({"train_batch_size": 8, "bf16": {"enabled": true}})");
   CHECK_THROWS_WITH(initialize(config, model, nn::make_optimizer("SGD", {{"lr", 0.1}}, model->parameters())),
                     Catch::Contains("with bf16 enabled the engine builds the optimizer over fp32 master weights"));
+}
+
+TEST_CASE("bf16 gradient accumulation sums in fp32: micro-batch 2 x 4 matches batch 8 x 1", "[engine]") {
+  auto run = [](int64_t micro, int64_t gas) {
+    auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 7);
+    const std::string text = R"({"train_micro_batch_size_per_gpu": )" + std::to_string(micro) +
+                             R"(, "gradient_accumulation_steps": )" + std::to_string(gas) +
+                             R"(, "optimizer": {"type": "SGD", "params": {"lr": 0.5}}, "bf16": {"enabled": true}})";
+    Initialized init = initialize(Config::from_string(text), model, nullptr, text_data());
+    std::vector<double> losses;
+    for (const data::Batch& batch : *init.loader) {
+      const auto logits = (*init.engine)(autograd::Variable(batch.inputs), batch.sample_index);
+      init.engine->backward(nn::cross_entropy(logits, batch.targets, batch.loss_normaliser));
+      const bool boundary = init.engine->is_gradient_accumulation_boundary();
+      init.engine->step();
+      if (boundary) losses.push_back(init.engine->last_report().loss);
+      if (losses.size() == 4) break;
+    }
+    // The 16-bit gradients were folded into the fp32 masters as each became final.
+    for (const Variable& p : model->parameters()) CHECK_FALSE(p.grad().defined());
+    return losses;
+  };
+  const auto whole = run(8, 1), accumulated = run(2, 4);
+  REQUIRE(whole.size() == 4);
+  REQUIRE(accumulated.size() == 4);
+  for (size_t s = 0; s < 4; ++s) {
+    INFO("step " << s << ": " << whole[s] << " vs " << accumulated[s]);
+    CHECK(std::fabs(whole[s] - accumulated[s]) / whole[s] < 2e-3);
+  }
 }
