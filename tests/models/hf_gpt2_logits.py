@@ -13,7 +13,8 @@ with safe_open(path, "pt") as f:
     state = {name: f.get_tensor(name) for name in f.keys()}
 config = GPT2Config(n_layer=int(meta["n_layer"]), n_head=int(meta["n_head"]), n_embd=int(meta["n_embd"]),
                     vocab_size=int(meta["vocab_size"]), n_positions=int(meta["block_size"]),
-                    activation_function="gelu_new", resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
+                    activation_function="gelu_new", resid_pdrop=0, embd_pdrop=0, attn_pdrop=0,
+                    bos_token_id=int(meta["vocab_size"]) - 1, eos_token_id=int(meta["vocab_size"]) - 1)
 model = GPT2LMHeadModel(config)
 missing, unexpected = model.load_state_dict(state, strict=False)
 assert not unexpected, unexpected
