@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "engine/data_mapped_file.h"
+#include "core/mapped_file.h"
 
 namespace fathom::data {
 

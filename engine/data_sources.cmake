@@ -4,7 +4,6 @@ set(FATHOM_DATA_SOURCES
   byte_text_dataset.cpp
   data_collate.cpp
   data_loader.cpp
-  data_mapped_file.cpp
   data_sample_map.cpp
   data_shuffle.cpp
   data_token_file.cpp

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "engine/data_mapped_file.h"
+#include "core/mapped_file.h"
 
 namespace fathom::data {
 

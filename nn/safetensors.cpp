@@ -4,17 +4,13 @@
 
 #include "nn/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
 
+#include "core/mapped_file.h"
 #include "nn/did_you_mean.h"
 #include "nn/json.h"
 
@@ -81,45 +77,18 @@ DType parse_safetensors_dtype(const std::string& name) {
 
 // The whole file, mapped private and copy-on-write: writable so a tensor viewing it behaves
 // like any other tensor (writing through it cannot fault), private so the file never changes.
-struct SafetensorsFile::Mapping {
-  char* base = nullptr;
-  size_t size = 0;
-  Mapping() = default;
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-  ~Mapping() {
-    if (base != nullptr) munmap(base, size);
-  }
-};
-
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   const std::string where = "safetensors file '" + path + "': ";
 
-  // The descriptor is only needed until the mapping exists.
-  struct Descriptor {
-    int fd;
-    ~Descriptor() {
-      if (fd >= 0) ::close(fd);
-    }
-  } file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  FATHOM_CHECK(file.fd >= 0, where, "cannot open: ", std::strerror(errno));
-  struct stat st {};
-  FATHOM_CHECK(::fstat(file.fd, &st) == 0, where, "cannot stat: ", std::strerror(errno));
-  FATHOM_CHECK(S_ISREG(st.st_mode), where, "not a regular file");
-  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  mapping_ = MappedFile::open(path, MappedFile::Access::PrivateWritable, "safetensors file");
+  const uint64_t file_size = mapping_->size();
   FATHOM_CHECK(file_size >= 8, where, "file is ", file_size,
                " bytes, shorter than the 8-byte header length that starts every safetensors file "
                "(truncated, or not a safetensors file)");
-
-  auto mapping = std::make_shared<Mapping>();
-  void* base = ::mmap(nullptr, file_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd, 0);
-  FATHOM_CHECK(base != MAP_FAILED, where, "cannot mmap ", file_size, " bytes: ", std::strerror(errno));
-  mapping->base = static_cast<char*>(base);
-  mapping->size = file_size;
-  mapping_ = mapping;
+  const char* base = reinterpret_cast<const char*>(mapping_->data());
 
   uint64_t header_size = 0;
-  std::memcpy(&header_size, mapping->base, 8);
+  std::memcpy(&header_size, base, 8);
   FATHOM_CHECK(header_size <= kMaxHeaderBytes, where, "header length ", header_size, " is larger than the ",
                kMaxHeaderBytes, "-byte limit (corrupted, or not a safetensors file)");
   FATHOM_CHECK(8 + header_size <= file_size, where, "header length ", header_size,
@@ -128,7 +97,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   data_offset_ = 8 + header_size;
   const uint64_t data_size = file_size - data_offset_;
 
-  const json::Value header = json::parse(std::string_view(mapping->base + 8, header_size),
+  const json::Value header = json::parse(std::string_view(base + 8, header_size),
                                          "safetensors header of '" + path + "'", 8);
   FATHOM_CHECK(header.is_object(), where, "header is ", json::kind_name(header.kind()),
                ", expected a JSON object mapping tensor names to {dtype, shape, data_offsets}");
@@ -225,7 +194,7 @@ const SafetensorsTensorInfo& SafetensorsFile::info(const std::string& name) cons
 }
 
 const char* SafetensorsFile::tensor_bytes(const std::string& name, const SafetensorsTensorInfo& info) const {
-  const char* bytes = mapping_->base + data_offset_ + info.data_begin;
+  const char* bytes = reinterpret_cast<const char*>(mapping_->private_data()) + data_offset_ + info.data_begin;
   // A bool element is one byte that must be 0 or 1: any other value is undefined behaviour
   // once read as a C++ bool, so it is rejected here rather than trusted.
   if (info.dtype == DType::Bool) {
@@ -243,7 +212,7 @@ Tensor SafetensorsFile::get(const std::string& name) const {
   const size_t nbytes = meta.data_end - meta.data_begin;
   // An empty tensor, or data a typed load could not read in place: own a copy instead.
   if (nbytes == 0 || reinterpret_cast<uintptr_t>(bytes) % element_size(meta.dtype) != 0) return get_copy(name);
-  std::shared_ptr<Mapping> keep_alive = mapping_;
+  std::shared_ptr<const MappedFile> keep_alive = mapping_;
   auto storage = Storage::wrap_external(const_cast<char*>(bytes), nbytes, kCPU,
                                         [keep_alive](void*) mutable { keep_alive.reset(); });
   return Tensor(std::move(storage), meta.shape, contiguous_strides(meta.shape), 0, meta.dtype);

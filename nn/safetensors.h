@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/mapped_file.h"
 #include "core/tensor.h"
 
 namespace fathom::nn {
@@ -66,11 +67,10 @@ class SafetensorsFile {
   Tensor get_copy(const std::string& name) const;
 
  private:
-  struct Mapping;
   const char* tensor_bytes(const std::string& name, const SafetensorsTensorInfo& info) const;
 
   std::string path_;
-  std::shared_ptr<Mapping> mapping_;
+  std::shared_ptr<const MappedFile> mapping_;
   uint64_t data_offset_ = 0;
   std::vector<std::string> names_;
   std::map<std::string, SafetensorsTensorInfo> infos_;

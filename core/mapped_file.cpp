@@ -1,4 +1,4 @@
-#include "engine/data_mapped_file.h"
+#include "core/mapped_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -10,10 +10,10 @@
 
 #include "core/error.h"
 
-namespace fathom::data {
+namespace fathom {
 
-std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
-  const std::string where = "file '" + path + "': ";
+std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path, Access access, const std::string& what) {
+  const std::string where = what + " '" + path + "': ";
   // The descriptor is only needed until the mapping exists.
   struct Descriptor {
     int fd;
@@ -28,16 +28,23 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
 
   std::shared_ptr<MappedFile> mapped(new MappedFile());
   mapped->path_ = path;
+  mapped->access_ = access;
   mapped->size_ = static_cast<uint64_t>(st.st_size);
   if (mapped->size_ == 0) return mapped;  // mmap rejects length 0
-  void* base = ::mmap(nullptr, mapped->size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
+  const int protection = access == Access::PrivateWritable ? PROT_READ | PROT_WRITE : PROT_READ;
+  void* base = ::mmap(nullptr, mapped->size_, protection, MAP_PRIVATE, file.fd, 0);
   FATHOM_CHECK(base != MAP_FAILED, where, "cannot mmap ", mapped->size_, " bytes: ", std::strerror(errno));
-  mapped->data_ = static_cast<const unsigned char*>(base);
+  mapped->data_ = static_cast<unsigned char*>(base);
   return mapped;
 }
 
-MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<unsigned char*>(data_), size_);
+unsigned char* MappedFile::private_data() const {
+  FATHOM_CHECK(access_ == Access::PrivateWritable, "file '", path_, "' is mapped read-only");
+  return data_;
 }
 
-}  // namespace fathom::data
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+}  // namespace fathom
