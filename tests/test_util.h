@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/tensor.h"
 
 namespace fathom::testing {
@@ -33,6 +34,17 @@ inline std::string mismatch(const Tensor& actual, const Tensor& expected, double
   if (actual.sizes() != expected.sizes())
     return "shapes differ: " + shape_str(actual.sizes()) + " vs " + shape_str(expected.sizes());
   return mismatch(actual.to_vector<double>(), expected.to_vector<double>(), atol, rtol);
+}
+
+// The message of the fathom::Error that `body` throws, or "(no error)".
+template <typename Body>
+std::string error_of(Body&& body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    return error.message();
+  }
+  return "(no error)";
 }
 
 }  // namespace fathom::testing

@@ -1,6 +1,8 @@
 // fathom::Config: DeepSpeed-style configs in JSON and YAML, every error with its exact text.
 #include <catch2/catch.hpp>
 
+#include "test_util.h"
+
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -10,16 +12,9 @@
 
 using namespace fathom;
 
-namespace {
+using fathom::testing::error_of;
 
-std::string error_of(const std::function<void()>& run) {
-  try {
-    run();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "(no error)";
-}
+namespace {
 
 std::string parse_error(const std::string& text) {
   return error_of([&] { Config::from_string(text); });

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+
+#include "test_util.h"
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -27,6 +29,8 @@
 
 using namespace fathom;
 using namespace fathom::data;
+
+using fathom::testing::error_of;
 
 namespace {
 
@@ -57,16 +61,6 @@ std::vector<unsigned char> llmc_header(int32_t magic, int32_t version, int32_t c
 }
 
 // The message of the fathom::Error that `fn` throws (without file:line), or "" if none.
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.message();
-  }
-  return "";
-}
-
 std::vector<uint16_t> iota_tokens(int n) {
   std::vector<uint16_t> tokens(n);
   std::iota(tokens.begin(), tokens.end(), uint16_t{0});

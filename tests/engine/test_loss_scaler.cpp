@@ -3,6 +3,8 @@
 // replayed step by step, plus the errors DeepSpeed has no equivalent for.
 
 #include <catch2/catch.hpp>
+
+#include "test_util.h"
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -18,6 +20,8 @@
 using namespace fathom;
 namespace json = fathom::nn::json;
 
+using fathom::testing::error_of;
+
 namespace {
 
 const json::Value& reference() {
@@ -29,15 +33,6 @@ const json::Value& reference() {
     return json::parse(text, path);
   }();
   return value;
-}
-
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.message();
-  }
-  return "<no error>";
 }
 
 LossScalerOptions options_of(const json::Value& o) {
@@ -241,7 +236,7 @@ TEST_CASE("bad loss scaler options name the option, the value and the fix", "[en
   CHECK(error([](LossScalerOptions& o) {
           o.loss_scale = 2;
           o.min_loss_scale = 4;
-        }) == "<no error>");
+        }) == "(no error)");
 }
 
 TEST_CASE("loss scaler state round trip resumes the same trajectory", "[engine]") {

@@ -23,6 +23,8 @@
 using namespace fathom;
 using fathom::testing::mismatch;
 
+using fathom::testing::error_of;
+
 namespace {
 
 struct ThreadCount {
@@ -55,16 +57,6 @@ void check_same_bits_for_any_thread_count(Fn&& fn) {
 }
 
 // The message of the fathom::Error fn throws, without its file:line prefix.
-template <typename Fn>
-std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.message();
-  }
-  return "(no error thrown)";
-}
-
 Tensor arange_i64(int64_t n, int64_t start = 0) {
   std::vector<int64_t> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = start + i;
@@ -250,12 +242,12 @@ TEST_CASE("cross_entropy backward accumulates, and bf16 logits give an f32 loss"
 
 TEST_CASE("cross_entropy errors name the row, the value and V", "[kernels]") {
   const Tensor logits = Tensor::zeros({4, 11});
-  CHECK(error_message([&] {
+  CHECK(error_of([&] {
           cross_entropy(logits, Tensor::from_vector<int64_t>({0, 3, -100, 11}));
         }) ==
         "cross_entropy: target 11 in row 3 is out of range for V = 11 classes (valid: 0 to 10, or "
         "ignore_index = -100)");
-  CHECK(error_message([&] {
+  CHECK(error_of([&] {
           cross_entropy(logits, Tensor::from_vector<int64_t>({0, -5, 1, 2}), std::nullopt, -1);
         }) ==
         "cross_entropy: target -5 in row 1 is out of range for V = 11 classes (valid: 0 to 10, or "
@@ -263,7 +255,7 @@ TEST_CASE("cross_entropy errors name the row, the value and V", "[kernels]") {
   CHECK_THROWS_WITH(cross_entropy(logits, Tensor::from_vector<int64_t>({0, 1, 2, 3}), -2.0),
                     Catch::Contains("cross_entropy: normaliser must be a positive number, got -2"));
   const CrossEntropyOutputs fwd = cross_entropy(logits, Tensor::from_vector<int64_t>({0, 1, 2, 3}));
-  CHECK(error_message([&] {
+  CHECK(error_of([&] {
           cross_entropy_backward(Tensor::scalar(1.0, DType::F64), logits, Tensor::from_vector<int64_t>({0, 1, 2, 3}),
                                  fwd.lse);
         }) ==
@@ -357,7 +349,7 @@ TEST_CASE("causal_attention errors name both shapes", "[kernels]") {
   CHECK_THROWS_WITH(causal_attention(q, Tensor::zeros({2, 4, 16, 4}), q),
                     Catch::Contains("causal_attention: k of shape [2, 4, 16, 4] must match q of shape [2, 4, 16, 8]"));
   const AttentionOutputs fwd = causal_attention(q, q, q);
-  CHECK(error_message([&] {
+  CHECK(error_of([&] {
           causal_attention_backward(q, q, q, q, fwd.out, Tensor::zeros({2, 4, 15}));
         }) ==
         "causal_attention_backward: lse must be a f32 tensor of shape [2, 4, 16] (B, NH, T), got "
@@ -466,16 +458,16 @@ TEST_CASE("layernorm and rmsnorm gradients through their saved statistics", "[ke
 
 TEST_CASE("normalisation errors name both shapes and the fix", "[kernels]") {
   const Tensor x = Tensor::zeros({4, 64, 768});
-  CHECK(error_message([&] { layernorm(x, Tensor::ones({512}), Tensor()); }) ==
+  CHECK(error_of([&] { layernorm(x, Tensor::ones({512}), Tensor()); }) ==
         "layernorm: weight of shape [512] does not match the last dim of x of shape [4, 64, 768]; pass a "
         "weight of shape [768]");
   const LayerNormOutputs f = layernorm(x, Tensor(), Tensor());
-  CHECK(error_message([&] { layernorm_backward(x, x, Tensor(), f.mean.to(DType::F64), f.rstd); }) ==
+  CHECK(error_of([&] { layernorm_backward(x, x, Tensor(), f.mean.to(DType::F64), f.rstd); }) ==
         "layernorm_backward: mean must be f32 for f32 x, got f64");
-  CHECK(error_message([&] { layernorm_backward(x, x, Tensor(), f.mean.narrow(1, 0, 3), f.rstd); }) ==
+  CHECK(error_of([&] { layernorm_backward(x, x, Tensor(), f.mean.narrow(1, 0, 3), f.rstd); }) ==
         "layernorm_backward: mean of shape [4, 3] must have x's shape without its last dim, [4, 64] (x is "
         "[4, 64, 768])");
-  CHECK(error_message([&] {
+  CHECK(error_of([&] {
           rmsnorm_backward(Tensor::zeros({4, 64, 767}), x, Tensor(), rmsnorm(x, Tensor()).rstd);
         }) == "rmsnorm_backward: dy of shape [4, 64, 767] must match x of shape [4, 64, 768]");
 }
@@ -514,7 +506,7 @@ TEST_CASE("softmax of a row with one dominant logit is exact, and 16-bit rows ro
   const auto got = softmax(h).to_vector<float>();
   const auto want = softmax(h.to(DType::F32)).to(DType::F16).to_vector<float>();
   CHECK(got == want);
-  CHECK(error_message([&] {
+  CHECK(error_of([&] {
           softmax_backward(Tensor::zeros({5, 41}), softmax(h));
         }) == "softmax_backward: dy of shape [5, 41] must match the forward output y of shape [5, 40]");
 }

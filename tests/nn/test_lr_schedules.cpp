@@ -2,6 +2,8 @@
 // beta) in tests/data/lr_schedules_reference.json, written by tests/data/generate_lr_schedules.py.
 
 #include <catch2/catch.hpp>
+
+#include "test_util.h"
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -17,6 +19,8 @@
 
 using namespace fathom;
 using namespace fathom::nn;
+
+using fathom::testing::error_of;
 
 namespace {
 
@@ -67,15 +71,6 @@ std::vector<double> betas_of(const LRScheduler& scheduler) {
   const auto* one_cycle = dynamic_cast<const OneCycle*>(&scheduler);
   if (one_cycle == nullptr || !one_cycle->betas()) return {};
   return {one_cycle->betas()->first, one_cycle->betas()->second};
-}
-
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.message();
-  }
-  return "<no error>";
 }
 
 }  // namespace

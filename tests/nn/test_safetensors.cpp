@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+
+#include "test_util.h"
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +19,8 @@
 
 using namespace fathom;
 using namespace fathom::nn;
+
+using fathom::testing::error_of;
 
 namespace {
 
@@ -69,15 +73,6 @@ Tensor pattern(const Shape& shape, DType dtype, uint8_t seed) {
   if (dtype == DType::Bool)
     for (size_t i = 0; i < t.nbytes(); ++i) bytes[i] &= 1;
   return t;
-}
-
-std::string error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.message();
-  }
-  return "<no error>";
 }
 
 }  // namespace
