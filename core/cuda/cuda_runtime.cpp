@@ -144,6 +144,11 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   FATHOM_CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
 }
 
+void set_device(int index) {
+  require_device(index);
+  FATHOM_CUDA_CHECK(cudaSetDevice(index));
+}
+
 void synchronize_device(int index) {
   require_device(index);
   DeviceGuard guard(index);

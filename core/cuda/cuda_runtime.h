@@ -79,5 +79,7 @@ Allocator& device_allocator(int index);
 // Copies `bytes` between any two of host and device memory, synchronously.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 void synchronize_device(int index);
+// Makes `index` this thread's current device (cudaSetDevice): Runtime picks one per local rank.
+void set_device(int index);
 
 }  // namespace fathom::cuda

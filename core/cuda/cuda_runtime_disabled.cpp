@@ -35,5 +35,6 @@ float Event::elapsed_ms(const Event&) const { require_device(0); return 0; }
 Allocator& device_allocator(int) { no_cuda(); }
 void copy_bytes(void*, Device, const void*, Device, size_t) { require_device(0); }
 void synchronize_device(int index) { require_device(index); }
+void set_device(int index) { require_device(index); }
 
 }  // namespace fathom::cuda

@@ -1,0 +1,67 @@
+#pragma once
+// The process grid: pipeline x data x tensor, in Megatron's and DeepSpeed's rank order (tensor
+// fastest, then data, then pipeline), so tensor-parallel peers are neighbours on a node:
+//
+//   rank = (pipeline * data_size + data) * tensor_size + tensor
+//
+// Topology is pure arithmetic (testable anywhere); ProcessGroups holds this rank's
+// communicator along each axis, made by splitting the world.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "parallel/communicator.h"
+
+namespace fathom::distributed {
+
+enum class Axis { Pipeline, Data, Tensor };
+const char* axis_name(Axis axis);  // "pipe", "data", "tensor"
+
+struct GridCoord {
+  int pipeline = 0, data = 0, tensor = 0;
+  int operator[](Axis axis) const;
+  friend bool operator==(const GridCoord&, const GridCoord&) = default;
+};
+
+class Topology {
+ public:
+  // The data-parallel size is what is left: world / (pipeline * tensor), which must divide.
+  Topology(int world_size, int pipeline_parallel_size = 1, int tensor_parallel_size = 1);
+
+  int world_size() const { return pipeline_ * data_ * tensor_; }
+  int size(Axis axis) const;
+  int rank_of(const GridCoord& coord) const;
+  GridCoord coord_of(int rank) const;
+  // The ranks that share every coordinate with `rank` except `axis`, in axis order: the
+  // members of `rank`'s group along that axis.
+  std::vector<int> group_of(int rank, Axis axis) const;
+  // Which group along `axis` the rank belongs to (the split colour): 0 .. world/size(axis)-1.
+  int group_index(int rank, Axis axis) const;
+  std::string str() const;  // "pipe 2 x data 2 x tensor 1"
+
+ private:
+  int pipeline_, data_, tensor_;
+};
+
+class ProcessGroups {
+ public:
+  // Collective over `world`: splits it into one communicator per axis.
+  ProcessGroups(const std::shared_ptr<Communicator>& world, const Topology& topology);
+
+  const Topology& topology() const { return topology_; }
+  GridCoord coord() const { return coord_; }
+  Communicator& group(Axis axis) const { return *group_ptr(axis); }
+  const std::shared_ptr<Communicator>& group_ptr(Axis axis) const;
+  Communicator& data() const { return group(Axis::Data); }
+  const std::shared_ptr<Communicator>& data_ptr() const { return group_ptr(Axis::Data); }
+  Communicator& tensor() const { return group(Axis::Tensor); }
+  Communicator& pipeline() const { return group(Axis::Pipeline); }
+
+ private:
+  Topology topology_;
+  GridCoord coord_;
+  std::shared_ptr<Communicator> pipeline_, data_, tensor_;
+};
+
+}  // namespace fathom::distributed

@@ -1,0 +1,11 @@
+#pragma once
+// Shared by the multi-rank tests (run under mpirun by CTest).
+
+#include "parallel/runtime.h"
+
+namespace fathom::testing {
+
+// The runtime the test main started.
+distributed::Runtime& runtime();
+
+}  // namespace fathom::testing
