@@ -59,6 +59,12 @@
 #include "models/gpt.h"
 #include "models/gpt_weights.h"
 #include "models/gpt_inference.h"
+// parallel
+#include "parallel/backend_info.h"
+#include "parallel/communicator.h"
+#include "parallel/gradient_reducer.h"
+#include "parallel/runtime.h"
+#include "parallel/topology.h"
 // engine
 #include "engine/byte_text_dataset.h"
 #include "engine/config.h"

@@ -98,7 +98,7 @@ struct OffloadOptimizerConfig {
 struct ZeroConfig {
   int64_t stage = 0;
   bool contiguous_gradients = true;
-  bool overlap_comm = false;  // DeepSpeed: true for stage 3, false otherwise, unless given
+  bool overlap_comm = true;  // DeepSpeed: true for stage 3, false otherwise; Fathom: also true at stage 0
   bool reduce_scatter = true;
   int64_t reduce_bucket_size = 500000000;
   bool use_multi_rank_bucket_allreduce = true;

@@ -87,7 +87,9 @@ ZeroConfig parse_zero(const ConfigSection& s) {
   ZeroConfig c;
   c.stage = s.integer("stage", c.stage, 0, 3);
   c.contiguous_gradients = s.boolean("contiguous_gradients", c.contiguous_gradients);
-  c.overlap_comm = s.optional_boolean("overlap_comm").value_or(c.stage == 3);
+  // DeepSpeed overlaps by default at stage 3 only. At stage 0 Fathom's data-parallel all-reduce
+  // overlaps backward by default too (DeepSpeed reduces after backward there).
+  c.overlap_comm = s.optional_boolean("overlap_comm").value_or(c.stage == 0 || c.stage == 3);
   c.reduce_scatter = s.boolean("reduce_scatter", c.reduce_scatter);
   c.reduce_bucket_size = s.integer("reduce_bucket_size", c.reduce_bucket_size, 0);
   c.use_multi_rank_bucket_allreduce = s.boolean("use_multi_rank_bucket_allreduce", c.use_multi_rank_bucket_allreduce);

@@ -17,9 +17,10 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
-               std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options, MixedPrecision mixed)
+               std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options, MixedPrecision mixed,
+               DataParallel data_parallel)
     : model_(std::move(model)), optimizer_(std::move(optimizer)), scheduler_(std::move(scheduler)),
-      options_(options), mixed_(std::move(mixed)) {
+      options_(options), mixed_(std::move(mixed)), data_parallel_(std::move(data_parallel)) {
   if (mixed_.fp16) {
     FATHOM_CHECK(mixed_.masters != nullptr, "Engine: fp16 loss scaling needs fp32 master weights");
     scaler_.emplace(*mixed_.fp16);
@@ -29,6 +30,10 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer>
   FATHOM_CHECK(options_.gradient_accumulation_steps >= 1 && options_.micro_batch_size >= 1 &&
                    options_.dp_world_size >= 1,
                "Engine: micro_batch_size, gradient_accumulation_steps and dp_world_size must be >= 1");
+  const int64_t dp_ranks = data_parallel_.group ? data_parallel_.group->size() : 1;
+  FATHOM_CHECK(options_.dp_world_size == dp_ranks, "Engine: dp_world_size is ", options_.dp_world_size,
+               " but the data-parallel communicator has ", dp_ranks, " ranks");
+  FATHOM_CHECK(dp_ranks == 1 || data_parallel_.reducer, "Engine: data parallelism needs a gradient reducer");
   FATHOM_CHECK(options_.gradient_clipping >= 0, "Engine: gradient_clipping must be >= 0, got ",
                options_.gradient_clipping);
   apply_scheduled_lr();  // the lr in force before the first step, as DeepSpeed sets it
@@ -61,7 +66,9 @@ void Engine::backward(const autograd::Variable& loss) {
   const auto start = Clock::now();
   loss_sum_ += loss.item();
   const double scale = loss_scale() / static_cast<double>(options_.gradient_accumulation_steps);
+  if (data_parallel_.reducer) data_parallel_.reducer->prepare_backward(is_gradient_accumulation_boundary());
   (scale == 1.0 ? loss : autograd::mul(loss, scale)).backward();
+  if (data_parallel_.reducer) data_parallel_.reducer->finish_backward();
   backward_ms_ += ms_since(start);
 }
 
@@ -126,6 +133,7 @@ void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
   report.samples = global_samples_;
   report.skipped_steps = skipped_steps_;
   report.loss = loss_sum_ / static_cast<double>(options_.gradient_accumulation_steps);
+  if (data_parallel_.group) report.loss = data_parallel_.group->all_reduce_scalar(report.loss, distributed::ReduceOp::Avg);
   report.seconds = cycle_started_ ? ms_since(cycle_start_) / 1000.0 : 0.0;
   if (report.seconds > 0) {
     report.samples_per_second = static_cast<double>(options_.train_batch_size()) / report.seconds;

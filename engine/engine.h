@@ -15,6 +15,11 @@
 // the optimizer updates fp32 master weights. For fp16, backward also multiplies the loss by
 // the loss scale; at the boundary an Inf/NaN gradient skips the step (weights, optimizer state
 // and LR schedule untouched; the step still counts, as in DeepSpeed) and the scaler adapts.
+//
+// Data parallelism (set up by fathom::initialize with a communicator): the backward that ends
+// an accumulation cycle averages gradients over the data-parallel ranks in buckets that start
+// while backward runs (parallel/gradient_reducer.h); other backwards communicate nothing. The
+// reported loss is the mean over the ranks.
 
 #include <chrono>
 #include <functional>
@@ -27,6 +32,7 @@
 #include "nn/lr_schedule.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
+#include "parallel/gradient_reducer.h"
 
 namespace fathom {
 
@@ -63,10 +69,17 @@ struct MixedPrecision {
   std::optional<LossScalerOptions> fp16;      // set for fp16: dynamic (or static) loss scaling
 };
 
+// What initialize() sets up for data parallelism (more than one data-parallel rank).
+struct DataParallel {
+  std::shared_ptr<distributed::Communicator> group;          // the data-parallel ranks
+  std::shared_ptr<distributed::GradientReducer> reducer;     // averages gradients over them
+};
+
 class Engine {
  public:
   Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
-         std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options, MixedPrecision mixed = {});
+         std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options, MixedPrecision mixed = {},
+         DataParallel data_parallel = {});
 
   // Forward through the model. `sample_index` (i64 [B]: the batch rows' global sample indices)
   // makes dropout reproduce the single-process run under any parallel layout.
@@ -84,6 +97,8 @@ class Engine {
   double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
   int64_t skipped_steps() const { return skipped_steps_; }
   const std::shared_ptr<MasterWeights>& master_weights() const { return mixed_.masters; }
+  // Null with one data-parallel rank.
+  const std::shared_ptr<distributed::GradientReducer>& gradient_reducer() const { return data_parallel_.reducer; }
 
   nn::Module& module() { return *model_; }
   const std::shared_ptr<nn::Optimizer>& optimizer() const { return optimizer_; }
@@ -106,6 +121,7 @@ class Engine {
   std::shared_ptr<nn::LRScheduler> scheduler_;
   EngineOptions options_;
   MixedPrecision mixed_;
+  DataParallel data_parallel_;
   std::optional<LossScaler> scaler_;
   int64_t skipped_steps_ = 0;
   int64_t global_steps_ = 0, global_samples_ = 0, micro_steps_ = 0;

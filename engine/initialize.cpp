@@ -5,10 +5,16 @@
 namespace fathom {
 
 Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
-                       std::shared_ptr<const data::Dataset> training_data, int64_t dp_rank, int64_t dp_world_size) {
+                       std::shared_ptr<const data::Dataset> training_data,
+                       std::shared_ptr<distributed::Communicator> data_parallel_group) {
   FATHOM_CHECK(model != nullptr, "initialize: the model is null");
+  const int64_t dp_world_size = data_parallel_group ? data_parallel_group->size() : 1;
+  const int64_t dp_rank = data_parallel_group ? data_parallel_group->rank() : 0;
   config.check_supported();
   config.resolve_batch(dp_world_size);
+  // Every rank starts from rank 0's weights, whatever each rank's initialisation drew.
+  if (dp_world_size > 1)
+    for (const auto& [name, param] : model->named_parameters()) data_parallel_group->broadcast(param.data(), 0);
 
   Initialized out;
   MixedPrecision mixed;
@@ -46,7 +52,21 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
   options.steps_per_print = config.steps_per_print;
   options.wall_clock_breakdown = config.wall_clock_breakdown;
   options.seed = config.seed.value_or(1234);
-  out.engine = std::make_shared<Engine>(std::move(model), out.optimizer, out.scheduler, options, std::move(mixed));
+  DataParallel data_parallel;
+  if (dp_world_size > 1) {
+    // Gradients are reduced where the optimizer reads them: the fp32 masters in mixed precision.
+    std::vector<distributed::ReducedParameter> reduced;
+    const auto named = model->named_parameters();
+    for (size_t i = 0; i < named.size(); ++i)
+      reduced.push_back({named[i].first, named[i].second, half ? mixed.masters->masters()[i].second : named[i].second});
+    data_parallel.group = data_parallel_group;
+    data_parallel.reducer = std::make_shared<distributed::GradientReducer>(
+        data_parallel_group, std::move(reduced),
+        distributed::GradientReducerOptions{.bucket_elements = config.zero.reduce_bucket_size,
+                                            .overlap = config.zero.overlap_comm});
+  }
+  out.engine = std::make_shared<Engine>(std::move(model), out.optimizer, out.scheduler, options, std::move(mixed),
+                                        std::move(data_parallel));
 
   if (training_data) {
     data::DataLoaderOptions loader;

@@ -23,10 +23,13 @@ struct Initialized {
   std::shared_ptr<nn::LRScheduler> scheduler;  // null without a "scheduler" section
 };
 
-// dp_rank / dp_world_size: this process's place among the data-parallel ranks (1 process: 0, 1).
+// data_parallel_group: the ranks that train on different data (runtime.groups().data_ptr(), or
+// runtime.world_ptr() without model parallelism); null for one process. With it, the batch
+// sizes are checked against its size, the model's parameters are broadcast from its rank 0,
+// the loader gives each rank its part of every global batch, and the engine averages gradients.
 Initialized initialize(Config config, std::shared_ptr<nn::Module> model,
                        std::shared_ptr<nn::Optimizer> optimizer = nullptr,
-                       std::shared_ptr<const data::Dataset> training_data = nullptr, int64_t dp_rank = 0,
-                       int64_t dp_world_size = 1);
+                       std::shared_ptr<const data::Dataset> training_data = nullptr,
+                       std::shared_ptr<distributed::Communicator> data_parallel_group = nullptr);
 
 }  // namespace fathom

@@ -5,6 +5,8 @@
 //
 // It prints a progress line every steps_per_print steps, evaluates the validation loss every
 // --eval-interval steps, and writes model.safetensors (GPT-2 layout) and config.json to --out.
+// Under `mpirun -np N` (or the fathom launcher) the same command trains data-parallel on N
+// ranks with the same global batch; rank 0 prints and writes.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +26,7 @@
 #include "models/gpt.h"
 #include "models/gpt_weights.h"
 #include "nn/loss.h"
+#include "parallel/runtime.h"
 
 using namespace fathom;
 
@@ -63,7 +66,8 @@ double validation_loss(models::GPT& model, data::DataLoader& loader, int max_bat
   return batches ? total / batches : std::nan("");
 }
 
-int run(const launcher::TrainOptions& opt) {
+int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) {
+  const bool main_rank = runtime.is_main_process();
   if (opt.threads > 0) set_num_threads(opt.threads);
   std::string builtin = kDefaultConfig;  // its schedule spans the run: --steps fills total_num_steps
   builtin.replace(builtin.find("@STEPS@"), 7, std::to_string(opt.steps));
@@ -94,24 +98,27 @@ int run(const launcher::TrainOptions& opt) {
 
   auto model = std::make_shared<models::GPT>(model_config, config.seed.value_or(1337));
   if (!opt.init_path.empty()) models::load_gpt2_safetensors(*model, opt.init_path);
-  Initialized init = initialize(config, model, nullptr, train);
+  Initialized init = initialize(config, model, nullptr, train, runtime.world_ptr());
   Engine& engine = *init.engine;
   data::DataLoader val_loader(val, engine.options().micro_batch_size, 1, 0, 1, /*shuffle=*/false);
 
   const int64_t tokens_per_step = engine.options().train_batch_size() * model_config.block_size;
+  if (main_rank) {
   std::printf("fathom-train: GPT %s (%lld layers, %lld heads, %lld wide, vocab %lld, block %lld): %.2fM parameters\n",
               opt.preset.c_str(), (long long)model_config.n_layer, (long long)model_config.n_head,
               (long long)model_config.n_embd, (long long)model_config.vocab_size, (long long)model_config.block_size,
               model->parameter_count() / 1e6);
-  std::printf("fathom-train: data %s: %lld train / %lld val sequences; %lld tokens per step; %d threads\n",
+  std::printf("fathom-train: data %s: %lld train / %lld val sequences; %lld tokens per step; %d rank%s x %d threads\n",
               data_name.c_str(), (long long)train->size(), (long long)val->size(), (long long)tokens_per_step,
-              num_threads());
+              runtime.size(), runtime.size() == 1 ? "" : "s", num_threads());
   std::fflush(stdout);
+  }
 
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   engine.on_step([&](const StepReport& r) {
     const bool last = r.step == opt.steps;
+    if (!main_rank) return;
     if (r.step % std::max<int64_t>(1, engine.options().steps_per_print) != 0 && r.step != 1 && !last) return;
     const double spent = elapsed();
     const double eta = spent / static_cast<double>(r.step) * static_cast<double>(opt.steps - r.step);
@@ -132,13 +139,14 @@ int run(const launcher::TrainOptions& opt) {
       const int64_t step = engine.global_steps();
       if (opt.eval_interval > 0 && (step % opt.eval_interval == 0 || step == opt.steps)) {
         last_val = validation_loss(*model, val_loader, opt.eval_batches);
-        std::printf("step %lld/%lld | val loss %.3f\n", (long long)step, (long long)opt.steps, last_val);
+        if (main_rank) std::printf("step %lld/%lld | val loss %.3f\n", (long long)step, (long long)opt.steps, last_val);
         std::fflush(stdout);
       }
       if (step >= opt.steps) break;
     }
   }
 
+  if (!main_rank) return 0;
   std::filesystem::create_directories(opt.out_dir);
   const std::string model_path = (std::filesystem::path(opt.out_dir) / "model.safetensors").string();
   models::save_gpt2_safetensors(*model, model_path);
@@ -151,18 +159,23 @@ int run(const launcher::TrainOptions& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  distributed::Runtime runtime(argc, argv);
+  // One rank's error ends the whole job with its message (the others may be waiting for it).
+  const auto fail = [&](const std::string& message) {
+    if (runtime.size() > 1) runtime.abort(message);
+    std::fprintf(stderr, "fathom: %s\n", message.c_str());
+    return 1;
+  };
   try {
     const launcher::TrainOptions options = launcher::parse_train_options(argc, argv);
     if (options.help) {
-      std::cout << launcher::train_usage();
+      if (runtime.is_main_process()) std::cout << launcher::train_usage();
       return 0;
     }
-    return run(options);
+    return run(options, runtime);
   } catch (const Error& e) {
-    std::fprintf(stderr, "fathom: %s\n", e.message().c_str());
-    return 1;
+    return fail(e.message());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fathom: %s\n", e.what());
-    return 1;
+    return fail(e.what());
   }
 }

@@ -12,7 +12,7 @@ std::string mpi_library_version() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int length = 0;
   MPI_Get_library_version(text, &length);
-  std::string version(text, static_cast<size_t>(length));
+  std::string version(text);  // Open MPI counts the terminating NUL in `length`
   if (const size_t newline = version.find('\n'); newline != std::string::npos) version.resize(newline);
   return version;
 }

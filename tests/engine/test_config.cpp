@@ -493,8 +493,11 @@ TEST_CASE("defaults follow DeepSpeed", "[engine]") {
   CHECK(config.zero.offload_optimizer.device == "none");
   CHECK(config.zero.offload_param.buffer_count == 5);
   CHECK(config.zero.offload_optimizer.buffer_count == 4);
-  // overlap_comm defaults to true for stage 3 only, as DeepSpeed's validator sets it.
+  // overlap_comm defaults to true for stage 3 (as DeepSpeed's validator sets it) and stage 0
+  // (Fathom's bucketed all-reduce), false for stages 1 and 2.
   CHECK(Config::from_string(with(R"("zero_optimization": {"stage": 3})")).zero.overlap_comm);
+  CHECK(Config::from_string(with(R"("zero_optimization": {"stage": 0})")).zero.overlap_comm);
+  CHECK_FALSE(Config::from_string(with(R"("zero_optimization": {"stage": 0, "overlap_comm": false})")).zero.overlap_comm);
   CHECK_FALSE(Config::from_string(with(R"("zero_optimization": {"stage": 3, "overlap_comm": false})")).zero.overlap_comm);
   // Either spelling of a stage-3 key.
   CHECK(Config::from_string(with(R"("zero_optimization": {"max_live_parameters": 7})")).zero.max_live_parameters == 7);

@@ -1,0 +1,91 @@
+#pragma once
+// Data parallelism's gradient averaging, overlapped with backward.
+//
+// Parameters are packed, in reverse order (the order backward produces their gradients), into
+// buckets of about `bucket_elements` (zero_optimization.reduce_bucket_size). As each
+// parameter's gradient becomes final in a backward that ends an accumulation cycle (its
+// grad-ready hook), it is copied into its bucket; a full bucket's all-reduce (avg) starts at
+// once on the communicator's progress thread while backward goes on computing. Buckets start
+// strictly in index order, so every rank issues the same collectives in the same order even if
+// gradients become ready in a different order. finish_backward() waits for the buckets and
+// writes the averaged gradients back. Backwards that do not end a cycle communicate nothing.
+// With overlap off, everything is reduced in finish_backward(), as DeepSpeed does at stage 0.
+//
+// A parameter that got no gradient on this rank contributes zeros and ends with the average
+// (a defined gradient), so all ranks keep identical gradients.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/variable.h"
+#include "parallel/communicator.h"
+
+namespace fathom::distributed {
+
+struct ReducedParameter {
+  std::string name;
+  autograd::Variable hooked;  // the parameter whose grad-ready hook signals readiness
+  autograd::Variable holder;  // whose grad() is reduced (the fp32 master in mixed precision)
+};
+
+struct GradientReducerOptions {
+  int64_t bucket_elements = 500'000'000;  // zero_optimization.reduce_bucket_size
+  bool overlap = true;                    // zero_optimization.overlap_comm
+};
+
+class GradientReducer {
+ public:
+  GradientReducer(std::shared_ptr<Communicator> group, std::vector<ReducedParameter> parameters,
+                  GradientReducerOptions options);
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // Before each micro-batch's backward: whether this backward ends an accumulation cycle.
+  void prepare_backward(bool reduce);
+  // After it: averaged gradients in every holder (a no-op when not reducing).
+  void finish_backward();
+
+  size_t num_buckets() const { return buckets_.size(); }
+  Communicator& group() const { return *group_; }
+
+  // What the last reducing backward did, for tests and benchmarks.
+  struct Event {
+    enum Kind { BucketIssued, BackwardEnded, BucketsDone } kind;
+    int bucket = -1;
+    double seconds = 0;  // since prepare_backward
+  };
+  const std::vector<Event>& events() const { return events_; }
+  // Seconds finish_backward spent on communication (waiting for overlapped buckets, or
+  // reducing everything when overlap is off).
+  double last_communication_seconds() const { return last_communication_seconds_; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> members;  // indices into parameters_
+    std::vector<int64_t> offsets; // each member's offset in `flat`
+    Tensor flat;
+    size_t ready = 0;
+    WorkHandle work;
+  };
+  void on_gradient_ready(size_t parameter);
+  void copy_in(size_t parameter);
+  void launch_ready_buckets();
+  void launch(size_t bucket);
+  void record(Event::Kind kind, int bucket);
+
+  std::shared_ptr<Communicator> group_;
+  std::vector<ReducedParameter> parameters_;
+  GradientReducerOptions options_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;       // parameter -> bucket
+  std::vector<bool> copied_;            // parameter -> gradient copied into its bucket
+  size_t next_to_launch_ = 0;
+  bool reducing_ = false;
+  std::chrono::steady_clock::time_point backward_start_;
+  std::vector<Event> events_;
+  double last_communication_seconds_ = 0;
+};
+
+}  // namespace fathom::distributed
