@@ -40,6 +40,10 @@ void copy_cpu(const Tensor& dst, const Tensor& src) {
                           [&](const std::array<int64_t, 2>& at, int64_t n, const std::array<int64_t, 2>& step) {
                             To* o = out + at[0];
                             const From* i = in + at[1];
+                            if (step[0] == 1 && step[1] == 1) {  // contiguous runs vectorise
+                              for (int64_t j = 0; j < n; ++j) o[j] = convert<To>(i[j]);
+                              return;
+                            }
                             for (int64_t j = 0; j < n; ++j) o[j * step[0]] = convert<To>(i[j * step[1]]);
                           });
     });

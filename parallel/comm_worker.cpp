@@ -20,7 +20,7 @@ std::chrono::duration<double> collective_timeout() {
 
 // A queued operation and the handle its caller waits on.
 struct CommWorker::Item final : Work {
-  std::string description;
+  Describe describe;
   Task task;
   std::mutex mutex;
   std::condition_variable finished;
@@ -62,9 +62,9 @@ CommWorker::~CommWorker() {
   watchdog_.join();
 }
 
-WorkHandle CommWorker::submit(std::string description, Task task) {
+WorkHandle CommWorker::submit(Describe describe, Task task) {
   auto item = std::make_shared<Item>();
-  item->description = std::move(description);
+  item->describe = std::move(describe);
   item->task = std::move(task);
   {
     std::lock_guard lock(mutex_);
@@ -74,37 +74,61 @@ WorkHandle CommWorker::submit(std::string description, Task task) {
   return item;
 }
 
+WorkHandle CommWorker::run_or_submit(Describe describe, Task task) {
+  auto item = std::make_shared<Item>();
+  item->describe = std::move(describe);
+  item->task = std::move(task);
+  {
+    std::lock_guard lock(mutex_);
+    if (running_ || !queue_.empty()) {
+      queue_.push_back(item);
+      queued_.notify_one();
+      return item;
+    }
+    running_ = item;  // the worker waits while an inline operation runs; the watchdog sees it
+    running_since_ = std::chrono::steady_clock::now();
+  }
+  execute(*item);
+  return item;
+}
+
+void CommWorker::execute(Item& item) {
+  std::exception_ptr failure;
+  try {
+    item.task();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  bool more = false;
+  {
+    std::lock_guard lock(mutex_);
+    running_.reset();
+    more = !queue_.empty();
+  }
+  if (more) queued_.notify_one();  // operations queued during an inline one may start now
+  item.complete(failure);
+}
+
 void CommWorker::work_loop() {
   for (;;) {
     std::shared_ptr<Item> item;
     {
       std::unique_lock lock(mutex_);
-      queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      queued_.wait(lock, [&] { return (stopping_ && !running_) || (!queue_.empty() && !running_); });
       if (queue_.empty()) return;  // stopping, and everything issued has run
       item = std::move(queue_.front());
       queue_.pop_front();
       running_ = item;
       running_since_ = std::chrono::steady_clock::now();
     }
-    watch_.notify_all();
-    std::exception_ptr failure;
-    try {
-      item->task();
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    {
-      std::lock_guard lock(mutex_);
-      running_.reset();
-    }
-    watch_.notify_all();
-    item->complete(failure);
+    execute(*item);
   }
 }
 
 void CommWorker::watch_loop() {
-  // Checks a few times per timeout period (at least once a second) whether the running
-  // operation has overstayed; a completed one is forgotten.
+  // Polls a few times per timeout period (at least once a second) whether the running
+  // operation has overstayed; it is not woken per operation, which would cost every
+  // collective a thread wake-up.
   const auto poll = std::min(std::chrono::duration<double>(1.0), timeout_ / 8);
   std::unique_lock lock(mutex_);
   while (!stopping_ || running_ || !queue_.empty()) {
@@ -112,7 +136,7 @@ void CommWorker::watch_loop() {
     if (!running_) continue;
     const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - running_since_;
     if (elapsed < timeout_) continue;
-    abort_job(detail::concat(running_->description, " on communicator ", name_, " did not complete within ",
+    abort_job(detail::concat(running_->describe(), " on communicator ", name_, " did not complete within ",
                              timeout_.count(), " s (FATHOM_COMM_TIMEOUT); another rank is probably not issuing "
                              "it, or issues collectives in a different order (FATHOM_COMM_DEBUG=1 checks)"));
   }

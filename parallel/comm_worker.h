@@ -22,6 +22,8 @@ std::chrono::duration<double> collective_timeout();
 class CommWorker {
  public:
   using Task = std::function<void()>;
+  // What an operation is, for the timeout report; called only when one is due.
+  using Describe = std::function<std::string()>;
   // `name` labels reports: the communicator's name and backend.
   explicit CommWorker(std::string name);
   // Runs what is queued, then stops: every rank must complete the collectives it issued.
@@ -30,14 +32,19 @@ class CommWorker {
   CommWorker& operator=(const CommWorker&) = delete;
 
   // Queues `task`; its exception, if any, is rethrown by the handle's wait().
-  WorkHandle submit(std::string description, Task task);
+  WorkHandle submit(Describe describe, Task task);
+  // For a caller about to wait anyway: when nothing is queued or running, runs `task` on the
+  // calling thread (no hand-off to the worker and back, which costs two thread wake-ups);
+  // otherwise queues it behind the others. Either way the order of operations is kept.
+  WorkHandle run_or_submit(Describe describe, Task task);
   // Runs `task` on the worker and waits for it (for operations that must not overlap the
   // worker's collectives, such as splitting the communicator).
-  void run(std::string description, Task task) { submit(std::move(description), std::move(task))->wait(); }
+  void run(Describe describe, Task task) { run_or_submit(std::move(describe), std::move(task))->wait(); }
 
  private:
   struct Item;
   void work_loop();
+  void execute(Item& item);  // runs it, then marks the worker idle and completes the handle
   void watch_loop();
 
   std::string name_;

@@ -92,7 +92,7 @@ void Communicator::check_shard_counts(const Collective& c, int64_t input_numel, 
                c.kind == CollectiveKind::AllGatherV ? total : mine);
 }
 
-WorkHandle Communicator::issue(Collective c) {
+WorkHandle Communicator::issue(Collective c, bool blocking) {
   const char* op = collective_name(c.kind);
   if (c.input.defined()) check_tensor(c, c.input, "input");
   if (c.output.defined() && !c.output.shares_storage(c.input)) check_tensor(c, c.output, "output");
@@ -130,7 +130,7 @@ WorkHandle Communicator::issue(Collective c) {
     default: break;
   }
   c.sequence = ++sequence_;
-  return start(std::move(c));
+  return start(std::move(c), blocking);
 }
 
 namespace {
@@ -142,46 +142,74 @@ Collective collective(CollectiveKind kind, const Tensor& input, const Tensor& ou
   c.op = op;
   return c;
 }
+Collective uneven(CollectiveKind kind, const Tensor& input, const Tensor& output, std::vector<int64_t> counts,
+                  ReduceOp op = ReduceOp::Sum) {
+  Collective c = collective(kind, input, output, op);
+  c.counts = std::move(counts);
+  return c;
+}
+Collective broadcast_from(const Tensor& tensor, int root) {
+  Collective c = collective(CollectiveKind::Broadcast, tensor, tensor);
+  c.root = root;
+  return c;
+}
+Collective point_to_point(CollectiveKind kind, const Tensor& tensor, int peer, int tag) {
+  Collective c = kind == CollectiveKind::Send ? collective(kind, tensor, Tensor()) : collective(kind, Tensor(), tensor);
+  c.peer = peer;
+  c.tag = tag;
+  return c;
+}
 }  // namespace
 
 WorkHandle Communicator::all_reduce_async(const Tensor& tensor, ReduceOp op) {
-  return issue(collective(CollectiveKind::AllReduce, tensor, tensor, op));
+  return issue(collective(CollectiveKind::AllReduce, tensor, tensor, op), false);
+}
+void Communicator::all_reduce(const Tensor& tensor, ReduceOp op) {
+  issue(collective(CollectiveKind::AllReduce, tensor, tensor, op), true)->wait();
 }
 WorkHandle Communicator::reduce_scatter_async(const Tensor& input, const Tensor& output, ReduceOp op) {
-  return issue(collective(CollectiveKind::ReduceScatter, input, output, op));
+  return issue(collective(CollectiveKind::ReduceScatter, input, output, op), false);
+}
+void Communicator::reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op) {
+  issue(collective(CollectiveKind::ReduceScatter, input, output, op), true)->wait();
 }
 WorkHandle Communicator::all_gather_async(const Tensor& input, const Tensor& output) {
-  return issue(collective(CollectiveKind::AllGather, input, output));
+  return issue(collective(CollectiveKind::AllGather, input, output), false);
+}
+void Communicator::all_gather(const Tensor& input, const Tensor& output) {
+  issue(collective(CollectiveKind::AllGather, input, output), true)->wait();
 }
 WorkHandle Communicator::all_gather_v_async(const Tensor& input, const Tensor& output, std::vector<int64_t> counts) {
-  Collective c = collective(CollectiveKind::AllGatherV, input, output);
-  c.counts = std::move(counts);
-  return issue(std::move(c));
+  return issue(uneven(CollectiveKind::AllGatherV, input, output, std::move(counts)), false);
+}
+void Communicator::all_gather_v(const Tensor& input, const Tensor& output, std::vector<int64_t> counts) {
+  issue(uneven(CollectiveKind::AllGatherV, input, output, std::move(counts)), true)->wait();
 }
 WorkHandle Communicator::reduce_scatter_v_async(const Tensor& input, const Tensor& output,
                                                 std::vector<int64_t> counts, ReduceOp op) {
-  Collective c = collective(CollectiveKind::ReduceScatterV, input, output, op);
-  c.counts = std::move(counts);
-  return issue(std::move(c));
+  return issue(uneven(CollectiveKind::ReduceScatterV, input, output, std::move(counts), op), false);
+}
+void Communicator::reduce_scatter_v(const Tensor& input, const Tensor& output, std::vector<int64_t> counts,
+                                    ReduceOp op) {
+  issue(uneven(CollectiveKind::ReduceScatterV, input, output, std::move(counts), op), true)->wait();
 }
 WorkHandle Communicator::broadcast_async(const Tensor& tensor, int root) {
-  Collective c = collective(CollectiveKind::Broadcast, tensor, tensor);
-  c.root = root;
-  return issue(std::move(c));
+  return issue(broadcast_from(tensor, root), false);
 }
+void Communicator::broadcast(const Tensor& tensor, int root) { issue(broadcast_from(tensor, root), true)->wait(); }
 WorkHandle Communicator::send_async(const Tensor& tensor, int peer, int tag) {
-  Collective c = collective(CollectiveKind::Send, tensor, Tensor());
-  c.peer = peer;
-  c.tag = tag;
-  return issue(std::move(c));
+  return issue(point_to_point(CollectiveKind::Send, tensor, peer, tag), false);
+}
+void Communicator::send(const Tensor& tensor, int peer, int tag) {
+  issue(point_to_point(CollectiveKind::Send, tensor, peer, tag), true)->wait();
 }
 WorkHandle Communicator::recv_async(const Tensor& tensor, int peer, int tag) {
-  Collective c = collective(CollectiveKind::Recv, Tensor(), tensor);
-  c.peer = peer;
-  c.tag = tag;
-  return issue(std::move(c));
+  return issue(point_to_point(CollectiveKind::Recv, tensor, peer, tag), false);
 }
-void Communicator::barrier() { issue(collective(CollectiveKind::Barrier, Tensor(), Tensor()))->wait(); }
+void Communicator::recv(const Tensor& tensor, int peer, int tag) {
+  issue(point_to_point(CollectiveKind::Recv, tensor, peer, tag), true)->wait();
+}
+void Communicator::barrier() { issue(collective(CollectiveKind::Barrier, Tensor(), Tensor()), true)->wait(); }
 
 double Communicator::all_reduce_scalar(double value, ReduceOp op) {
   Tensor scalar = Tensor::scalar(value, DType::F64).to(device());

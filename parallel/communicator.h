@@ -9,8 +9,8 @@
 //
 // Backends: MPI carries host tensors (and is the control plane); NCCL carries device tensors.
 // Every collective of a communicator runs in issue order on one progress thread (MPI) or one
-// CUDA stream (NCCL), so the async forms overlap with the caller's computation and the
-// blocking forms are simply async + wait. All ranks of a communicator must issue the same
+// CUDA stream (NCCL), so the async forms overlap with the caller's computation; a blocking
+// form runs on the calling thread when nothing else of the communicator is in flight. All ranks of a communicator must issue the same
 // collectives in the same order, as in MPI; FATHOM_COMM_DEBUG=1 checks that before each one
 // and reports a mismatch instead of hanging, and FATHOM_COMM_TIMEOUT (seconds, default 1800)
 // aborts the job when a collective does not complete in time.
@@ -90,21 +90,17 @@ class Communicator {
   WorkHandle send_async(const Tensor& tensor, int peer, int tag = 0);
   WorkHandle recv_async(const Tensor& tensor, int peer, int tag = 0);
 
-  void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum) { all_reduce_async(tensor, op)->wait(); }
-  void reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op = ReduceOp::Sum) {
-    reduce_scatter_async(input, output, op)->wait();
-  }
-  void all_gather(const Tensor& input, const Tensor& output) { all_gather_async(input, output)->wait(); }
-  void all_gather_v(const Tensor& input, const Tensor& output, std::vector<int64_t> counts) {
-    all_gather_v_async(input, output, std::move(counts))->wait();
-  }
+  // The blocking forms: complete on return. A backend may run them on the calling thread when
+  // nothing else of the communicator is in flight (no hand-off to its progress thread).
+  void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);
+  void reduce_scatter(const Tensor& input, const Tensor& output, ReduceOp op = ReduceOp::Sum);
+  void all_gather(const Tensor& input, const Tensor& output);
+  void all_gather_v(const Tensor& input, const Tensor& output, std::vector<int64_t> counts);
   void reduce_scatter_v(const Tensor& input, const Tensor& output, std::vector<int64_t> counts,
-                        ReduceOp op = ReduceOp::Sum) {
-    reduce_scatter_v_async(input, output, std::move(counts), op)->wait();
-  }
-  void broadcast(const Tensor& tensor, int root) { broadcast_async(tensor, root)->wait(); }
-  void send(const Tensor& tensor, int peer, int tag = 0) { send_async(tensor, peer, tag)->wait(); }
-  void recv(const Tensor& tensor, int peer, int tag = 0) { recv_async(tensor, peer, tag)->wait(); }
+                        ReduceOp op = ReduceOp::Sum);
+  void broadcast(const Tensor& tensor, int root);
+  void send(const Tensor& tensor, int peer, int tag = 0);
+  void recv(const Tensor& tensor, int peer, int tag = 0);
   void barrier();
 
   // Host scalars, for losses and counters: the reduction of one value over all ranks.
@@ -120,11 +116,12 @@ class Communicator {
  protected:
   Communicator(int rank, int size, std::string name) : rank_(rank), size_(size), name_(std::move(name)) {}
   // Runs `collective` (already validated and numbered) in issue order; returns its handle.
-  virtual WorkHandle start(Collective collective) = 0;
+  // `blocking`: the caller waits on the handle at once.
+  virtual WorkHandle start(Collective collective, bool blocking) = 0;
   virtual bool supports_uneven() const = 0;
 
  private:
-  WorkHandle issue(Collective collective);
+  WorkHandle issue(Collective collective, bool blocking);
   void check_tensor(const Collective& collective, const Tensor& tensor, const char* role) const;
   void check_shard_counts(const Collective& collective, int64_t input_numel, int64_t output_numel) const;
 

@@ -134,16 +134,18 @@ MpiCommunicator::~MpiCommunicator() {
 std::shared_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {
   auto native = std::make_unique<Native>();
   native->owned = true;
-  worker_->run("split", [&] { FATHOM_MPI_CHECK(MPI_Comm_split(native_->comm, color, key, &native->comm)); });
+  worker_->run([] { return std::string("split"); }, [&] { FATHOM_MPI_CHECK(MPI_Comm_split(native_->comm, color, key, &native->comm)); });
   return std::make_shared<MpiCommunicator>(std::move(native), name);
 }
 
-WorkHandle MpiCommunicator::start(Collective collective) {
+WorkHandle MpiCommunicator::start(Collective collective, bool blocking) {
   if (collective.kind == CollectiveKind::Send || collective.kind == CollectiveKind::Recv)
     return start_point_to_point(collective);
-  std::string description = collective.describe();
-  return worker_->submit(std::move(description),
-                         [this, c = std::move(collective)]() mutable { run_collective(c); });
+  auto c = std::make_shared<Collective>(std::move(collective));
+  auto describe = [c] { return c->describe(); };
+  auto task = [this, c] { run_collective(*c); };
+  return blocking ? worker_->run_or_submit(std::move(describe), std::move(task))
+                  : worker_->submit(std::move(describe), std::move(task));
 }
 
 WorkHandle MpiCommunicator::start_point_to_point(const Collective& c) {

@@ -25,7 +25,7 @@ class MpiCommunicator final : public Communicator {
   const Native& native() const { return *native_; }
 
  protected:
-  WorkHandle start(Collective collective) override;
+  WorkHandle start(Collective collective, bool blocking) override;
   bool supports_uneven() const override { return true; }
 
  private:

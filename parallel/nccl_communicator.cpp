@@ -109,7 +109,7 @@ class NcclCommunicator final : public Communicator {
  protected:
   bool supports_uneven() const override { return false; }
 
-  WorkHandle start(Collective c) override {
+  WorkHandle start(Collective c, bool /*blocking: enqueueing on the stream is already cheap*/) override {
     if (comm_debug_enabled() && c.kind != CollectiveKind::Send && c.kind != CollectiveKind::Recv) cross_check(c);
     const NcclLibrary& nccl = nccl_library();
     FATHOM_CUDA_CHECK(cudaSetDevice(device_));
