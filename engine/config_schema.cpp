@@ -79,8 +79,8 @@ constexpr const char* kEnabledSections = R"({
 const std::vector<std::string> kPresenceSections = {"sparse_attention", "weight_quantization"};
 
 // Keys with no effect in Fathom, accepted with any value of their type.
-//   zero_allow_untested_optimizer / zero_force_ds_cpu_optimizer: every Fathom optimizer works
-//   with every ZeRO stage, and Fathom has one CPU optimizer; vocabulary_size: DeepSpeed only
+//   zero_allow_untested_optimizer / zero_force_ds_cpu_optimizer: every Fathom optimizer but
+//   Lamb works with every ZeRO stage (Lamb is refused by name), and Fathom has one CPU optimizer; vocabulary_size: DeepSpeed only
 //   warns with it; timers: DeepSpeed's throughput-timer synchronisation.
 const std::vector<std::string> kNoEffect = {"zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
                                             "vocabulary_size", "timers"};

@@ -9,7 +9,7 @@ namespace {
 
 constexpr bool kFp16Built = true;
 constexpr bool kBf16Built = true;
-constexpr int64_t kMaxZeroStage = 0;
+constexpr int64_t kMaxZeroStage = 2;
 constexpr bool kOffloadBuilt = false;
 
 }  // namespace
@@ -21,7 +21,7 @@ void Config::check_supported() const {
   if (bf16.enabled && !kBf16Built)
     fail("bf16.enabled", "true is not supported yet (bf16 mixed precision arrives with its issue); use false");
   if (zero.stage > kMaxZeroStage)
-    fail("zero_optimization.stage", std::to_string(zero.stage) + " is not supported yet (ZeRO arrives with its issue); use " +
+    fail("zero_optimization.stage", std::to_string(zero.stage) + " is not supported yet (ZeRO stage 3 arrives with its issue); use 0 to " +
                                         std::to_string(kMaxZeroStage));
   if (zero.offload_optimizer.device != "none" && !kOffloadBuilt)
     fail("zero_optimization.offload_optimizer.device",

@@ -22,7 +22,8 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer>
     : model_(std::move(model)), optimizer_(std::move(optimizer)), scheduler_(std::move(scheduler)),
       options_(options), mixed_(std::move(mixed)), data_parallel_(std::move(data_parallel)) {
   if (mixed_.fp16) {
-    FATHOM_CHECK(mixed_.masters != nullptr, "Engine: fp16 loss scaling needs fp32 master weights");
+    FATHOM_CHECK(mixed_.masters != nullptr || data_parallel_.zero != nullptr,
+                 "Engine: fp16 loss scaling needs fp32 master weights");
     scaler_.emplace(*mixed_.fp16);
   }
   FATHOM_CHECK(model_ != nullptr, "Engine: no model");
@@ -33,7 +34,8 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer>
   const int64_t dp_ranks = data_parallel_.group ? data_parallel_.group->size() : 1;
   FATHOM_CHECK(options_.dp_world_size == dp_ranks, "Engine: dp_world_size is ", options_.dp_world_size,
                " but the data-parallel communicator has ", dp_ranks, " ranks");
-  FATHOM_CHECK(dp_ranks == 1 || data_parallel_.reducer, "Engine: data parallelism needs a gradient reducer");
+  FATHOM_CHECK(dp_ranks == 1 || data_parallel_.reducer || data_parallel_.zero,
+               "Engine: data parallelism needs a gradient reducer or a ZeRO optimizer");
   FATHOM_CHECK(options_.gradient_clipping >= 0, "Engine: gradient_clipping must be >= 0, got ",
                options_.gradient_clipping);
   apply_scheduled_lr();  // the lr in force before the first step, as DeepSpeed sets it
@@ -66,9 +68,12 @@ void Engine::backward(const autograd::Variable& loss) {
   const auto start = Clock::now();
   loss_sum_ += loss.item();
   const double scale = loss_scale() / static_cast<double>(options_.gradient_accumulation_steps);
-  if (data_parallel_.reducer) data_parallel_.reducer->prepare_backward(is_gradient_accumulation_boundary());
+  const bool boundary = is_gradient_accumulation_boundary();
+  if (data_parallel_.reducer) data_parallel_.reducer->prepare_backward(boundary);
+  if (data_parallel_.zero) data_parallel_.zero->prepare_backward(boundary);
   (scale == 1.0 ? loss : autograd::mul(loss, scale)).backward();
   if (data_parallel_.reducer) data_parallel_.reducer->finish_backward();
+  if (data_parallel_.zero) data_parallel_.zero->finish_backward();
   backward_ms_ += ms_since(start);
 }
 
@@ -92,27 +97,19 @@ void Engine::step() {
   report.loss_scale = loss_scale();
 
   // fp16: an overflow anywhere skips the whole step; nothing but the scaler changes.
-  if (scaler_ && mixed_.masters->gradients_overflow()) {
+  if (scaler_ && gradients_overflow()) {
     report.skipped = true;
     ++skipped_steps_;
     scaler_->update(/*overflow=*/true);
-    mixed_.masters->zero_grad();
+    zero_gradients();
     report.lr = optimizer_->lr(0);
     finish_cycle(report, start);
     return;
   }
-  if (mixed_.masters) mixed_.masters->unscale_gradients(1.0 / loss_scale());
-
-  const auto params = optimizer_parameters();
-  if (options_.gradient_clipping > 0) {
-    report.grad_norm = nn::clip_grad_norm(params, options_.gradient_clipping);
-  } else {
-    std::vector<Tensor> grads;
-    for (const auto& p : params)
-      if (p.grad().defined()) grads.push_back(p.grad());
-    report.grad_norm = global_norm(grads);
-  }
-  optimizer_->step();
+  unscale_gradients();
+  report.grad_norm = clip_gradients();
+  if (data_parallel_.zero) data_parallel_.zero->step();  // the shard's step, then all-gather
+  else optimizer_->step();
   report.lr = optimizer_->lr(0);  // the lr this step used
   if (mixed_.masters) mixed_.masters->copy_masters_to_model();
   if (scaler_) scaler_->update(/*overflow=*/false);
@@ -120,9 +117,43 @@ void Engine::step() {
     scheduler_->step();
     apply_scheduled_lr();
   }
-  if (mixed_.masters) mixed_.masters->zero_grad();
-  else optimizer_->zero_grad();
+  zero_gradients();
   finish_cycle(report, start);
+}
+
+bool Engine::gradients_overflow() const {
+  if (data_parallel_.zero) return data_parallel_.zero->gradients_overflow();
+  return mixed_.masters->gradients_overflow();
+}
+
+void Engine::unscale_gradients() {
+  if (loss_scale() == 1.0) return;
+  if (data_parallel_.zero) data_parallel_.zero->unscale_gradients(1.0 / loss_scale());
+  else if (mixed_.masters) mixed_.masters->unscale_gradients(1.0 / loss_scale());
+}
+
+double Engine::clip_gradients() {
+  if (data_parallel_.zero) {
+    // The global norm over every rank's shard; torch's and DeepSpeed's clipping coefficient.
+    const double norm = data_parallel_.zero->gradient_norm();
+    if (options_.gradient_clipping > 0 && std::isfinite(norm)) {
+      const double coefficient = options_.gradient_clipping / (norm + 1e-6);
+      if (coefficient < 1.0) data_parallel_.zero->scale_gradients(coefficient);
+    }
+    return norm;
+  }
+  const auto params = optimizer_parameters();
+  if (options_.gradient_clipping > 0) return nn::clip_grad_norm(params, options_.gradient_clipping);
+  std::vector<Tensor> grads;
+  for (const auto& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  return global_norm(grads);
+}
+
+void Engine::zero_gradients() {
+  if (data_parallel_.zero) data_parallel_.zero->zero_grad();
+  else if (mixed_.masters) mixed_.masters->zero_grad();
+  else optimizer_->zero_grad();
 }
 
 void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {

@@ -33,6 +33,7 @@
 #include "nn/module.h"
 #include "nn/optimizer.h"
 #include "parallel/gradient_reducer.h"
+#include "zero/zero_optimizer.h"
 
 namespace fathom {
 
@@ -69,10 +70,12 @@ struct MixedPrecision {
   std::optional<LossScalerOptions> fp16;      // set for fp16: dynamic (or static) loss scaling
 };
 
-// What initialize() sets up for data parallelism (more than one data-parallel rank).
+// What initialize() sets up for data parallelism: at stage 0 a gradient reducer (more than one
+// rank), at ZeRO stages 1-2 the sharded optimizer (any number of ranks).
 struct DataParallel {
   std::shared_ptr<distributed::Communicator> group;          // the data-parallel ranks
-  std::shared_ptr<distributed::GradientReducer> reducer;     // averages gradients over them
+  std::shared_ptr<distributed::GradientReducer> reducer;     // stage 0: averages gradients
+  std::shared_ptr<zero::ZeroOptimizer> zero;                 // stages 1-2: shards states (and grads)
 };
 
 class Engine {
@@ -99,6 +102,8 @@ class Engine {
   const std::shared_ptr<MasterWeights>& master_weights() const { return mixed_.masters; }
   // Null with one data-parallel rank.
   const std::shared_ptr<distributed::GradientReducer>& gradient_reducer() const { return data_parallel_.reducer; }
+  // Null unless ZeRO stage 1 or 2 is on.
+  const std::shared_ptr<zero::ZeroOptimizer>& zero_optimizer() const { return data_parallel_.zero; }
 
   nn::Module& module() { return *model_; }
   const std::shared_ptr<nn::Optimizer>& optimizer() const { return optimizer_; }
@@ -114,6 +119,11 @@ class Engine {
   void apply_scheduled_lr();
   // Gradients the optimizer and clipping see: the fp32 masters' in mixed precision.
   autograd::VariableList optimizer_parameters() const;
+  // The boundary's gradient checks, on whichever holds the gradients (ZeRO shards, masters, model).
+  bool gradients_overflow() const;
+  void unscale_gradients();
+  double clip_gradients();  // returns the norm before clipping
+  void zero_gradients();
   void finish_cycle(StepReport& report, Clock::time_point step_start);
 
   std::shared_ptr<nn::Module> model_;

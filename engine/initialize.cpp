@@ -1,6 +1,9 @@
 #include "engine/initialize.h"
 
+#include <cctype>
+
 #include "nn/optimizer_factory.h"
+#include "parallel/local_communicator.h"
 
 namespace fathom {
 
@@ -18,16 +21,14 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
 
   Initialized out;
   MixedPrecision mixed;
+  DataParallel data_parallel;
   const bool half = config.bf16.enabled || config.fp16.enabled;
-  if (half) {
-    // The model computes in 16 bits; the optimizer updates fp32 masters (DeepSpeed's scheme).
-    FATHOM_CHECK(!optimizer, "initialize: with ", config.bf16.enabled ? "bf16" : "fp16",
-                 " enabled the engine builds the optimizer over fp32 master weights; describe it in the config's "
-                 "\"optimizer\" section instead of passing one");
-    model->to(config.bf16.enabled ? DType::BF16 : DType::F16);
-    mixed.masters = std::make_shared<MasterWeights>(model->named_parameters());
-    if (config.fp16.enabled) mixed.fp16 = from_config(config.fp16);
-  }
+  const bool zero = config.zero.stage >= 1;
+  if (half) model->to(config.bf16.enabled ? DType::BF16 : DType::F16);  // the model computes in 16 bits
+  if (half || zero)
+    FATHOM_CHECK(!optimizer, "initialize: with ", zero ? "ZeRO" : config.bf16.enabled ? "bf16 enabled" : "fp16 enabled",
+                 " the engine builds the optimizer over ", zero ? "this rank's shard" : "fp32 master weights",
+                 "; describe it in the config's \"optimizer\" section instead of passing one");
   if (optimizer) {
     FATHOM_CHECK(config.optimizer.type.empty(), "initialize: an optimizer was passed and the config has an "
                  "\"optimizer\" section too; remove one of them");
@@ -35,9 +36,34 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
   } else {
     FATHOM_CHECK(!config.optimizer.type.empty(), "initialize: no optimizer; add an \"optimizer\" section to the "
                  "config (e.g. {\"type\": \"AdamW\", \"params\": {\"lr\": 3e-4}}) or pass one to fathom::initialize");
-    out.optimizer = nn::make_optimizer(config.optimizer.type, config.optimizer.params,
-                                       half ? mixed.masters->masters() : model->named_parameters());
   }
+  const auto make_optimizer = [&](const std::vector<std::pair<std::string, autograd::Variable>>& named) {
+    return std::shared_ptr<nn::Optimizer>(nn::make_optimizer(config.optimizer.type, config.optimizer.params, named));
+  };
+  if (zero) {
+    // ZeRO stages 1-2: fp32 masters (16-bit models), optimizer states and (stage 2) gradients
+    // exist for this rank's shard only. One process gets a one-rank communicator.
+    std::string type = config.optimizer.type;
+    for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    FATHOM_CHECK(type != "lamb", "config error at optimizer.type: Lamb computes a trust ratio per parameter, which "
+                 "a ZeRO shard (a slice of the flattened parameters) does not have; use Adam, AdamW, SGD or Lion "
+                 "with zero_optimization.stage ", config.zero.stage, ", or stage 0");
+    auto group = data_parallel_group ? data_parallel_group : std::make_shared<distributed::LocalCommunicator>();
+    data_parallel.group = group;
+    data_parallel.zero = std::make_shared<zero::ZeroOptimizer>(
+        model->named_parameters(), group,
+        zero::ZeroOptions{.stage = static_cast<int>(config.zero.stage),
+                          .reduce_bucket_elements = config.zero.reduce_bucket_size,
+                          .allgather_bucket_elements = config.zero.allgather_bucket_size,
+                          .overlap_comm = config.zero.overlap_comm,
+                          .accumulate_in_fp32 = config.batch.gradient_accumulation_steps > 1},
+        make_optimizer);
+    out.optimizer = data_parallel.zero->optimizer();
+  } else {
+    if (half) mixed.masters = std::make_shared<MasterWeights>(model->named_parameters());
+    if (!out.optimizer) out.optimizer = make_optimizer(half ? mixed.masters->masters() : model->named_parameters());
+  }
+  if (config.fp16.enabled) mixed.fp16 = from_config(config.fp16);
   if (!config.scheduler.type.empty()) {
     std::vector<double> base_lrs;
     for (size_t g = 0; g < out.optimizer->param_groups().size(); ++g) base_lrs.push_back(out.optimizer->lr(g));
@@ -52,8 +78,7 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
   options.steps_per_print = config.steps_per_print;
   options.wall_clock_breakdown = config.wall_clock_breakdown;
   options.seed = config.seed.value_or(1234);
-  DataParallel data_parallel;
-  if (dp_world_size > 1) {
+  if (!zero && dp_world_size > 1) {
     // Gradients are reduced where the optimizer reads them: the fp32 masters in mixed precision.
     std::vector<distributed::ReducedParameter> reduced;
     const auto named = model->named_parameters();

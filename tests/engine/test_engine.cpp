@@ -9,8 +9,10 @@
 #include "models/gpt.h"
 #include "nn/loss.h"
 #include "nn/optimizer_factory.h"
+#include "test_util.h"
 
 using namespace fathom;
+using fathom::testing::error_of;
 
 namespace {
 
@@ -118,4 +120,26 @@ TEST_CASE("initialize builds the optimizer, schedule and loader from the config"
   CHECK_THROWS_WITH(initialize(bare, model), Catch::Contains("initialize: no optimizer; add an \"optimizer\" section"));
   CHECK_THROWS_WITH(initialize(config, model, nn::make_optimizer("SGD", {{"lr", 0.1}}, model->parameters())),
                     Catch::Contains("an optimizer was passed and the config has an \"optimizer\" section too"));
+}
+
+TEST_CASE("ZeRO on one process: the engine owns the sharded optimizer; Lamb and passed optimizers are refused",
+          "[engine]") {
+  auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"));
+  const std::string zero1 = R"({"train_batch_size": 8, "zero_optimization": {"stage": 1},
+                                "optimizer": {"type": "Lamb", "params": {"lr": 1e-3}}})";
+  CHECK(error_of([&] { initialize(Config::from_string(zero1), model); }) ==
+        "config error at optimizer.type: Lamb computes a trust ratio per parameter, which a ZeRO shard (a slice of "
+        "the flattened parameters) does not have; use Adam, AdamW, SGD or Lion with zero_optimization.stage 1, or "
+        "stage 0");
+  const Config zero2 = Config::from_string(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2}})");
+  CHECK(error_of([&] { initialize(zero2, model, nn::make_optimizer("SGD", {{"lr", 0.1}}, model->parameters())); }) ==
+        "initialize: with ZeRO the engine builds the optimizer over this rank's shard; describe it in the config's "
+        "\"optimizer\" section instead of passing one");
+  const Initialized init = initialize(
+      Config::from_string(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2},
+                              "optimizer": {"type": "Adam", "params": {"lr": 1e-3}}})"),
+      model, nullptr, token_data());
+  REQUIRE(init.engine->zero_optimizer());
+  CHECK(init.engine->zero_optimizer()->stage() == 2);
+  CHECK(init.engine->zero_optimizer()->group().backend() == std::string("local"));
 }

@@ -1,0 +1,22 @@
+#pragma once
+// A communicator of one rank without MPI: every collective is the identity (or a copy). Lets
+// the code paths of data parallelism and ZeRO run in a plain single process — the
+// equivalence tests' reference runs, a ZeRO config on one process — with no runtime started.
+
+#include "parallel/communicator.h"
+
+namespace fathom::distributed {
+
+class LocalCommunicator final : public Communicator {
+ public:
+  LocalCommunicator() : Communicator(0, 1, "local") {}
+  const char* backend() const override { return "local"; }
+  Device device() const override { return kCPU; }
+  std::shared_ptr<Communicator> split(int color, int key, const std::string& name) override;
+
+ protected:
+  WorkHandle start(Collective collective, bool blocking) override;
+  bool supports_uneven() const override { return true; }
+};
+
+}  // namespace fathom::distributed

@@ -1,0 +1,84 @@
+#include "gpt_training.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "engine/initialize.h"
+#include "engine/token_dataset.h"
+#include "models/gpt.h"
+#include "nn/loss.h"
+
+namespace fathom::testing {
+namespace {
+std::shared_ptr<data::TokenDataset> token_data() {
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 96 * 16 + 1; ++i) tokens.push_back(static_cast<uint16_t>((i * 37 + i / 7 + i * i % 13) % 61));
+  return std::make_shared<data::TokenDataset>(data::TokenDataset::from_tokens(tokens, 16, 64));
+}
+
+models::GPTConfig tiny_gpt() {
+  models::GPTConfig c;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 30;  // parameter counts not divisible by the world sizes 2, 3, 4
+  c.vocab_size = 61;
+  c.block_size = 16;
+  c.dropout = 0.1;
+  // No biases: the attention key bias gets an exactly-zero gradient in exact arithmetic (a
+  // constant shift of each query's scores), so its gradient is pure rounding noise that Adam
+  // normalises into full-size steps; any change of summation order then moves it by ~lr.
+  c.bias = false;
+  return c;
+}
+
+double norm(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x * x;
+  return std::sqrt(sum);
+}
+}  // namespace
+
+TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<distributed::Communicator> group, int steps) {
+  const int rank = group ? group->rank() : 0;
+  auto model = std::make_shared<models::GPT>(tiny_gpt(), 1000 + rank);
+  Initialized init = initialize(Config::from_string(config), model, nullptr, token_data(), group);
+  TrainingRun run;
+  run.engine = init.engine;
+  init.engine->on_step([&](const StepReport& r) { run.losses.push_back(r.loss); });
+  while (init.engine->global_steps() < steps) {
+    for (const data::Batch& batch : *init.loader) {
+      const autograd::Variable logits = (*init.engine)(autograd::Variable(batch.inputs), batch.sample_index);
+      const bool boundary = init.engine->is_gradient_accumulation_boundary();
+      const int64_t before = group ? group->collectives_issued() : 0;
+      init.engine->backward(nn::cross_entropy(logits, batch.targets, batch.loss_normaliser));
+      if (!boundary && group) run.collectives_outside_boundaries += group->collectives_issued() - before;
+      init.engine->step();
+      if (init.engine->global_steps() >= steps) break;
+    }
+  }
+  for (const auto& [name, p] : model->named_parameters()) run.weights.emplace_back(name, p.data().to(DType::F64));
+  return run;
+}
+
+void require_equivalent(const TrainingRun& alone, const TrainingRun& parallel, double bound) {
+  REQUIRE(!alone.losses.empty());
+  REQUIRE(parallel.losses.size() == alone.losses.size());
+  for (size_t s = 0; s < alone.losses.size(); ++s) {
+    INFO("step " << s + 1 << ": alone " << alone.losses[s] << ", parallel " << parallel.losses[s]);
+    REQUIRE(std::fabs(parallel.losses[s] - alone.losses[s]) / std::fabs(alone.losses[s]) < bound);
+  }
+  REQUIRE(alone.weights.size() == parallel.weights.size());
+  for (size_t i = 0; i < alone.weights.size(); ++i) {
+    const std::vector<double> a = alone.weights[i].second.to_vector<double>();
+    const std::vector<double> b = parallel.weights[i].second.to_vector<double>();
+    REQUIRE(a.size() == b.size());
+    std::vector<double> difference(a.size());
+    for (size_t k = 0; k < a.size(); ++k) difference[k] = a[k] - b[k];
+    INFO(alone.weights[i].first << ": |dw| / |w| = " << norm(difference) / norm(a));
+    REQUIRE(norm(difference) / norm(a) < bound);
+  }
+  // Training moved the weights (a run that learned nothing would compare equal trivially).
+  REQUIRE(alone.losses.back() < alone.losses.front());
+}
+
+}  // namespace fathom::testing

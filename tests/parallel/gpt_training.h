@@ -1,0 +1,31 @@
+#pragma once
+// Shared by the equivalence tests: a tiny GPT with dropout trained for a few steps, alone or
+// data-parallel, and the comparison of two such runs (DESIGN.md, "Testing": every step's
+// |dloss|/|loss| and, at the end, every tensor's |dw|/|w| below a bound).
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/engine.h"
+#include "parallel/communicator.h"
+
+namespace fathom::testing {
+
+struct TrainingRun {
+  std::vector<double> losses;
+  std::vector<std::pair<std::string, Tensor>> weights;  // f64 copies of the final parameters
+  std::shared_ptr<Engine> engine;
+  int64_t collectives_outside_boundaries = 0;  // issued by backwards that do not end a cycle
+};
+
+// `config`: a DeepSpeed-style config (its batch sizes must fit the group's size). The model is
+// initialised with a rank-dependent seed: the engine must broadcast rank 0's weights. `group`
+// null: one process.
+TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<distributed::Communicator> group, int steps);
+
+
+void require_equivalent(const TrainingRun& alone, const TrainingRun& parallel, double bound);
+
+}  // namespace fathom::testing

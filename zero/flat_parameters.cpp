@@ -1,0 +1,47 @@
+#include "zero/flat_parameters.h"
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "core/memory_stats.h"
+
+namespace fathom::zero {
+namespace {
+int64_t total_numel(const FlatParameters::Named& params) {
+  int64_t total = 0;
+  for (const auto& [name, p] : params) total += p.numel();
+  return total;
+}
+}  // namespace
+
+FlatParameters::FlatParameters(const Named& params, int world_size)
+    : partition_(total_numel(params), world_size) {
+  FATHOM_CHECK(!params.empty(), "ZeRO: the model has no parameters");
+  const DType dtype = params.front().second.dtype();
+  int64_t offset = 0;
+  for (const auto& [name, p] : params) {
+    FATHOM_CHECK(p.dtype() == dtype, "ZeRO: parameters must share one dtype; \"", params.front().first, "\" is ",
+                 dtype_name(dtype), " but \"", name, "\" is ", dtype_name(p.dtype()));
+    FATHOM_CHECK(is_floating_point(dtype), "ZeRO: parameter \"", name, "\" is ", dtype_name(dtype),
+                 ", not floating point");
+    slots_.push_back({name, p, offset, p.numel()});
+    offset += p.numel();
+  }
+  buffer_ = empty_like(dtype, MemoryTag::Parameters);
+  autograd::NoGradGuard no_grad;
+  for (const Slot& slot : slots_) {
+    Tensor view = buffer_.narrow(0, slot.offset, slot.numel).view(slot.param.sizes());
+    view.copy_(slot.param.data());
+    slot.param.set_data(view);
+  }
+}
+
+Tensor FlatParameters::empty_like(DType dtype, MemoryTag tag) const {
+  MemoryTagScope scope(tag);
+  return Tensor::zeros({partition_.padded_numel()}, dtype);
+}
+
+void FlatParameters::attach_gradients(const Tensor& flat) const {
+  for (const Slot& slot : slots_) slot.param.set_grad(flat.narrow(0, slot.offset, slot.numel).view(slot.param.sizes()));
+}
+
+}  // namespace fathom::zero

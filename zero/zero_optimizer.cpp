@@ -1,0 +1,222 @@
+#include "zero/zero_optimizer.h"
+
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "core/memory_stats.h"
+#include "kernels/elementwise.h"
+#include "kernels/optimizer_kernels.h"
+#include "kernels/reduction.h"
+
+namespace fathom::zero {
+
+using distributed::ReduceOp;
+
+ZeroOptimizer::ZeroOptimizer(const FlatParameters::Named& params, std::shared_ptr<distributed::Communicator> group,
+                             ZeroOptions options, const OptimizerFactory& make_optimizer)
+    : flat_(params, group->size()), group_(std::move(group)), options_(options) {
+  FATHOM_CHECK(options_.stage == 1 || options_.stage == 2, "ZeroOptimizer: stage must be 1 or 2, got ",
+               options_.stage);
+  FATHOM_CHECK(options_.reduce_bucket_elements > 0 && options_.allgather_bucket_elements > 0,
+               "ZeRO: reduce_bucket_size and allgather_bucket_size must be > 0");
+  mixed_ = flat_.dtype() != DType::F32;
+  gradient_dtype_ = mixed_ && options_.accumulate_in_fp32 ? DType::F32 : flat_.dtype();
+  owned_ = flat_.partition().owned(group_->rank());
+
+  // The shard the optimizer updates: for f32 models the parameters' own shard, in place.
+  const Tensor owned_params = flat_.buffer().narrow(0, owned_.begin, owned_.size());
+  {
+    MemoryTagScope tag(MemoryTag::OptimizerState);
+    master_ = autograd::Variable(mixed_ ? owned_params.to(DType::F32).contiguous().clone() : owned_params, true,
+                                 "zero_shard");
+  }
+  optimizer_ = make_optimizer({{"zero_shard", master_}});
+
+  if (options_.stage == 1) {
+    flat_gradients_ = flat_.empty_like(gradient_dtype_, MemoryTag::Gradients);
+    if (gradient_dtype_ == flat_.dtype()) {
+      flat_.attach_gradients(flat_gradients_);  // autograd accumulates straight into the flat buffer
+    } else {
+      for (size_t s = 0; s < flat_.slots().size(); ++s)
+        flat_.slots()[s].param.add_grad_ready_hook([this, s](const autograd::Variable&) { fold_into_flat_gradients(s); });
+    }
+  } else {
+    MemoryTagScope tag(MemoryTag::Gradients);
+    gradient_shard_ = Tensor::zeros({owned_.size()}, gradient_dtype_);
+    build_buckets();
+    for (size_t s = 0; s < flat_.slots().size(); ++s)
+      flat_.slots()[s].param.add_grad_ready_hook([this, s](const autograd::Variable&) { on_gradient_ready(s); });
+  }
+}
+
+// Stage 2: slots in reverse (the order backward finishes them), cut into contiguous ranges of
+// at most reduce_bucket_elements (one larger parameter makes a bucket of its own).
+void ZeroOptimizer::build_buckets() {
+  const auto& slots = flat_.slots();
+  bucket_of_slot_.resize(slots.size());
+  slot_copied_.resize(slots.size());
+  for (size_t s = slots.size(); s-- > 0;) {
+    if (buckets_.empty() || buckets_.back().range.size() + slots[s].numel > options_.reduce_bucket_elements)
+      buckets_.push_back({.range = {slots[s].offset + slots[s].numel, slots[s].offset + slots[s].numel}});
+    Bucket& bucket = buckets_.back();
+    bucket.range.begin = slots[s].offset;
+    bucket.slots.push_back(s);
+    bucket_of_slot_[s] = buckets_.size() - 1;
+  }
+}
+
+void ZeroOptimizer::prepare_backward(bool boundary) {
+  boundary_ = boundary;
+  in_backward_ = true;
+  if (options_.stage != 2) return;
+  std::fill(slot_copied_.begin(), slot_copied_.end(), false);
+  for (Bucket& bucket : buckets_) bucket.ready = 0;
+  next_launch_ = next_complete_ = 0;
+}
+
+void ZeroOptimizer::fold_into_flat_gradients(size_t s) {
+  const FlatParameters::Slot& slot = flat_.slots()[s];
+  const Tensor& grad = slot.param.grad();
+  if (!grad.defined()) return;
+  Tensor target = flat_gradients_.narrow(0, slot.offset, slot.numel);
+  add_(target, grad.reshape({slot.numel}).to(DType::F32));
+  slot.param.zero_grad();  // folded in: the 16-bit gradient is released
+}
+
+void ZeroOptimizer::on_gradient_ready(size_t s) {
+  if (!in_backward_ || slot_copied_[s]) return;
+  slot_copied_[s] = true;
+  const FlatParameters::Slot& slot = flat_.slots()[s];
+  Bucket& bucket = buckets_[bucket_of_slot_[s]];
+  if (!bucket.flat.defined()) {
+    MemoryTagScope tag(MemoryTag::Communication);
+    bucket.flat = Tensor::zeros({bucket.range.size()}, flat_.dtype());
+  }
+  Tensor destination = bucket.flat.narrow(0, slot.offset - bucket.range.begin, slot.numel);
+  if (const Tensor& grad = slot.param.grad(); grad.defined()) destination.copy_(grad.reshape({slot.numel}));
+  slot.param.zero_grad();  // copied into the bucket: the full gradient is released
+  ++bucket.ready;
+  launch_ready_buckets();
+}
+
+void ZeroOptimizer::launch_ready_buckets() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].slots.size()) {
+    // At most two buckets exist at once: the one in flight and the one being filled.
+    if (next_launch_ >= next_complete_ + 2) complete(next_complete_);
+    Bucket& bucket = buckets_[next_launch_];
+    const std::vector<int64_t> counts = flat_.partition().counts_within(bucket.range);
+    {
+      MemoryTagScope tag(MemoryTag::Communication);
+      bucket.received = Tensor::empty({counts[group_->rank()]}, flat_.dtype());
+    }
+    bucket.work = group_->reduce_scatter_v_async(bucket.flat, bucket.received, counts, ReduceOp::Avg);
+    ++next_launch_;
+    if (!options_.overlap_comm) complete(next_complete_);
+  }
+}
+
+// Waits for bucket `b`'s reduce-scatter and adds this rank's part into the gradient shard.
+void ZeroOptimizer::complete(size_t b) {
+  FATHOM_CHECK(b == next_complete_, "ZeRO: buckets complete in order");
+  Bucket& bucket = buckets_[b];
+  bucket.work->wait();
+  const int64_t begin = std::max(bucket.range.begin, owned_.begin);
+  if (bucket.received.numel() > 0) {
+    Tensor target = gradient_shard_.narrow(0, begin - owned_.begin, bucket.received.numel());
+    add_(target, bucket.received.dtype() == target.dtype() ? bucket.received : bucket.received.to(target.dtype()));
+  }
+  bucket = Bucket{bucket.range, std::move(bucket.slots)};  // frees the buffers
+  ++next_complete_;
+}
+
+void ZeroOptimizer::finish_backward() {
+  in_backward_ = false;
+  if (options_.stage == 2) {
+    // Parameters that got no gradient this backward contribute zeros.
+    for (size_t s = 0; s < flat_.slots().size(); ++s) {
+      if (slot_copied_[s]) continue;
+      in_backward_ = true;
+      on_gradient_ready(s);
+      in_backward_ = false;
+    }
+    while (next_complete_ < buckets_.size()) complete(next_complete_);
+  } else if (boundary_) {
+    // Stage 1: the accumulated full gradients, reduce-scattered once per cycle.
+    MemoryTagScope tag(MemoryTag::Communication);
+    const Tensor shard = Tensor::empty({flat_.partition().shard_size()}, gradient_dtype_);
+    group_->reduce_scatter(flat_gradients_, shard, ReduceOp::Avg);
+    gradient_shard_ = owned_part(shard);
+  }
+  if (boundary_) gradients_to_master();
+}
+
+Tensor ZeroOptimizer::owned_part(const Tensor& padded_shard) const {
+  return padded_shard.narrow(0, 0, owned_.size());
+}
+
+void ZeroOptimizer::gradients_to_master() {
+  MemoryTagScope tag(MemoryTag::Gradients);
+  master_.set_grad(gradient_shard_.dtype() == DType::F32 ? gradient_shard_.clone() : gradient_shard_.to(DType::F32));
+  if (options_.stage == 1) gradient_shard_ = Tensor();  // the reduce-scatter's output is no longer needed
+}
+
+bool ZeroOptimizer::gradients_overflow() const {
+  const double local = master_.grad().defined() && has_inf_or_nan({master_.grad()}) ? 1.0 : 0.0;
+  return group_->all_reduce_scalar(local, ReduceOp::Max) > 0;
+}
+
+void ZeroOptimizer::unscale_gradients(double inv_scale) {
+  if (inv_scale == 1.0 || !master_.grad().defined()) return;
+  Tensor grad = master_.grad();
+  mul_(grad, inv_scale);
+}
+
+double ZeroOptimizer::gradient_norm() const {
+  const double local = master_.grad().defined() ? global_norm({master_.grad()}) : 0.0;
+  return std::sqrt(group_->all_reduce_scalar(local * local, ReduceOp::Sum));
+}
+
+void ZeroOptimizer::scale_gradients(double factor) {
+  if (!master_.grad().defined()) return;
+  Tensor grad = master_.grad();
+  mul_(grad, factor);
+}
+
+void ZeroOptimizer::step() {
+  optimizer_->step();
+  autograd::NoGradGuard no_grad;
+  if (mixed_) flat_.buffer().narrow(0, owned_.begin, owned_.size()).copy_(master_.data());  // rounds once
+  all_gather_parameters();
+}
+
+// Every rank's updated shard into everyone's parameters: one all-gather of whole shards, or
+// pieces of allgather_bucket_size elements (per all-gather, all ranks together).
+void ZeroOptimizer::all_gather_parameters() {
+  const Partition& partition = flat_.partition();
+  const int64_t shard = partition.shard_size();
+  const int world = group_->size();
+  const int64_t piece = std::max<int64_t>(1, std::min(shard, options_.allgather_bucket_elements / world));
+  const Tensor& buffer = flat_.buffer();
+  MemoryTagScope tag(MemoryTag::Communication);
+  for (int64_t start = 0; start < shard; start += piece) {
+    const int64_t n = std::min(piece, shard - start);
+    const Tensor mine = buffer.narrow(0, partition.shard(group_->rank()).begin + start, n).clone();
+    if (n == shard) {
+      group_->all_gather(mine, buffer);  // whole shards: straight into the buffer
+      continue;
+    }
+    const Tensor gathered = Tensor::empty({n * world}, buffer.dtype());
+    group_->all_gather(mine, gathered);
+    for (int r = 0; r < world; ++r)
+      buffer.narrow(0, partition.shard(r).begin + start, n).copy_(gathered.narrow(0, r * n, n));
+  }
+}
+
+void ZeroOptimizer::zero_grad() {
+  master_.zero_grad();
+  if (flat_gradients_.defined()) flat_gradients_.zero_();
+  if (options_.stage == 2) gradient_shard_.zero_();
+}
+
+}  // namespace fathom::zero
