@@ -65,11 +65,17 @@
 #include "parallel/gradient_reducer.h"
 #include "parallel/runtime.h"
 #include "parallel/topology.h"
+// zero
+#include "zero/flat_parameters.h"
+#include "zero/memory_estimate.h"
+#include "zero/partition.h"
+#include "zero/zero_optimizer.h"
 // engine
 #include "engine/byte_text_dataset.h"
 #include "engine/config.h"
 #include "engine/data_loader.h"
 #include "engine/engine.h"
 #include "engine/initialize.h"
+#include "engine/memory_report.h"
 #include "engine/tensor_dataset.h"
 #include "engine/token_dataset.h"

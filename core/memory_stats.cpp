@@ -13,6 +13,7 @@ const char* memory_tag_name(MemoryTag tag) {
   switch (tag) {
     case MemoryTag::Parameters: return "parameters";
     case MemoryTag::Gradients: return "gradients";
+    case MemoryTag::MasterWeights: return "master_weights";
     case MemoryTag::OptimizerState: return "optimizer_state";
     case MemoryTag::Activations: return "activations";
     case MemoryTag::Communication: return "communication";

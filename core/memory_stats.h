@@ -12,12 +12,13 @@ namespace fathom {
 enum class MemoryTag : uint8_t {
   Parameters,
   Gradients,
-  OptimizerState,
+  MasterWeights,   // fp32 copies of 16-bit parameters (mixed precision)
+  OptimizerState,  // the optimizer's own states (Adam's moments, ...)
   Activations,
   Communication,
   Other,
 };
-inline constexpr int kNumMemoryTags = 6;
+inline constexpr int kNumMemoryTags = 7;
 const char* memory_tag_name(MemoryTag tag);
 
 // The tag charged by allocations made on this thread while the scope is alive:

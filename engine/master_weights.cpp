@@ -7,7 +7,7 @@
 namespace fathom {
 
 MasterWeights::MasterWeights(const Named& model_params) : model_(model_params) {
-  MemoryTagScope tag(MemoryTag::OptimizerState);
+  MemoryTagScope tag(MemoryTag::MasterWeights);
   for (const auto& [name, param] : model_params) {
     FATHOM_CHECK(is_floating_point(param.dtype()), "mixed precision: parameter \"", name, "\" is ",
                  dtype_name(param.dtype()), ", not a floating-point tensor");

@@ -21,7 +21,7 @@ class MasterWeights {
  public:
   using Named = std::vector<std::pair<std::string, autograd::Variable>>;
   // `model_params`: the model's (16-bit) named parameters. Masters are f32 copies, charged to
-  // MemoryTag::OptimizerState (DeepSpeed counts them with the optimizer's 12 bytes/param).
+  // MemoryTag::MasterWeights (DeepSpeed counts them in the optimizer's 12 bytes/param).
   explicit MasterWeights(const Named& model_params);
 
   const Named& masters() const { return masters_; }

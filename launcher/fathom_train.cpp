@@ -20,6 +20,7 @@
 #include "core/threads.h"
 #include "engine/byte_text_dataset.h"
 #include "engine/initialize.h"
+#include "engine/memory_report.h"
 #include "engine/token_dataset.h"
 #include "launcher/default_corpus.h"
 #include "launcher/train_options.h"
@@ -119,6 +120,7 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
   engine.on_step([&](const StepReport& r) {
     const bool last = r.step == opt.steps;
     if (!main_rank) return;
+    if (r.step == 1) std::printf("memory per rank: %s\n", format_model_state_bytes(model_state_bytes()).c_str());
     if (r.step % std::max<int64_t>(1, engine.options().steps_per_print) != 0 && r.step != 1 && !last) return;
     const double spent = elapsed();
     const double eta = spent / static_cast<double>(r.step) * static_cast<double>(opt.steps - r.step);

@@ -105,6 +105,10 @@ void CommWorker::execute(Item& item) {
     running_.reset();
     more = !queue_.empty();
   }
+  // What the operation captured (its tensors) is released before the caller sees completion,
+  // so memory accounting after a wait is exact.
+  item.task = nullptr;
+  item.describe = nullptr;
   if (more) queued_.notify_one();  // operations queued during an inline one may start now
   item.complete(failure);
 }

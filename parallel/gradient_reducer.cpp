@@ -32,7 +32,8 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> group, std::vecto
     bucket_of_[k] = buckets_.size() - 1;
     sizes.back() += n;
   }
-  MemoryTagScope tag(MemoryTag::Communication);
+  // The buckets are the gradients' storage (attach_gradient_views), hence their tag.
+  MemoryTagScope tag(MemoryTag::Gradients);
   for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b].flat = Tensor::zeros({sizes[b]}, dtypes[b]);
   for (size_t k = 0; k < parameters_.size(); ++k)
     parameters_[k].hooked.add_grad_ready_hook([this, k](const autograd::Variable&) { on_gradient_ready(k); });
@@ -43,7 +44,30 @@ void GradientReducer::record(Event::Kind kind, int bucket) {
   events_.push_back({kind, bucket, since.count()});
 }
 
+Tensor GradientReducer::slot_of(size_t k) const {
+  const Bucket& bucket = buckets_[bucket_of_[k]];
+  size_t slot = 0;
+  while (bucket.members[slot] != k) ++slot;
+  return bucket.flat.narrow(0, bucket.offsets[slot], parameters_[k].holder.numel());
+}
+
+void GradientReducer::attach_gradient_views() {
+  for (size_t k = 0; k < parameters_.size(); ++k) {
+    const ReducedParameter& p = parameters_[k];
+    if (p.holder.grad().defined()) continue;  // accumulating already (a view, or someone else's tensor)
+    Tensor view = slot_of(k);
+    view.zero_();
+    p.holder.set_grad(view.view(p.holder.sizes()));
+  }
+}
+
+bool GradientReducer::is_view(size_t k) const {
+  const Tensor& grad = parameters_[k].holder.grad();
+  return grad.defined() && grad.shares_storage(buckets_[bucket_of_[k]].flat);
+}
+
 void GradientReducer::prepare_backward(bool reduce) {
+  attach_gradient_views();
   reducing_ = reduce;
   if (!reduce) return;
   FATHOM_CHECK(next_to_launch_ == 0, "gradient reducer: the previous reducing backward was not finished; call "
@@ -57,14 +81,13 @@ void GradientReducer::prepare_backward(bool reduce) {
 void GradientReducer::copy_in(size_t k) {
   if (copied_[k]) return;
   copied_[k] = true;
-  Bucket& bucket = buckets_[bucket_of_[k]];
   const ReducedParameter& p = parameters_[k];
-  size_t slot = 0;
-  while (bucket.members[slot] != k) ++slot;
-  Tensor view = bucket.flat.narrow(0, bucket.offsets[slot], p.holder.numel());
-  if (const Tensor& grad = p.holder.grad(); grad.defined()) view.copy_(grad.reshape({p.holder.numel()}));
-  else view.zero_();
-  ++bucket.ready;
+  if (!is_view(k)) {  // a gradient that is not the bucket's own view is copied in
+    Tensor slot = slot_of(k);
+    if (const Tensor& grad = p.holder.grad(); grad.defined()) slot.copy_(grad.reshape({p.holder.numel()}));
+    else slot.zero_();
+  }
+  ++buckets_[bucket_of_[k]].ready;
 }
 
 void GradientReducer::on_gradient_ready(size_t k) {
@@ -95,6 +118,7 @@ void GradientReducer::finish_backward() {
     buckets_[b].work->wait();
     buckets_[b].work.reset();
     for (size_t slot = 0; slot < buckets_[b].members.size(); ++slot) {
+      if (is_view(buckets_[b].members[slot])) continue;  // averaged in place
       const ReducedParameter& p = parameters_[buckets_[b].members[slot]];
       Tensor averaged = buckets_[b].flat.narrow(0, buckets_[b].offsets[slot], p.holder.numel()).reshape(p.holder.sizes());
       if (const Tensor& grad = p.holder.grad(); grad.defined()) grad.copy_(averaged);

@@ -11,6 +11,11 @@
 // writes the averaged gradients back. Backwards that do not end a cycle communicate nothing.
 // With overlap off, everything is reduced in finish_backward(), as DeepSpeed does at stage 0.
 //
+// The buckets are the gradients' storage: before each backward, every gradient not yet defined
+// becomes a view of its bucket slot (PyTorch DDP's gradient_as_bucket_view), so gradients
+// accumulate in place and are averaged in place — no copy in, no copy back, no second buffer.
+// A gradient someone else set (not a view) is copied in and back instead.
+//
 // A parameter that got no gradient on this rank contributes zeros and ends with the average
 // (a defined gradient), so all ranks keep identical gradients.
 
@@ -70,6 +75,9 @@ class GradientReducer {
     WorkHandle work;
   };
   void on_gradient_ready(size_t parameter);
+  Tensor slot_of(size_t parameter) const;  // the parameter's slice of its bucket (flat)
+  bool is_view(size_t parameter) const;    // its gradient is that slice
+  void attach_gradient_views();
   void copy_in(size_t parameter);
   void launch_ready_buckets();
   void launch(size_t bucket);

@@ -27,7 +27,7 @@ ZeroOptimizer::ZeroOptimizer(const FlatParameters::Named& params, std::shared_pt
   // The shard the optimizer updates: for f32 models the parameters' own shard, in place.
   const Tensor owned_params = flat_.buffer().narrow(0, owned_.begin, owned_.size());
   {
-    MemoryTagScope tag(MemoryTag::OptimizerState);
+    MemoryTagScope tag(MemoryTag::MasterWeights);
     master_ = autograd::Variable(mixed_ ? owned_params.to(DType::F32).contiguous().clone() : owned_params, true,
                                  "zero_shard");
   }
@@ -142,17 +142,35 @@ void ZeroOptimizer::finish_backward() {
     }
     while (next_complete_ < buckets_.size()) complete(next_complete_);
   } else if (boundary_) {
-    // Stage 1: the accumulated full gradients, reduce-scattered once per cycle.
-    MemoryTagScope tag(MemoryTag::Communication);
-    const Tensor shard = Tensor::empty({flat_.partition().shard_size()}, gradient_dtype_);
-    group_->reduce_scatter(flat_gradients_, shard, ReduceOp::Avg);
-    gradient_shard_ = owned_part(shard);
+    reduce_scatter_flat_gradients();
   }
   if (boundary_) gradients_to_master();
 }
 
-Tensor ZeroOptimizer::owned_part(const Tensor& padded_shard) const {
-  return padded_shard.narrow(0, 0, owned_.size());
+// Stage 1, once per cycle: the accumulated full gradients reduce-scattered into this rank's
+// shard, in pieces of reduce_bucket_size elements (all ranks' slices of one piece together).
+void ZeroOptimizer::reduce_scatter_flat_gradients() {
+  const Partition& partition = flat_.partition();
+  const int64_t shard = partition.shard_size();
+  const int world = group_->size();
+  const int64_t piece = std::max<int64_t>(1, std::min(shard, options_.reduce_bucket_elements / world));
+  Tensor reduced;
+  {
+    MemoryTagScope tag(MemoryTag::Gradients);
+    reduced = Tensor::empty({shard}, gradient_dtype_);
+  }
+  for (int64_t start = 0; start < shard; start += piece) {
+    const int64_t n = std::min(piece, shard - start);
+    Tensor input = flat_gradients_;  // whole shards: the flat buffer itself
+    if (n != shard) {
+      MemoryTagScope tag(MemoryTag::Communication);
+      input = Tensor::empty({n * world}, gradient_dtype_);
+      for (int r = 0; r < world; ++r)
+        input.narrow(0, r * n, n).copy_(flat_gradients_.narrow(0, partition.shard(r).begin + start, n));
+    }
+    group_->reduce_scatter(input, reduced.narrow(0, start, n), ReduceOp::Avg);
+  }
+  gradient_shard_ = reduced.narrow(0, 0, owned_.size());
 }
 
 void ZeroOptimizer::gradients_to_master() {

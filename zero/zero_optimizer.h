@@ -81,7 +81,7 @@ class ZeroOptimizer {
   void complete(size_t bucket);
   void gradients_to_master();
   void all_gather_parameters();
-  Tensor owned_part(const Tensor& padded_shard) const;
+  void reduce_scatter_flat_gradients();
 
   FlatParameters flat_;
   std::shared_ptr<distributed::Communicator> group_;
