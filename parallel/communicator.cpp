@@ -112,9 +112,6 @@ WorkHandle Communicator::issue(Collective c, bool blocking) {
       break;
     case CollectiveKind::AllGatherV:
     case CollectiveKind::ReduceScatterV:
-      FATHOM_CHECK(supports_uneven(), op, " is not available on the ", backend(),
-                   " backend; pad the shards to equal sizes and use ", c.kind == CollectiveKind::AllGatherV
-                       ? "all_gather" : "reduce_scatter");
       check_shard_counts(c, in, out);
       break;
     case CollectiveKind::Broadcast:

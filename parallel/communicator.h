@@ -81,7 +81,7 @@ class Communicator {
   WorkHandle reduce_scatter_async(const Tensor& input, const Tensor& output, ReduceOp op = ReduceOp::Sum);
   // output = the ranks' inputs concatenated in rank order (all inputs the same size).
   WorkHandle all_gather_async(const Tensor& input, const Tensor& output);
-  // Uneven shards: counts[r] elements for rank r (MPI only; NCCL pads shards to equal sizes).
+  // Uneven shards: counts[r] elements for rank r.
   WorkHandle all_gather_v_async(const Tensor& input, const Tensor& output, std::vector<int64_t> counts);
   WorkHandle reduce_scatter_v_async(const Tensor& input, const Tensor& output, std::vector<int64_t> counts,
                                     ReduceOp op = ReduceOp::Sum);
@@ -118,7 +118,6 @@ class Communicator {
   // Runs `collective` (already validated and numbered) in issue order; returns its handle.
   // `blocking`: the caller waits on the handle at once.
   virtual WorkHandle start(Collective collective, bool blocking) = 0;
-  virtual bool supports_uneven() const = 0;
 
  private:
   WorkHandle issue(Collective collective, bool blocking);

@@ -16,7 +16,6 @@ class LocalCommunicator final : public Communicator {
 
  protected:
   WorkHandle start(Collective collective, bool blocking) override;
-  bool supports_uneven() const override { return true; }
 };
 
 }  // namespace fathom::distributed

@@ -26,7 +26,6 @@ class MpiCommunicator final : public Communicator {
 
  protected:
   WorkHandle start(Collective collective, bool blocking) override;
-  bool supports_uneven() const override { return true; }
 
  private:
   void run_collective(Collective& collective);

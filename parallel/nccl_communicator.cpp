@@ -107,7 +107,6 @@ class NcclCommunicator final : public Communicator {
   }
 
  protected:
-  bool supports_uneven() const override { return false; }
 
   WorkHandle start(Collective c, bool /*blocking: enqueueing on the stream is already cheap*/) override {
     if (comm_debug_enabled() && c.kind != CollectiveKind::Send && c.kind != CollectiveKind::Recv) cross_check(c);
@@ -123,6 +122,7 @@ class NcclCommunicator final : public Communicator {
     std::vector<Tensor> keep_alive{c.input, c.output};
     const bool staged = c.input.defined() && reduces_in_f32(c.input.dtype()) &&
                         (c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::ReduceScatter);
+    const bool staged_v = c.kind == CollectiveKind::ReduceScatterV && reduces_in_f32(c.input.dtype());
     switch (c.kind) {
       case CollectiveKind::AllReduce:
       case CollectiveKind::ReduceScatter: {
@@ -166,8 +166,41 @@ class NcclCommunicator final : public Communicator {
         FATHOM_NCCL_CHECK(nccl.all_reduce(token.raw_data(), token.raw_data(), 1, ncclFloat32, ncclSum, comm_, stream_));
         break;
       }
-      case CollectiveKind::AllGatherV:
-      case CollectiveKind::ReduceScatterV: FATHOM_FAIL(collective_name(c.kind), " is MPI-only");
+      case CollectiveKind::ReduceScatterV: {
+        // Rank r's slice of the input is reduced onto rank r; 16-bit inputs widen to f32 first.
+        Tensor in = staged_v ? widened(c.input) : c.input;
+        Tensor out = staged_v ? device_buffer(c.output.numel()) : c.output;
+        if (staged_v) keep_alive.insert(keep_alive.end(), {in, out});
+        const size_t element = element_size(in.dtype());
+        FATHOM_NCCL_CHECK(nccl.group_start());
+        int64_t offset = 0;
+        for (int r = 0; r < size(); ++r) {
+          void* destination = r == rank() ? out.raw_data() : nullptr;
+          FATHOM_NCCL_CHECK(nccl.reduce(static_cast<const char*>(in.raw_data()) + offset * element, destination,
+                                        c.counts[r], nccl_datatype(in.dtype()), nccl_op(c.op), r, comm_, stream_));
+          offset += c.counts[r];
+        }
+        FATHOM_NCCL_CHECK(nccl.group_end());
+        if (staged_v)
+          nccl_convert::narrow_from_f32(out.data<float>(), c.output.raw_data(), c.output.numel(),
+                                        c.output.dtype() == DType::BF16, stream_);
+        break;
+      }
+      case CollectiveKind::AllGatherV: {
+        // Every rank broadcasts its shard into its place in everyone's output.
+        const size_t element = element_size(c.output.dtype());
+        FATHOM_NCCL_CHECK(nccl.group_start());
+        int64_t offset = 0;
+        for (int r = 0; r < size(); ++r) {
+          char* destination = static_cast<char*>(c.output.raw_data()) + offset * element;
+          const void* source = r == rank() ? c.input.raw_data() : destination;
+          FATHOM_NCCL_CHECK(nccl.broadcast(source, destination, c.counts[r], nccl_datatype(c.output.dtype()), r, comm_,
+                                           stream_));
+          offset += c.counts[r];
+        }
+        FATHOM_NCCL_CHECK(nccl.group_end());
+        break;
+      }
     }
     cudaEvent_t done = nullptr;
     FATHOM_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));

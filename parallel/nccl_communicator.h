@@ -4,8 +4,9 @@
 // tracked by a CUDA event. libnccl.so.2 is loaded at run time (dlopen), so Fathom starts on
 // machines without NCCL and reports its absence only when NCCL is asked for.
 //
-// Uneven (v) collectives are MPI-only: NCCL users pad shards to equal sizes. f16/bf16
-// reductions are widened to f32 on the GPU, reduced in f32 and rounded once, as on MPI.
+// Uneven (v) collectives, which NCCL lacks, are grouped per-rank ncclReduce / ncclBroadcast
+// calls. f16/bf16 reductions are widened to f32 on the GPU, reduced in f32 and rounded once, as
+// on MPI.
 
 #include <memory>
 #include <string>

@@ -33,6 +33,9 @@ NcclLibrary load() {
   bind(handle, "ncclReduceScatter", lib.reduce_scatter, lib.error);
   bind(handle, "ncclAllGather", lib.all_gather, lib.error);
   bind(handle, "ncclBroadcast", lib.broadcast, lib.error);
+  bind(handle, "ncclReduce", lib.reduce, lib.error);
+  bind(handle, "ncclGroupStart", lib.group_start, lib.error);
+  bind(handle, "ncclGroupEnd", lib.group_end, lib.error);
   bind(handle, "ncclSend", lib.send, lib.error);
   bind(handle, "ncclRecv", lib.recv, lib.error);
   return lib;

@@ -21,6 +21,9 @@ struct NcclLibrary {
   decltype(&ncclReduceScatter) reduce_scatter = nullptr;
   decltype(&ncclAllGather) all_gather = nullptr;
   decltype(&ncclBroadcast) broadcast = nullptr;
+  decltype(&ncclReduce) reduce = nullptr;
+  decltype(&ncclGroupStart) group_start = nullptr;
+  decltype(&ncclGroupEnd) group_end = nullptr;
   decltype(&ncclSend) send = nullptr;
   decltype(&ncclRecv) recv = nullptr;
   std::string error;  // why loading failed ("" when it did not)
