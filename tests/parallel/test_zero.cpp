@@ -2,7 +2,11 @@
 // gradient accumulation 1 and 2 at this world size (CTest runs 1, 2, 3 and 4 ranks) reproduce
 // the stage-0 one-process run's losses and final (gathered) weights — f32 within 1e-5, bf16
 // within 1e-2 — on a tiny GPT whose parameter count no world size divides.
+#include "autograd/functions.h"
 #include "core/memory_stats.h"
+#include "core/shape_ops.h"
+#include "engine/initialize.h"
+#include "nn/module.h"
 #include "gpt_training.h"
 #include "mpi_test_util.h"
 #include "test_util.h"
@@ -53,4 +57,51 @@ TEST_CASE("ZeRO-2 with small buckets, overlapped or not, matches one process", "
         "overlap_comm": )", overlap);
     require_equivalent(alone, train_tiny_gpt(config_text(2, 2, false, buckets), world, kSteps), 1e-5);
   }
+}
+
+namespace {
+// Two parameters; with N ranks the flat buffer of 2·N·4 elements puts `a` in the first ranks'
+// shards and `b` in the last ranks'.
+struct TwoVectors : nn::Module {
+  autograd::Variable a, b;
+  explicit TwoVectors(int64_t n) {
+    a = register_parameter("a", Tensor::full({n}, 0.5));
+    b = register_parameter("b", Tensor::full({n}, 0.25));
+  }
+  // input [2, n], a constant: row 0 multiplies a, row 1 multiplies b.
+  autograd::Variable forward(const autograd::Variable& x) override {
+    const autograd::Variable row_a(x.data().select(0, 0).contiguous()), row_b(x.data().select(0, 1).contiguous());
+    return autograd::add(autograd::sum(autograd::mul(a, row_a)), autograd::sum(autograd::mul(b, row_b)));
+  }
+};
+}  // namespace
+
+TEST_CASE("fp16 ZeRO-2: an overflow in one rank's shard skips the step on every rank", "[zero]") {
+  const auto& world = runtime().world_ptr();
+  const int n = world->size();
+  auto model = std::make_shared<TwoVectors>(4 * n);
+  const Config config = Config::from_string(detail::concat(R"({"train_batch_size": )", n, R"(,
+      "fp16": {"enabled": true, "initial_scale_power": 4},
+      "optimizer": {"type": "SGD", "params": {"lr": 0.1}}, "zero_optimization": {"stage": 2}})"));
+  Initialized init = initialize(config, model, nullptr, nullptr, world);
+  // Rank 0's gradient of b overflows fp16 (a huge input times the loss scale); the averaged b
+  // lands in the last rank's shard only, and a's shards stay finite.
+  const double b_input = world->rank() == 0 ? 60000.0 : 1.0;
+  const Tensor input = Tensor::ones({1, 4 * n});
+  const Tensor inputs = cat({input, Tensor::full({1, 4 * n}, b_input)}, 0).to(DType::F16);
+  init.engine->backward((*init.engine)(autograd::Variable(inputs)));
+  init.engine->step();
+  CHECK(init.engine->skipped_steps() == 1);
+  CHECK(init.engine->last_report().skipped);
+  for (float v : model->a.data().to(DType::F32).to_vector<float>()) CHECK(v == 0.5f);  // untouched everywhere
+  // The next, finite step runs on every rank, and every rank holds the same parameters.
+  const Tensor finite = cat({input, input}, 0).to(DType::F16);
+  init.engine->backward((*init.engine)(autograd::Variable(finite)));
+  init.engine->step();
+  CHECK(init.engine->skipped_steps() == 1);
+  Tensor gathered = Tensor::zeros({n * 4 * n}, DType::F16);
+  world->all_gather(model->a.data().contiguous().view({4 * n}), gathered);
+  const std::vector<float> all = gathered.to(DType::F32).to_vector<float>();
+  for (float v : all) CHECK(v == all[0]);
+  CHECK(all[0] < 0.5f);  // SGD moved a
 }
