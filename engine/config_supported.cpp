@@ -9,7 +9,6 @@ namespace {
 
 constexpr bool kFp16Built = true;
 constexpr bool kBf16Built = true;
-constexpr int64_t kMaxZeroStage = 2;
 constexpr bool kOffloadBuilt = false;
 
 }  // namespace
@@ -20,9 +19,6 @@ void Config::check_supported() const {
     fail("fp16.enabled", "true is not supported yet (fp16 mixed precision arrives with its issue); use false");
   if (bf16.enabled && !kBf16Built)
     fail("bf16.enabled", "true is not supported yet (bf16 mixed precision arrives with its issue); use false");
-  if (zero.stage > kMaxZeroStage)
-    fail("zero_optimization.stage", std::to_string(zero.stage) + " is not supported yet (ZeRO stage 3 arrives with its issue); use 0 to " +
-                                        std::to_string(kMaxZeroStage));
   if (zero.offload_optimizer.device != "none" && !kOffloadBuilt)
     fail("zero_optimization.offload_optimizer.device",
          "\"" + zero.offload_optimizer.device + "\" is not supported yet (offload arrives with its issue); use \"none\"");

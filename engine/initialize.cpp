@@ -56,8 +56,11 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
                           .reduce_bucket_elements = config.zero.reduce_bucket_size,
                           .allgather_bucket_elements = config.zero.allgather_bucket_size,
                           .overlap_comm = config.zero.overlap_comm,
-                          .accumulate_in_fp32 = config.batch.gradient_accumulation_steps > 1},
-        make_optimizer);
+                          .accumulate_in_fp32 = config.batch.gradient_accumulation_steps > 1,
+                          .gather = {.persistence_threshold = config.zero.param_persistence_threshold,
+                                     .prefetch_elements = config.zero.prefetch_bucket_size,
+                                     .max_live_elements = config.zero.max_live_parameters}},
+        make_optimizer, model.get());
     out.optimizer = data_parallel.zero->optimizer();
   } else {
     if (half) mixed.masters = std::make_shared<MasterWeights>(model->named_parameters());

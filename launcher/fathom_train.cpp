@@ -99,6 +99,7 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
 
   auto model = std::make_shared<models::GPT>(model_config, config.seed.value_or(1337));
   if (!opt.init_path.empty()) models::load_gpt2_safetensors(*model, opt.init_path);
+  const int64_t parameter_count = model->parameter_count();  // before ZeRO-3 shards the parameters
   Initialized init = initialize(config, model, nullptr, train, runtime.world_ptr());
   Engine& engine = *init.engine;
   data::DataLoader val_loader(val, engine.options().micro_batch_size, 1, 0, 1, /*shuffle=*/false);
@@ -108,7 +109,7 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
   std::printf("fathom-train: GPT %s (%lld layers, %lld heads, %lld wide, vocab %lld, block %lld): %.2fM parameters\n",
               opt.preset.c_str(), (long long)model_config.n_layer, (long long)model_config.n_head,
               (long long)model_config.n_embd, (long long)model_config.vocab_size, (long long)model_config.block_size,
-              model->parameter_count() / 1e6);
+              parameter_count / 1e6);
   std::printf("fathom-train: data %s: %lld train / %lld val sequences; %lld tokens per step; %d rank%s x %d threads\n",
               data_name.c_str(), (long long)train->size(), (long long)val->size(), (long long)tokens_per_step,
               runtime.size(), runtime.size() == 1 ? "" : "s", num_threads());
@@ -148,7 +149,12 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
     }
   }
 
-  if (!main_rank) return 0;
+  // ZeRO-3 keeps shards only: every rank joins the gather, rank 0 writes the whole model.
+  if (const auto& zero = engine.zero_optimizer()) zero->gather_full_parameters();
+  if (!main_rank) {
+    if (const auto& zero = engine.zero_optimizer()) zero->release_full_parameters();
+    return 0;
+  }
   std::filesystem::create_directories(opt.out_dir);
   const std::string model_path = (std::filesystem::path(opt.out_dir) / "model.safetensors").string();
   models::save_gpt2_safetensors(*model, model_path);

@@ -2,7 +2,9 @@
 
 #include <cmath>
 
+#include "autograd/checkpoint.h"
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "nn/init.h"
 
 namespace fathom::models {
@@ -66,7 +68,13 @@ Variable GPT::forward(const Variable& idx) {
   const Variable tokens = (*transformer->wte)(idx);
   const Variable where = (*transformer->wpe)(Variable(positions));
   Variable x = (*transformer->drop)(autograd::add(tokens, where));
-  for (const auto& block : transformer->h->modules()) x = (*block)(x);
+  for (const auto& block : transformer->h->modules()) {
+    if (config_.activation_checkpointing && autograd::is_grad_enabled())
+      x = autograd::checkpoint([&block](const autograd::VariableList& in) { return autograd::VariableList{(*block)(in[0])}; },
+                               {x})[0];
+    else
+      x = (*block)(x);
+  }
   x = (*transformer->ln_f)(x);
   return (*lm_head)(x);
 }

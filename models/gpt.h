@@ -25,6 +25,9 @@ struct GPTConfig {
   int64_t vocab_size = 50257;
   int64_t block_size = 1024;
   double dropout = 0.0;
+  // Recompute each block's activations in backward instead of keeping them
+  // (autograd::checkpoint), as DeepSpeed's activation_checkpointing / Megatron's recompute.
+  bool activation_checkpointing = false;
   bool bias = true;
   bool tied_embeddings = true;
   DType dtype = DType::F32;

@@ -4,6 +4,8 @@
 #include "core/error.h"
 #include "core/memory_stats.h"
 
+#include <algorithm>
+
 namespace fathom::zero {
 namespace {
 int64_t total_numel(const FlatParameters::Named& params) {
@@ -13,8 +15,8 @@ int64_t total_numel(const FlatParameters::Named& params) {
 }
 }  // namespace
 
-FlatParameters::FlatParameters(const Named& params, int world_size)
-    : partition_(total_numel(params), world_size) {
+FlatParameters::FlatParameters(const Named& params, int world_size, int rank, Storage storage)
+    : partition_(total_numel(params), world_size), storage_(storage) {
   FATHOM_CHECK(!params.empty(), "ZeRO: the model has no parameters");
   const DType dtype = params.front().second.dtype();
   int64_t offset = 0;
@@ -23,17 +25,35 @@ FlatParameters::FlatParameters(const Named& params, int world_size)
                  dtype_name(dtype), " but \"", name, "\" is ", dtype_name(p.dtype()));
     FATHOM_CHECK(is_floating_point(dtype), "ZeRO: parameter \"", name, "\" is ", dtype_name(dtype),
                  ", not floating point");
-    slots_.push_back({name, p, offset, p.numel()});
+    slots_.push_back({name, p, p.sizes(), offset, p.numel()});
     offset += p.numel();
   }
-  buffer_ = empty_like(dtype, MemoryTag::Parameters);
   autograd::NoGradGuard no_grad;
+  const Range mine = partition_.owned(rank);
+  if (storage == Storage::Full) {
+    buffer_ = empty_like(dtype, MemoryTag::Parameters);
+    for (const Slot& slot : slots_) {
+      Tensor view = buffer_.narrow(0, slot.offset, slot.numel).view(slot.param.sizes());
+      view.copy_(slot.param.data());
+      slot.param.set_data(view);
+    }
+    owned_ = buffer_.narrow(0, mine.begin, mine.size());
+    return;
+  }
+  {
+    MemoryTagScope tag(MemoryTag::Parameters);
+    owned_ = Tensor::zeros({mine.size()}, dtype);
+  }
   for (const Slot& slot : slots_) {
-    Tensor view = buffer_.narrow(0, slot.offset, slot.numel).view(slot.param.sizes());
-    view.copy_(slot.param.data());
-    slot.param.set_data(view);
+    const Range overlap{std::max(slot.offset, mine.begin), std::min(slot.offset + slot.numel, mine.end)};
+    if (overlap.size() > 0)
+      owned_.narrow(0, overlap.begin - mine.begin, overlap.size())
+          .copy_(slot.param.data().contiguous().view({slot.numel}).narrow(0, overlap.begin - slot.offset, overlap.size()));
+    slot.param.set_data(released(dtype));
   }
 }
+
+Tensor FlatParameters::released(DType dtype) { return Tensor::empty({0}, dtype); }
 
 Tensor FlatParameters::empty_like(DType dtype, MemoryTag tag) const {
   MemoryTagScope scope(tag);

@@ -1,8 +1,11 @@
 #pragma once
-// The model's parameters moved into one contiguous, padded buffer (ZeRO's flat parameter
-// group): each parameter's data becomes a view of its slot, so a whole-buffer all-gather
-// refreshes every parameter at once and a rank's shard is one slice. Slots follow the model's
-// parameter order; the buffer's tail past the last slot is the partition's padding (zeros).
+// The model's parameters laid out as one contiguous, padded flat buffer (ZeRO's flat parameter
+// group). Slots follow the model's parameter order; the tail past the last slot is the
+// partition's padding (zeros).
+//   Full (stages 1-2): the whole buffer exists and each parameter's data is a view of its slot,
+//     so a whole-buffer all-gather refreshes every parameter at once.
+//   ShardOnly (stage 3): only this rank's owned elements exist; parameters are released (empty
+//     data) until a ParameterGatherer gathers them.
 
 #include <string>
 #include <utility>
@@ -19,27 +22,37 @@ class FlatParameters {
   struct Slot {
     std::string name;
     autograd::Variable param;
+    Shape shape;  // the parameter's (its data is empty while released)
     int64_t offset = 0, numel = 0;
     Range range() const { return {offset, offset + numel}; }
   };
 
+  enum class Storage { Full, ShardOnly };
   // All parameters must share one floating dtype. Their data is copied into the buffer
-  // (charged to MemoryTag::Parameters) and replaced by views of it.
-  FlatParameters(const Named& params, int world_size);
+  // (charged to MemoryTag::Parameters) and replaced by views of it (Full) or released (ShardOnly).
+  FlatParameters(const Named& params, int world_size, int rank, Storage storage = Storage::Full);
 
-  const Tensor& buffer() const { return buffer_; }
-  DType dtype() const { return buffer_.dtype(); }
+  Storage storage() const { return storage_; }
+  // Full: the padded buffer. ShardOnly: undefined.
+  const Tensor& buffer() const { return storage_ == Storage::Full ? buffer_ : kNone; }
+  // This rank's owned elements (a view of the buffer, or the shard itself).
+  const Tensor& owned() const { return owned_; }
+  DType dtype() const { return owned_.dtype(); }
   const Partition& partition() const { return partition_; }
   const std::vector<Slot>& slots() const { return slots_; }
   // A buffer laid out like this one (padded), e.g. flat gradients or a staging copy.
   Tensor empty_like(DType dtype, MemoryTag tag) const;
+  // What a released parameter's data is: an empty tensor (using it is a shape error).
+  static Tensor released(DType dtype);
   // Makes every parameter's grad a view of `flat` (same layout): autograd accumulates there.
   void attach_gradients(const Tensor& flat) const;
 
  private:
+  static inline const Tensor kNone{};
   std::vector<Slot> slots_;
   Partition partition_;
-  Tensor buffer_;
+  Storage storage_;
+  Tensor buffer_, owned_;
 };
 
 }  // namespace fathom::zero

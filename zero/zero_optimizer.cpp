@@ -13,11 +13,21 @@ namespace fathom::zero {
 
 using distributed::ReduceOp;
 
+namespace {
+FlatParameters::Storage storage_for(int stage) {
+  return stage == 3 ? FlatParameters::Storage::ShardOnly : FlatParameters::Storage::Full;
+}
+}  // namespace
+
 ZeroOptimizer::ZeroOptimizer(const FlatParameters::Named& params, std::shared_ptr<distributed::Communicator> group,
-                             ZeroOptions options, const OptimizerFactory& make_optimizer)
-    : flat_(params, group->size()), group_(std::move(group)), options_(options) {
-  FATHOM_CHECK(options_.stage == 1 || options_.stage == 2, "ZeroOptimizer: stage must be 1 or 2, got ",
+                             ZeroOptions options, const OptimizerFactory& make_optimizer, nn::Module* model)
+    : flat_(params, group->size(), group->rank(), storage_for(options.stage)),
+      group_(std::move(group)),
+      options_(options) {
+  FATHOM_CHECK(options_.stage >= 1 && options_.stage <= 3, "ZeroOptimizer: stage must be 1, 2 or 3, got ",
                options_.stage);
+  FATHOM_CHECK(options_.stage < 3 || model != nullptr, "ZeroOptimizer: stage 3 needs the model (to gather each "
+               "module's parameters around its forward and backward)");
   FATHOM_CHECK(options_.reduce_bucket_elements > 0 && options_.allgather_bucket_elements > 0,
                "ZeRO: reduce_bucket_size and allgather_bucket_size must be > 0");
   mixed_ = flat_.dtype() != DType::F32;
@@ -25,7 +35,7 @@ ZeroOptimizer::ZeroOptimizer(const FlatParameters::Named& params, std::shared_pt
   owned_ = flat_.partition().owned(group_->rank());
 
   // The shard the optimizer updates: for f32 models the parameters' own shard, in place.
-  const Tensor owned_params = flat_.buffer().narrow(0, owned_.begin, owned_.size());
+  const Tensor& owned_params = flat_.owned();
   {
     MemoryTagScope tag(MemoryTag::MasterWeights);
     master_ = autograd::Variable(mixed_ ? owned_params.to(DType::F32).contiguous().clone() : owned_params, true,
@@ -48,6 +58,10 @@ ZeroOptimizer::ZeroOptimizer(const FlatParameters::Named& params, std::shared_pt
     for (size_t s = 0; s < flat_.slots().size(); ++s)
       flat_.slots()[s].param.add_grad_ready_hook([this, s](const autograd::Variable&) { on_gradient_ready(s); });
   }
+  if (options_.stage == 3) {
+    gatherer_ = std::make_unique<ParameterGatherer>(flat_, group_, options_.gather);
+    gatherer_->install_hooks(*model);
+  }
 }
 
 // Stage 2: slots in reverse (the order backward finishes them), cut into contiguous ranges of
@@ -69,7 +83,7 @@ void ZeroOptimizer::build_buckets() {
 void ZeroOptimizer::prepare_backward(bool boundary) {
   boundary_ = boundary;
   in_backward_ = true;
-  if (options_.stage != 2) return;
+  if (options_.stage < 2) return;
   std::fill(slot_copied_.begin(), slot_copied_.end(), false);
   for (Bucket& bucket : buckets_) bucket.ready = 0;
   next_launch_ = next_complete_ = 0;
@@ -96,6 +110,7 @@ void ZeroOptimizer::on_gradient_ready(size_t s) {
   Tensor destination = bucket.flat.narrow(0, slot.offset - bucket.range.begin, slot.numel);
   if (const Tensor& grad = slot.param.grad(); grad.defined()) destination.copy_(grad.reshape({slot.numel}));
   slot.param.zero_grad();  // copied into the bucket: the full gradient is released
+  if (gatherer_) gatherer_->release(s);  // stage 3: its data is not needed again in this backward
   ++bucket.ready;
   launch_ready_buckets();
 }
@@ -103,7 +118,7 @@ void ZeroOptimizer::on_gradient_ready(size_t s) {
 void ZeroOptimizer::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].slots.size()) {
     // At most two buckets exist at once: the one in flight and the one being filled.
-    if (next_launch_ >= next_complete_ + 2) complete(next_complete_);
+    if (next_launch_ > next_complete_) complete(next_complete_);
     Bucket& bucket = buckets_[next_launch_];
     const std::vector<int64_t> counts = flat_.partition().counts_within(bucket.range);
     {
@@ -132,7 +147,7 @@ void ZeroOptimizer::complete(size_t b) {
 
 void ZeroOptimizer::finish_backward() {
   in_backward_ = false;
-  if (options_.stage == 2) {
+  if (options_.stage >= 2) {
     // Parameters that got no gradient this backward contribute zeros.
     for (size_t s = 0; s < flat_.slots().size(); ++s) {
       if (slot_copied_[s]) continue;
@@ -141,6 +156,7 @@ void ZeroOptimizer::finish_backward() {
       in_backward_ = false;
     }
     while (next_complete_ < buckets_.size()) complete(next_complete_);
+    if (gatherer_) gatherer_->release_all();  // parameters without gradients, prefetches unused
   } else if (boundary_) {
     reduce_scatter_flat_gradients();
   }
@@ -204,8 +220,9 @@ void ZeroOptimizer::scale_gradients(double factor) {
 void ZeroOptimizer::step() {
   optimizer_->step();
   autograd::NoGradGuard no_grad;
-  if (mixed_) flat_.buffer().narrow(0, owned_.begin, owned_.size()).copy_(master_.data());  // rounds once
-  all_gather_parameters();
+  if (mixed_) flat_.owned().copy_(master_.data());  // rounds once
+  if (gatherer_) gatherer_->refresh_persistent();  // stage 3: the others are gathered when used
+  else all_gather_parameters();
 }
 
 // Every rank's updated shard into everyone's parameters: one all-gather of whole shards, or
@@ -231,10 +248,18 @@ void ZeroOptimizer::all_gather_parameters() {
   }
 }
 
+void ZeroOptimizer::gather_full_parameters() {
+  if (gatherer_) gatherer_->gather_all();
+}
+
+void ZeroOptimizer::release_full_parameters() {
+  if (gatherer_) gatherer_->release_all();
+}
+
 void ZeroOptimizer::zero_grad() {
   master_.zero_grad();
   if (flat_gradients_.defined()) flat_gradients_.zero_();
-  if (options_.stage == 2) gradient_shard_.zero_();
+  if (options_.stage >= 2) gradient_shard_.zero_();
 }
 
 }  // namespace fathom::zero

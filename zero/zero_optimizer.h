@@ -1,9 +1,9 @@
 #pragma once
-// ZeRO stages 1 and 2 (DeepSpeed's DeepSpeedZeroOptimizer), from small pieces: FlatParameters
+// ZeRO stages 1, 2 and 3 (DeepSpeed's DeepSpeedZeroOptimizer and stage 3), from small pieces: FlatParameters
 // (the parameters as views of one padded buffer), Partition (each rank's shard) and an
 // ordinary optimizer over this rank's shard.
 //
-// Both stages keep full parameters on every rank and give each rank the fp32 master weights
+// Stages 1 and 2 keep full parameters on every rank; all stages give each rank the fp32 master weights
 // (16-bit models) and optimizer states of its shard only. After the optimizer step the updated
 // shards are all-gathered into the parameters (in allgather_bucket_size pieces).
 //   stage 1: gradients are full, accumulating in a flat buffer across micro-steps; the
@@ -12,6 +12,9 @@
 //            hooks), they are copied into reduce_bucket_size buckets that are reduce-scattered
 //            while backward runs (overlap_comm) and accumulated into the rank's gradient shard;
 //            a parameter's full gradient is released once copied, and at most two buckets exist.
+//   stage 3: as stage 2, and parameters are sharded too: a rank stores only its shard, and a
+//            ParameterGatherer gathers each module's parameters around its forward and its
+//            backward; after the step nothing is all-gathered.
 // In mixed precision without gradient accumulation the persistent gradients are 16-bit (the
 // ZeRO paper's 2 bytes/param); their reductions accumulate in f32 (parallel/communicator.h) and
 // the optimizer sees fp32. With accumulation over micro-steps (accumulate_in_fp32) they are
@@ -27,6 +30,7 @@
 #include "nn/optimizer.h"
 #include "parallel/communicator.h"
 #include "zero/flat_parameters.h"
+#include "zero/parameter_gatherer.h"
 
 namespace fathom::zero {
 
@@ -36,6 +40,7 @@ struct ZeroOptions {
   int64_t allgather_bucket_elements = 500'000'000;  // zero_optimization.allgather_bucket_size
   bool overlap_comm = false;                        // stage 2: reduce buckets while backward runs
   bool accumulate_in_fp32 = false;                  // 16-bit models: fp32 gradients across micro-steps
+  GatherOptions gather;                             // stage 3: persistence, prefetch, live cap
 };
 
 // Builds the inner optimizer over the named shard variables.
@@ -44,8 +49,9 @@ using OptimizerFactory =
 
 class ZeroOptimizer {
  public:
+  // `model` (stage 3): whose modules get the hooks that gather their parameters on demand.
   ZeroOptimizer(const FlatParameters::Named& params, std::shared_ptr<distributed::Communicator> group,
-                ZeroOptions options, const OptimizerFactory& make_optimizer);
+                ZeroOptions options, const OptimizerFactory& make_optimizer, nn::Module* model = nullptr);
   ZeroOptimizer(const ZeroOptimizer&) = delete;
   ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
 
@@ -65,6 +71,12 @@ class ZeroOptimizer {
   void scale_gradients(double factor);      // clipping
   void step();                              // optimizer step, then all-gather the parameters
   void zero_grad();
+
+  // Stage 3: every parameter whole (e.g. to save the model), and back to shards. No-ops below.
+  void gather_full_parameters();
+  void release_full_parameters();
+  // Stage 3's gatherer (null below stage 3).
+  const ParameterGatherer* gatherer() const { return gatherer_.get(); }
 
  private:
   struct Bucket {
@@ -90,9 +102,10 @@ class ZeroOptimizer {
   DType gradient_dtype_;      // of the persistent gradients: the model's, or f32 (accumulate_in_fp32)
   Range owned_;               // this rank's real elements, in buffer coordinates
   Tensor flat_gradients_;     // stage 1: padded, gradient_dtype_
-  Tensor gradient_shard_;     // stage 2: [owned], gradient_dtype_
+  Tensor gradient_shard_;     // stages 2-3: [owned], gradient_dtype_
   autograd::Variable master_; // fp32: f32 models update their own shard in place
   std::shared_ptr<nn::Optimizer> optimizer_;
+  std::unique_ptr<ParameterGatherer> gatherer_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_slot_;
   std::vector<bool> slot_copied_;

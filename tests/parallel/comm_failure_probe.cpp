@@ -2,11 +2,17 @@
 //   throw     rank 1 throws while rank 0 waits in a collective: the job must end at once
 //   mismatch  under FATHOM_COMM_DEBUG=1, rank 0 all-reduces while rank 1 broadcasts
 //   hang      rank 1 never joins rank 0's all-reduce: FATHOM_COMM_TIMEOUT must end the job
+//   zero3-uneven-forward  under ZeRO-3 rank 0 runs one forward more than the others (the
+//             classic DeepSpeed ZeRO-3 hang): FATHOM_COMM_DEBUG=1 must report it
 #include <chrono>
 #include <cstring>
 #include <thread>
 
+#include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "engine/initialize.h"
+#include "models/gpt.h"
+#include "nn/loss.h"
 #include "parallel/runtime.h"
 
 using namespace fathom;
@@ -22,6 +28,20 @@ int main(int argc, char** argv) {
   } else if (mode == "mismatch") {
     if (world.rank() == 0) world.all_reduce(values);
     else world.broadcast(values, 0);
+  } else if (mode == "zero3-uneven-forward") {
+    models::GPTConfig c = models::GPTConfig::preset("tiny");
+    auto model = std::make_shared<models::GPT>(c);
+    const Config config = Config::from_string(detail::concat(R"({"train_batch_size": )", world.size(), R"(,
+        "optimizer": {"type": "SGD", "params": {"lr": 0.1}},
+        "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}})"));
+    Initialized init = initialize(config, model, nullptr, nullptr, runtime.world_ptr());
+    const Tensor tokens = Tensor::zeros({1, 8}, DType::I64);
+    if (world.rank() == 0) {  // e.g. an evaluation only rank 0 runs
+      autograd::NoGradGuard no_grad;
+      (*model)(autograd::Variable(tokens));
+    }
+    init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(tokens)), tokens));
+    init.engine->step();
   } else if (mode == "hang") {
     if (world.rank() == 0) world.all_reduce(values);
     else std::this_thread::sleep_for(std::chrono::seconds(600));

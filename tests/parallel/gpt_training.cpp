@@ -38,9 +38,12 @@ double norm(const std::vector<double>& v) {
 }
 }  // namespace
 
-TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<distributed::Communicator> group, int steps) {
+TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<distributed::Communicator> group, int steps,
+                           bool activation_checkpointing) {
   const int rank = group ? group->rank() : 0;
-  auto model = std::make_shared<models::GPT>(tiny_gpt(), 1000 + rank);
+  models::GPTConfig gpt = tiny_gpt();
+  gpt.activation_checkpointing = activation_checkpointing;
+  auto model = std::make_shared<models::GPT>(gpt, 1000 + rank);
   Initialized init = initialize(Config::from_string(config), model, nullptr, token_data(), group);
   TrainingRun run;
   run.engine = init.engine;
@@ -56,7 +59,12 @@ TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<distribute
       if (init.engine->global_steps() >= steps) break;
     }
   }
+  // Stage 3 keeps shards only: gather the whole model to compare it.
+  if (const auto& zero = init.engine->zero_optimizer(); zero && zero->gatherer())
+    run.zero3_peak_gathered = zero->gatherer()->peak_gathered_elements();
+  if (const auto& zero = init.engine->zero_optimizer()) zero->gather_full_parameters();
   for (const auto& [name, p] : model->named_parameters()) run.weights.emplace_back(name, p.data().to(DType::F64));
+  if (const auto& zero = init.engine->zero_optimizer()) zero->release_full_parameters();
   return run;
 }
 

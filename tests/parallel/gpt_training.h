@@ -18,12 +18,15 @@ struct TrainingRun {
   std::vector<std::pair<std::string, Tensor>> weights;  // f64 copies of the final parameters
   std::shared_ptr<Engine> engine;
   int64_t collectives_outside_boundaries = 0;  // issued by backwards that do not end a cycle
+  int64_t zero3_peak_gathered = -1;            // stage 3: most parameter elements gathered at once
 };
 
 // `config`: a DeepSpeed-style config (its batch sizes must fit the group's size). The model is
 // initialised with a rank-dependent seed: the engine must broadcast rank 0's weights. `group`
 // null: one process.
-TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<distributed::Communicator> group, int steps);
+// activation_checkpointing: the GPT recomputes each block in backward.
+TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<distributed::Communicator> group, int steps,
+                           bool activation_checkpointing = false);
 
 
 void require_equivalent(const TrainingRun& alone, const TrainingRun& parallel, double bound);

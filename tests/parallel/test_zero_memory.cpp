@@ -1,6 +1,6 @@
 // Per-rank model-state bytes, from the allocator's tags, against the formulas of DESIGN.md
-// ("Performance") with Adam: mixed precision stage 1: 4Ψ + 12Ψ/N, stage 2: 2Ψ + 14Ψ/N;
-// f32 stage 0: 16Ψ, stage 1: 8Ψ + 8Ψ/N, stage 2: 4Ψ + 12Ψ/N. Mixed-precision stage 0 is 18Ψ in
+// ("Performance") with Adam: mixed precision stage 1: 4Ψ + 12Ψ/N, stage 2: 2Ψ + 14Ψ/N,
+// stage 3: 16Ψ/N; f32 stage 0: 16Ψ, stage 1: 8Ψ + 8Ψ/N, stage 2: 4Ψ + 12Ψ/N, stage 3: 16Ψ/N. Mixed-precision stage 0 is 18Ψ in
 // Fathom, not 16Ψ: its gradients accumulate in fp32 beside the masters (docs/zero.md).
 // Persistent buffers are measured after a step; stage 0's gradients, which each backward
 // allocates and zero_grad releases, at the boundary before the step.
@@ -40,7 +40,7 @@ Measured train_two_steps(int stage, bool bf16, int64_t bucket) {
   const std::string config = detail::concat(
       R"({"train_batch_size": 8, "optimizer": {"type": "Adam", "params": {"lr": 1e-3}}, "bf16": {"enabled": )",
       bf16 ? "true" : "false", R"(}, "zero_optimization": {"stage": )", stage, R"(, "reduce_bucket_size": )", bucket,
-      R"(, "allgather_bucket_size": )", bucket, "}}");
+      R"(, "allgather_bucket_size": )", bucket, R"(, "stage3_param_persistence_threshold": 0}})");
   Initialized init = initialize(Config::from_string(config), model, nullptr, data, runtime().world_ptr());
   for (const data::Batch& batch : *init.loader) {
     if (init.engine->global_steps() == 1) allocator_for(kCPU).stats().reset_peak();
@@ -70,7 +70,8 @@ TEST_CASE("model-state bytes per rank follow the ZeRO formulas within 5%", "[zer
     Formula formula;
   };
   for (const Case& k : {Case{0, false, {16, 0}}, Case{1, false, {8, 8}}, Case{2, false, {4, 12}},
-                        Case{0, true, {18, 0}}, Case{1, true, {4, 12}}, Case{2, true, {2, 14}}}) {
+                        Case{3, false, {0, 16}}, Case{0, true, {18, 0}}, Case{1, true, {4, 12}},
+                        Case{2, true, {2, 14}}, Case{3, true, {0, 16}}}) {
     const Measured m = train_two_steps(k.stage, k.bf16, bucket);
     const double psi = static_cast<double>(m.parameters);
     const double expected = k.formula.replicated * psi + k.formula.sharded * psi / n;

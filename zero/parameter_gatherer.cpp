@@ -1,0 +1,164 @@
+#include "zero/parameter_gatherer.h"
+
+#include <algorithm>
+#include <utility>
+#include <unordered_map>
+
+#include "autograd/custom_function.h"
+#include "core/error.h"
+#include "core/memory_stats.h"
+
+namespace fathom::zero {
+namespace {
+// Identity in forward; its backward gathers a module's parameters before the module's own
+// backward nodes read them (they run after it: they produced its inputs).
+class GatherBeforeBackward final : public autograd::Function {
+ public:
+  GatherBeforeBackward(ParameterGatherer& gatherer, std::vector<size_t> slots)
+      : gatherer_(gatherer), slots_(std::move(slots)) {}
+  std::string name() const override { return "zero3_gather_before_backward"; }
+  autograd::TensorList forward(const autograd::TensorList& inputs) override { return inputs; }
+  autograd::TensorList backward(const autograd::TensorList& grads) override {
+    for (size_t slot : slots_) gatherer_.gather(slot);
+    return grads;
+  }
+
+ private:
+  ParameterGatherer& gatherer_;
+  std::vector<size_t> slots_;
+};
+}  // namespace
+
+ParameterGatherer::ParameterGatherer(const FlatParameters& flat, std::shared_ptr<distributed::Communicator> group,
+                                     GatherOptions options)
+    : flat_(flat), group_(std::move(group)), options_(options) {
+  FATHOM_CHECK(flat_.storage() == FlatParameters::Storage::ShardOnly,
+               "ParameterGatherer: the flat parameters must be stored sharded (stage 3)");
+  const size_t n = flat_.slots().size();
+  gathered_.assign(n, false);
+  persistent_.assign(n, false);
+  pending_.resize(n);
+  for (size_t s = 0; s < n; ++s) {
+    persistent_[s] = flat_.slots()[s].numel <= options_.persistence_threshold;
+    if (persistent_[s]) finish_gather(s);
+  }
+}
+
+void ParameterGatherer::start_gather(size_t s) {
+  if (gathered_[s] || pending_[s].work) return;
+  const FlatParameters::Slot& slot = flat_.slots()[s];
+  const Partition& partition = flat_.partition();
+  const Range mine = partition.owned(group_->rank());
+  const Range overlap{std::max(slot.offset, mine.begin), std::min(slot.offset + slot.numel, mine.end)};
+  const Tensor input = overlap.size() > 0 ? flat_.owned().narrow(0, overlap.begin - mine.begin, overlap.size())
+                                          : flat_.owned().narrow(0, 0, 0);
+  Tensor full;
+  {
+    MemoryTagScope tag(MemoryTag::Parameters);
+    full = Tensor::empty({slot.numel}, flat_.dtype());
+  }
+  // Ranks own consecutive ranges, so their parts concatenated in rank order are the parameter.
+  pending_[s] = {full, group_->all_gather_v_async(input, full, partition.counts_within(slot.range()))};
+  gathered_elements_ += slot.numel;
+  peak_gathered_elements_ = std::max(peak_gathered_elements_, gathered_elements_);
+}
+
+void ParameterGatherer::finish_gather(size_t s) {
+  if (gathered_[s]) return;
+  start_gather(s);
+  pending_[s].work->wait();
+  const FlatParameters::Slot& slot = flat_.slots()[s];
+  slot.param.set_data(pending_[s].full.view(slot.shape));
+  pending_[s] = {};
+  gathered_[s] = true;
+}
+
+void ParameterGatherer::gather(size_t s) { finish_gather(s); }
+
+void ParameterGatherer::release(size_t s) {
+  if (persistent_[s]) return;
+  if (pending_[s].work) finish_gather(s);  // a prefetch nobody used: complete it before dropping
+  if (!gathered_[s]) return;
+  const FlatParameters::Slot& slot = flat_.slots()[s];
+  slot.param.set_data(FlatParameters::released(flat_.dtype()));
+  gathered_[s] = false;
+  gathered_elements_ -= slot.numel;
+}
+
+void ParameterGatherer::release_all() {
+  for (size_t s = 0; s < gathered_.size(); ++s) release(s);
+  if (!order_.empty()) recording_ = false;  // the first step's order is known
+  cursor_ = 0;
+  if (!events_.empty()) last_step_events_ = std::exchange(events_, {});
+}
+
+void ParameterGatherer::gather_all() {
+  for (size_t s = 0; s < gathered_.size(); ++s) finish_gather(s);
+}
+
+void ParameterGatherer::refresh_persistent() {
+  for (size_t s = 0; s < gathered_.size(); ++s) {
+    if (!persistent_[s]) continue;
+    gathered_[s] = false;
+    gathered_elements_ -= flat_.slots()[s].numel;
+    finish_gather(s);
+  }
+}
+
+void ParameterGatherer::install_hooks(nn::Module& model) {
+  std::unordered_map<const void*, size_t> slot_of;
+  for (size_t s = 0; s < flat_.slots().size(); ++s) slot_of[flat_.slots()[s].param.impl().get()] = s;
+  for (auto& [name, module] : model.named_modules()) {
+    std::vector<size_t> slots;
+    for (const auto& [param_name, param] : module->named_parameters(/*recurse=*/false))
+      if (auto it = slot_of.find(param.impl().get()); it != slot_of.end() && !persistent_[it->second])
+        slots.push_back(it->second);
+    if (slots.empty()) continue;
+    const size_t m = module_slots_.size();
+    module_slots_.push_back(slots);
+    module->register_forward_pre_hook([this, m](nn::Module&, autograd::VariableList&) { on_module_forward(m, true); });
+    module->register_forward_hook([this, m](nn::Module&, const autograd::VariableList&, autograd::VariableList& outputs) {
+      on_module_forward(m, false);
+      autograd::VariableList needs_grad;
+      std::vector<size_t> where;
+      for (size_t i = 0; i < outputs.size(); ++i)
+        if (outputs[i].requires_grad()) needs_grad.push_back(outputs[i]), where.push_back(i);
+      if (needs_grad.empty()) return;
+      const autograd::VariableList wrapped =
+          autograd::apply_function(std::make_shared<GatherBeforeBackward>(*this, module_slots_[m]), needs_grad);
+      for (size_t i = 0; i < where.size(); ++i) outputs[where[i]] = wrapped[i];
+    });
+  }
+}
+
+void ParameterGatherer::on_module_forward(size_t m, bool start) {
+  events_.push_back({start ? Event::ModuleForwardStarted : Event::ModuleForwardEnded, static_cast<int>(m)});
+  if (!start) {
+    for (size_t s : module_slots_[m]) release(s);
+    return;
+  }
+  if (recording_) order_.push_back(m);
+  for (size_t s : module_slots_[m]) finish_gather(s);
+  prefetch_after(m);
+}
+
+// Starts the gathers of the modules expected next, from the first step's order.
+void ParameterGatherer::prefetch_after(size_t m) {
+  if (recording_) return;
+  while (cursor_ < order_.size() && order_[cursor_] != m) ++cursor_;
+  if (cursor_ == order_.size()) return;  // off the recorded path (e.g. evaluation): no prefetch
+  int64_t budget = options_.prefetch_elements;
+  for (size_t next = cursor_ + 1; next < order_.size() && budget > 0; ++next) {
+    for (size_t s : module_slots_[order_[next]]) {
+      if (gathered_[s] || pending_[s].work) continue;
+      const int64_t numel = flat_.slots()[s].numel;
+      if (numel > budget || gathered_elements_ + numel > options_.max_live_elements) return;
+      start_gather(s);
+      budget -= numel;
+      events_.push_back({Event::PrefetchIssued, static_cast<int>(order_[next])});
+    }
+  }
+  ++cursor_;
+}
+
+}  // namespace fathom::zero

@@ -1,0 +1,80 @@
+#pragma once
+// ZeRO stage 3's parameter lifecycle: each rank stores only its shard of the flat parameters
+// (FlatParameters::Storage::ShardOnly); a parameter is all-gathered into full data just before
+// a module that owns it runs forward, released after, gathered again before that module's
+// backward (an identity autograd function on the module's outputs whose backward gathers) and
+// released once its gradient is final. Gathering is idempotent and state lives per parameter,
+// so tied parameters (GPT's embedding and head) and modules called twice work.
+//
+// Persistent parameters (at most persistence_threshold elements, DeepSpeed's
+// stage3_param_persistence_threshold) stay gathered: they are re-gathered after each step.
+// Prefetch: the order in which modules first run forward is recorded on the first step; later,
+// entering a module starts asynchronous gathers for the parameters of the modules that follow,
+// up to prefetch_elements (stage3_prefetch_bucket_size) and while gathered elements stay within
+// max_live_elements (stage3_max_live_parameters).
+
+#include <memory>
+#include <vector>
+
+#include "nn/module.h"
+#include "parallel/communicator.h"
+#include "zero/flat_parameters.h"
+
+namespace fathom::zero {
+
+struct GatherOptions {
+  int64_t persistence_threshold = 100'000;  // elements
+  int64_t prefetch_elements = 50'000'000;
+  int64_t max_live_elements = 1'000'000'000;
+};
+
+class ParameterGatherer {
+ public:
+  ParameterGatherer(const FlatParameters& flat, std::shared_ptr<distributed::Communicator> group,
+                    GatherOptions options);
+
+  // Forward pre/post hooks on every module with parameters of its own.
+  void install_hooks(nn::Module& model);
+
+  void gather(size_t slot);    // full data in the parameter (waits for a prefetch in flight)
+  void release(size_t slot);   // back to empty data (persistent parameters stay)
+  void release_all();          // end of backward: whatever is still gathered
+  void gather_all();           // e.g. to save the whole model
+  void refresh_persistent();   // after a step updated the shards
+
+  int64_t gathered_elements() const { return gathered_elements_; }
+  int64_t peak_gathered_elements() const { return peak_gathered_elements_; }
+  void reset_peak() { peak_gathered_elements_ = gathered_elements_; }
+  bool is_persistent(size_t slot) const { return persistent_[slot]; }
+
+  // What the last completed step's forwards and prefetches did, for tests: (module index, kind).
+  struct Event {
+    enum Kind { PrefetchIssued, ModuleForwardStarted, ModuleForwardEnded } kind;
+    int module = -1;
+  };
+  const std::vector<Event>& events() const { return last_step_events_; }
+
+ private:
+  struct Pending {
+    Tensor full;
+    distributed::WorkHandle work;
+  };
+  void start_gather(size_t slot);   // issues the all-gather (async)
+  void finish_gather(size_t slot);  // waits and installs the data
+  void prefetch_after(size_t module);
+  void on_module_forward(size_t module, bool start);
+
+  const FlatParameters& flat_;
+  std::shared_ptr<distributed::Communicator> group_;
+  GatherOptions options_;
+  std::vector<bool> gathered_, persistent_;
+  std::vector<Pending> pending_;
+  std::vector<std::vector<size_t>> module_slots_;  // per hooked module: its own parameters' slots
+  std::vector<size_t> order_;                      // module indices in first-step forward order
+  size_t cursor_ = 0;                              // position in order_ of the module running
+  bool recording_ = true;
+  int64_t gathered_elements_ = 0, peak_gathered_elements_ = 0;
+  std::vector<Event> events_, last_step_events_;
+};
+
+}  // namespace fathom::zero
