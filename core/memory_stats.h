@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <mutex>
+#include <string>
 
 namespace fathom {
 
@@ -20,6 +21,8 @@ enum class MemoryTag : uint8_t {
 };
 inline constexpr int kNumMemoryTags = 7;
 const char* memory_tag_name(MemoryTag tag);
+// "0 B", "16.0 KiB", "1.5 GiB": bytes for people.
+std::string format_bytes(double bytes);
 
 // The tag charged by allocations made on this thread while the scope is alive:
 //   { MemoryTagScope scope(MemoryTag::Gradients); auto g = Tensor::zeros(...); }

@@ -1,6 +1,5 @@
 #include "engine/memory_report.h"
 
-#include <cstdio>
 
 #include <vector>
 
@@ -24,22 +23,11 @@ ModelStateBytes model_state_bytes(bool peak) {
           .communication = bytes(MemoryTag::Communication)};
 }
 
-namespace {
-std::string human(int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 4) value /= 1024, ++unit;
-  char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
-  return text;
-}
-}  // namespace
-
 std::string format_model_state_bytes(const ModelStateBytes& b) {
-  return "parameters " + human(b.parameters) + " | gradients " + human(b.gradients) + " | master weights " +
-         human(b.master_weights) + " | optimizer states " + human(b.optimizer_states) + " | communication " +
-         human(b.communication) + " | model states " + human(b.model_states());
+  return "parameters " + format_bytes(b.parameters) + " | gradients " + format_bytes(b.gradients) +
+         " | master weights " + format_bytes(b.master_weights) + " | optimizer states " +
+         format_bytes(b.optimizer_states) + " | communication " + format_bytes(b.communication) +
+         " | model states " + format_bytes(b.model_states());
 }
 
 }  // namespace fathom

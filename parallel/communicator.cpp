@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/memory_stats.h"
 
 namespace fathom::distributed {
 
@@ -38,14 +39,6 @@ bool is_reduction(CollectiveKind kind) {
          kind == CollectiveKind::ReduceScatterV;
 }
 
-std::string human_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 3) bytes /= 1024, ++unit;
-  char text[32];
-  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.1f %s", bytes, units[unit]);
-  return text;
-}
 }  // namespace
 
 std::string Collective::describe() const {
@@ -55,7 +48,7 @@ std::string Collective::describe() const {
   out += " (";
   if (is_reduction(kind)) out += detail::concat(reduce_op_name(op), ", ");
   out += detail::concat(dtype_name(payload.dtype()), ", ", payload.numel(), " elements, ",
-                        human_bytes(static_cast<double>(payload.nbytes())));
+                        format_bytes(static_cast<double>(payload.nbytes())));
   if (kind == CollectiveKind::Broadcast) out += detail::concat(", root ", root);
   if (kind == CollectiveKind::Send) out += detail::concat(", to rank ", peer, ", tag ", tag);
   if (kind == CollectiveKind::Recv) out += detail::concat(", from rank ", peer, ", tag ", tag);

@@ -1,10 +1,10 @@
 #include "zero/flat_parameters.h"
 
+#include <algorithm>
+
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
-
-#include <algorithm>
 
 namespace fathom::zero {
 namespace {
