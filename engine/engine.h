@@ -27,6 +27,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/data_loader.h"
 #include "engine/loss_scaler.h"
 #include "engine/master_weights.h"
 #include "nn/lr_schedule.h"
@@ -109,6 +110,16 @@ class Engine {
   const std::shared_ptr<nn::Optimizer>& optimizer() const { return optimizer_; }
   const std::shared_ptr<nn::LRScheduler>& scheduler() const { return scheduler_; }
   const EngineOptions& options() const { return options_; }
+  // DeepSpeed's save_checkpoint / load_checkpoint (docs/checkpoints.md). Collective: every rank
+  // calls them. A checkpoint saved at any world size and ZeRO stage loads at any other, the
+  // optimizer state included. `tag` "" = "global_step<N>" when saving, the one the `latest`
+  // file names when loading. `client_state` is JSON text stored with the checkpoint;
+  // load_checkpoint returns it.
+  void save_checkpoint(const std::string& dir, std::string tag = "", const std::string& client_state = "{}");
+  std::string load_checkpoint(const std::string& dir, std::string tag = "");
+  // The loader whose position checkpoints keep (fathom::initialize attaches it).
+  void attach_data_loader(std::shared_ptr<data::DataLoader> loader) { loader_ = std::move(loader); }
+
   // Replaces the default log line (printed every steps_per_print steps) with `callback`,
   // called after every optimizer step.
   void on_step(std::function<void(const StepReport&)> callback) { on_step_ = std::move(callback); }
@@ -142,6 +153,7 @@ class Engine {
   double forward_ms_ = 0, backward_ms_ = 0;
   StepReport last_report_;
   std::function<void(const StepReport&)> on_step_;
+  std::shared_ptr<data::DataLoader> loader_;
 };
 
 }  // namespace fathom

@@ -104,6 +104,7 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
     loader.dp_world_size = dp_world_size;
     loader.seed = options.seed;
     out.loader = std::make_shared<data::DataLoader>(std::move(training_data), loader);
+    out.engine->attach_data_loader(out.loader);
   }
   return out;
 }

@@ -72,9 +72,17 @@ class ZeroOptimizer {
   void step();                              // optimizer step, then all-gather the parameters
   void zero_grad();
 
+  // After the stored parameters were overwritten (a checkpoint load): stage 3 re-gathers its
+  // persistent parameters. No-op below stage 3.
+  void reload_parameters() {
+    if (gatherer_) gatherer_->refresh_persistent();
+  }
   // Stage 3: every parameter whole (e.g. to save the model), and back to shards. No-ops below.
   void gather_full_parameters();
   void release_full_parameters();
+  // The optimizer's variable: this rank's fp32 master shard (f32 models: a view of the
+  // parameters' shard), over flat_parameters().partition().owned(rank).
+  const autograd::Variable& master() const { return master_; }
   // Stage 3's gatherer (null below stage 3).
   const ParameterGatherer* gatherer() const { return gatherer_.get(); }
 

@@ -2,9 +2,13 @@
 //   throw     rank 1 throws while rank 0 waits in a collective: the job must end at once
 //   mismatch  under FATHOM_COMM_DEBUG=1, rank 0 all-reduces while rank 1 broadcasts
 //   hang      rank 1 never joins rank 0's all-reduce: FATHOM_COMM_TIMEOUT must end the job
+//   checkpoint-crash DIR   saves tag "a", then dies while saving tag "b" (fault injection)
+//   checkpoint-load DIR    loads the latest tag and prints its client state
 //   zero3-uneven-forward  under ZeRO-3 rank 0 runs one forward more than the others (the
 //             classic DeepSpeed ZeRO-3 hang): FATHOM_COMM_DEBUG=1 must report it
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -28,6 +32,19 @@ int main(int argc, char** argv) {
   } else if (mode == "mismatch") {
     if (world.rank() == 0) world.all_reduce(values);
     else world.broadcast(values, 0);
+  } else if (mode == "checkpoint-crash" || mode == "checkpoint-load") {
+    auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"));
+    Initialized init = initialize(Config::from_string(R"({"train_batch_size": 2,
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}, "zero_optimization": {"stage": 2}})"),
+                                  model, nullptr, nullptr, runtime.world_ptr());
+    const std::string dir = argv[2];
+    if (mode == "checkpoint-load") {
+      std::printf("loaded client state %s\n", init.engine->load_checkpoint(dir).c_str());
+      return 0;
+    }
+    init.engine->save_checkpoint(dir, "a", R"({"tag": "a"})");
+    setenv("FATHOM_TEST_CRASH_DURING_SAVE", "1", 1);
+    init.engine->save_checkpoint(dir, "b", R"({"tag": "b"})");
   } else if (mode == "zero3-uneven-forward") {
     models::GPTConfig c = models::GPTConfig::preset("tiny");
     auto model = std::make_shared<models::GPT>(c);

@@ -1,0 +1,36 @@
+#pragma once
+// How a checkpoint lays out the per-element training state so that any world size and ZeRO
+// stage can read it back: every such state — the model's parameters, the fp32 master weights,
+// each optimizer state (exp_avg, ...) — is one flat vector over the model's parameters
+// concatenated in named order ("flat coordinates" [0, Ψ)). A checkpoint stores, per saved rank,
+// the contiguous range of flat coordinates that rank owned; a loader reads whichever ranges its
+// own layout needs from whichever files hold them. No conversion step exists or is needed.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "zero/partition.h"
+
+namespace fathom::checkpoint {
+
+struct TensorSlot {
+  std::string name;
+  Shape shape;
+  int64_t offset = 0, numel = 0;
+};
+
+// The range of flat coordinates rank `rank` of `world` writes at ZeRO stage `stage`: its shard
+// (stages 1-3), or everything on rank 0 and nothing elsewhere (stage 0, where every rank holds
+// the same full state).
+zero::Range saved_range(int64_t numel, int world, int rank, int stage);
+
+// Copies the pieces of `source` (flat, covering `source_range`) that fall in `target_range` into
+// `target` (flat, covering `target_range`), converting dtype. Returns the elements copied.
+int64_t copy_overlap(const Tensor& source, zero::Range source_range, const Tensor& target, zero::Range target_range);
+
+// FNV-1a 64 of a tensor's bytes, as 16 hex digits (a checksum against truncation and bit rot).
+std::string checksum(const Tensor& tensor);
+
+}  // namespace fathom::checkpoint

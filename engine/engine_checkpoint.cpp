@@ -1,0 +1,431 @@
+// Engine::save_checkpoint / load_checkpoint. Layout on disk (docs/checkpoints.md):
+//
+//   <dir>/latest                       the newest tag (replaced last, atomically)
+//   <dir>/<tag>/index.json             everything that is not per-element: world size, stage,
+//                                      dtype, the tensor table, each saved rank's flat range,
+//                                      optimizer scalars, schedule, loss scaler, counters,
+//                                      data loader position, client state
+//   <dir>/<tag>/rank_<r>.safetensors   rank r's range of each per-element state ("param",
+//                                      "master", "optim.<state>"), with a checksum of each
+//                                      tensor in the file's metadata
+//
+// A tag is written into <tag>.tmp, fsynced and renamed, so a run killed while saving leaves the
+// previous tag (and `latest`) intact.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "engine/checkpoint_layout.h"
+#include "engine/engine.h"
+#include "nn/json.h"
+#include "nn/safetensors.h"
+
+namespace fathom {
+namespace fs = std::filesystem;
+using checkpoint::TensorSlot;
+using zero::Range;
+
+namespace {
+constexpr const char* kFormat = "fathom-checkpoint-1";
+
+std::string rank_file(int rank) {
+  char name[40];
+  std::snprintf(name, sizeof name, "rank_%05d.safetensors", rank);
+  return name;
+}
+
+void fsync_path(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+void write_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    FATHOM_CHECK(out, "checkpoint: cannot write ", tmp.string());
+    out << text;
+    out.flush();
+    FATHOM_CHECK(out, "checkpoint: writing ", tmp.string(), " failed (disk full?)");
+  }
+  fsync_path(tmp);
+  fs::rename(tmp, path);
+  fsync_path(path.parent_path());
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  FATHOM_CHECK(in, "checkpoint: cannot read ", path.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// One kind of per-element state on this rank, as a flat tensor over `covers`; `commit` (when
+// set) puts a loaded value back where the state really lives.
+struct FlatState {
+  std::string name;
+  Tensor data;
+  Range covers;
+  std::function<void(const Tensor&)> commit;
+};
+
+Tensor concatenated(const std::vector<TensorSlot>& slots, const std::function<Tensor(size_t)>& tensor_of, DType dtype) {
+  const int64_t total = slots.empty() ? 0 : slots.back().offset + slots.back().numel;
+  Tensor flat = Tensor::empty({total}, dtype);
+  for (size_t s = 0; s < slots.size(); ++s)
+    flat.narrow(0, slots[s].offset, slots[s].numel).copy_(tensor_of(s).contiguous().view({slots[s].numel}));
+  return flat;
+}
+
+void scatter(const std::vector<TensorSlot>& slots, const Tensor& flat, const std::function<Tensor(size_t)>& target_of) {
+  for (size_t s = 0; s < slots.size(); ++s)
+    target_of(s).copy_(flat.narrow(0, slots[s].offset, slots[s].numel).view(slots[s].shape));
+}
+
+// The per-element tensor table of the engine's model: names, shapes and flat offsets.
+std::vector<TensorSlot> slots_of(nn::Module& model, const std::shared_ptr<zero::ZeroOptimizer>& zero) {
+  std::vector<TensorSlot> slots;
+  if (zero) {
+    for (const auto& slot : zero->flat_parameters().slots()) slots.push_back({slot.name, slot.shape, slot.offset, slot.numel});
+    return slots;
+  }
+  int64_t offset = 0;
+  for (const auto& [name, param] : model.named_parameters()) {
+    slots.push_back({name, param.sizes(), offset, param.numel()});
+    offset += param.numel();
+  }
+  return slots;
+}
+
+std::string shape_json(const Shape& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+std::string number_json(double value) {
+  std::ostringstream out;
+  out.precision(17);
+  out << value;
+  return out.str();
+}
+
+// Optimizer states by name ("exp_avg", ...), each a flat f32 tensor over `range`, from
+// state_dict keys "<param key>.<state>".
+std::map<std::string, Tensor> optimizer_states(const nn::OptimizerStateDict& dict, const std::vector<std::string>& keys,
+                                               const std::vector<TensorSlot>& slots, int64_t numel) {
+  std::map<std::string, Tensor> out;
+  const std::string prefix = keys.front() + ".";
+  for (const auto& [name, tensor] : dict.tensors)
+    if (name.rfind(prefix, 0) == 0) out[name.substr(prefix.size())] = Tensor();
+  for (auto& [state, flat] : out) {
+    if (keys.size() == 1) {  // one flat shard (ZeRO)
+      flat = dict.find_tensor(keys.front() + "." + state)->contiguous().view({-1});
+      continue;
+    }
+    flat = concatenated(slots, [&](size_t s) {
+      const Tensor* t = dict.find_tensor(keys[s] + "." + state);
+      FATHOM_CHECK(t != nullptr, "checkpoint: parameter \"", keys[s], "\" has no optimizer state \"", state,
+                   "\" (it never got a gradient); every parameter must have stepped before a checkpoint");
+      return *t;
+    }, DType::F32);
+    FATHOM_CHECK(flat.numel() == numel, "checkpoint: optimizer state size mismatch");
+  }
+  return out;
+}
+}  // namespace
+
+void Engine::save_checkpoint(const std::string& dir, std::string tag, const std::string& client_state) {
+  nn::json::parse(client_state, "checkpoint client_state");  // must be JSON
+  if (tag.empty()) tag = "global_step" + std::to_string(global_steps_);
+  FATHOM_CHECK(tag.find('/') == std::string::npos && tag != "latest" && !tag.empty(),
+               "save_checkpoint: tag \"", tag, "\" must be a plain folder name (no '/', not \"latest\")");
+  distributed::Communicator* group = data_parallel_.group.get();
+  const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
+  const auto& zero = data_parallel_.zero;
+  const int stage = zero ? zero->stage() : 0;
+  const std::vector<TensorSlot> slots = slots_of(*model_, zero);
+  const int64_t numel = slots.empty() ? 0 : slots.back().offset + slots.back().numel;
+  const Range mine = checkpoint::saved_range(numel, world, rank, stage);
+  const DType param_dtype = zero ? zero->flat_parameters().dtype() : model_->parameter(slots.front().name).dtype();
+  const bool has_master = param_dtype != DType::F32;  // mixed precision keeps fp32 masters
+  const fs::path final_dir = fs::path(dir) / tag, tmp_dir = fs::path(dir) / (tag + ".tmp");
+
+  if (rank == 0) {
+    fs::create_directories(dir);
+    fs::remove_all(tmp_dir);  // a previous attempt's leftovers
+    fs::create_directories(tmp_dir);
+  }
+  if (group) group->barrier();
+
+  // This rank's range of every per-element state.
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  autograd::NoGradGuard no_grad;
+  const auto add = [&](const std::string& name, const Tensor& flat, Range covers) {
+    tensors.emplace_back(name, flat.narrow(0, mine.begin - covers.begin, mine.size()));
+  };
+  if (zero && stage == 3) add("param", zero->flat_parameters().owned(), zero->flat_parameters().partition().owned(rank));
+  else if (zero) add("param", zero->flat_parameters().buffer(), {0, zero->flat_parameters().partition().padded_numel()});
+  else if (mine.size() > 0)
+    add("param", concatenated(slots, [&](size_t s) { return model_->parameter(slots[s].name).data(); }, param_dtype),
+        {0, numel});
+  std::vector<std::string> state_names;
+  int64_t optimizer_step = 0;
+  {
+    const nn::OptimizerStateDict dict = optimizer_->state_dict();
+    std::vector<std::string> keys;
+    if (zero) keys = {"zero_shard"};
+    else for (const auto& slot : slots) keys.push_back(slot.name);
+    if (const double* step = dict.find_scalar(keys.front() + ".step")) optimizer_step = static_cast<int64_t>(*step);
+    if (optimizer_step > 0) {
+      const Range covers = zero ? zero->flat_parameters().partition().owned(rank) : Range{0, numel};
+      for (auto& [state, flat] : optimizer_states(dict, keys, slots, numel)) {
+        state_names.push_back(state);
+        if (mine.size() > 0 || zero) add("optim." + state, flat, covers);
+      }
+    }
+  }
+  if (zero && has_master)
+    add("master", zero->master().data(), zero->flat_parameters().partition().owned(rank));
+  else if (mixed_.masters && mine.size() > 0)
+    add("master", concatenated(slots, [&](size_t s) { return mixed_.masters->masters()[s].second.data(); }, DType::F32),
+        {0, numel});
+  std::map<std::string, std::string> metadata;
+  for (const auto& [name, tensor] : tensors) metadata["checksum." + name] = checkpoint::checksum(tensor);
+  nn::save_safetensors((tmp_dir / rank_file(rank)).string(), tensors, metadata);
+  if (group) group->barrier();
+
+  if (rank == 0) {
+    std::string index = "{\n  \"format\": \"" + std::string(kFormat) + "\",\n  \"tag\": ";
+    nn::json::append_quoted(index, tag);
+    index += ",\n  \"world_size\": " + std::to_string(world) + ",\n  \"zero_stage\": " + std::to_string(stage) +
+             ",\n  \"dtype\": \"" + dtype_name(param_dtype) + "\",\n  \"mixed_precision\": " +
+             (has_master ? "true" : "false") +
+             ",\n  \"parameters\": " + std::to_string(numel) + ",\n  \"tensors\": [";
+    for (size_t s = 0; s < slots.size(); ++s) {
+      index += std::string(s ? "," : "") + "\n    {\"name\": ";
+      nn::json::append_quoted(index, slots[s].name);
+      index += ", \"shape\": " + shape_json(slots[s].shape) + ", \"offset\": " + std::to_string(slots[s].offset) + "}";
+    }
+    index += "\n  ],\n  \"optimizer\": {\"type\": ";
+    nn::json::append_quoted(index, optimizer_->type());
+    index += ", \"step\": " + std::to_string(optimizer_step) + ", \"states\": [";
+    for (size_t i = 0; i < state_names.size(); ++i) {
+      index += i ? ", " : "";
+      nn::json::append_quoted(index, state_names[i]);
+    }
+    index += "], \"lr\": [";
+    for (size_t g = 0; g < optimizer_->param_groups().size(); ++g)
+      index += (g ? ", " : "") + number_json(optimizer_->lr(g));
+    index += "], \"weight_decay\": [";
+    for (size_t g = 0; g < optimizer_->param_groups().size(); ++g)
+      index += (g ? ", " : "") + number_json(optimizer_->weight_decay(g));
+    index += "]},\n  \"engine\": {\"global_steps\": " + std::to_string(global_steps_) +
+             ", \"global_samples\": " + std::to_string(global_samples_) + ", \"micro_steps\": " +
+             std::to_string(micro_steps_) + ", \"skipped_steps\": " + std::to_string(skipped_steps_) + "}";
+    if (scheduler_)
+      index += ",\n  \"scheduler\": {\"last_batch_iteration\": " +
+               std::to_string(scheduler_->state_dict().last_batch_iteration) + "}";
+    if (scaler_) {
+      const LossScalerState st = scaler_->state();
+      index += ",\n  \"loss_scaler\": {\"dynamic\": " + std::string(st.dynamic ? "true" : "false") +
+               ", \"scale\": " + number_json(st.scale) + ", \"cur_iter\": " + std::to_string(st.cur_iter) +
+               ", \"last_overflow_iter\": " + std::to_string(st.last_overflow_iter) + ", \"cur_hysteresis\": " +
+               std::to_string(st.cur_hysteresis) + ", \"skipped_steps\": " + std::to_string(st.skipped_steps) +
+               ", \"overflows\": " + std::to_string(st.overflows) + "}";
+    }
+    if (loader_) {
+      const data::DataLoaderState st = loader_->state();
+      index += ",\n  \"data_loader\": {\"epoch\": " + std::to_string(st.epoch) + ", \"step\": " +
+               std::to_string(st.step) + "}";
+    }
+    index += ",\n  \"client_state\": ";
+    nn::json::append_quoted(index, client_state);
+    index += "\n}\n";
+    write_atomically(tmp_dir / "index.json", index);
+    if (const char* crash = std::getenv("FATHOM_TEST_CRASH_DURING_SAVE"); crash && *crash == '1')
+      std::abort();  // tests: a run killed after writing its shards, before the tag is complete
+    fs::remove_all(final_dir);
+    fs::rename(tmp_dir, final_dir);
+    fsync_path(dir);
+    write_atomically(fs::path(dir) / "latest", tag);
+  }
+  if (group) group->barrier();
+}
+
+namespace {
+// The saved ranks' files, opened on first use; reads any flat range of a state from them.
+class SavedStates {
+ public:
+  SavedStates(fs::path dir, int world, int stage, int64_t numel)
+      : dir_(std::move(dir)), world_(world), stage_(stage), numel_(numel), files_(world) {}
+
+  bool has(const std::string& name) {
+    for (int r = 0; r < world_; ++r)
+      if (checkpoint::saved_range(numel_, world_, r, stage_).size() > 0) return file(r).contains(name);
+    return false;
+  }
+
+  // Fills `target` (flat over `range`) with state `name` from every saved rank that holds a part.
+  void read(const std::string& name, const Tensor& target, Range range) {
+    int64_t filled = 0;
+    for (int r = 0; r < world_; ++r) {
+      const Range saved = checkpoint::saved_range(numel_, world_, r, stage_);
+      if (std::max(saved.begin, range.begin) >= std::min(saved.end, range.end)) continue;
+      const nn::SafetensorsFile& f = file(r);
+      const Tensor part = f.get(name);
+      FATHOM_CHECK(part.numel() == saved.size(), "checkpoint ", f.path(), ": tensor \"", name, "\" has ", part.numel(),
+                   " elements, but rank ", r, " of ", world_, " saved ", saved.size());
+      const auto sum = f.metadata().find("checksum." + name);
+      FATHOM_CHECK(sum != f.metadata().end() && sum->second == checkpoint::checksum(part), "checkpoint ", f.path(),
+                   ": tensor \"", name, "\" fails its checksum (the file is corrupt); restore it or load another tag");
+      filled += checkpoint::copy_overlap(part, saved, target, range);
+    }
+    FATHOM_CHECK(filled == range.size(), "checkpoint ", dir_.string(), ": state \"", name, "\" covers ", filled, " of ",
+                 range.size(), " needed elements");
+  }
+
+ private:
+  const nn::SafetensorsFile& file(int r) {
+    if (!files_[r]) {
+      const fs::path path = dir_ / rank_file(r);
+      FATHOM_CHECK(fs::exists(path), "checkpoint ", dir_.string(), ": ", rank_file(r), " is missing (the checkpoint was "
+                   "saved by ", world_, " ranks); copy the whole folder");
+      files_[r] = std::make_unique<nn::SafetensorsFile>(path.string());
+    }
+    return *files_[r];
+  }
+
+  fs::path dir_;
+  int world_, stage_;
+  int64_t numel_;
+  std::vector<std::unique_ptr<nn::SafetensorsFile>> files_;
+};
+}  // namespace
+
+std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
+  if (tag.empty()) {
+    const fs::path latest = fs::path(dir) / "latest";
+    FATHOM_CHECK(fs::exists(latest), "load_checkpoint: no checkpoint in ", dir, " (", latest.string(),
+                 " does not exist); pass a tag or save one first");
+    tag = read_text(latest);
+  }
+  const fs::path tag_dir = fs::path(dir) / tag, index_path = tag_dir / "index.json";
+  FATHOM_CHECK(fs::exists(index_path), "load_checkpoint: ", index_path.string(), " does not exist; is \"", tag,
+               "\" a complete checkpoint of ", dir, "?");
+  const nn::json::Value index = nn::json::parse(read_text(index_path), index_path.string());
+  FATHOM_CHECK(index.at("format").as_string() == kFormat, "checkpoint ", index_path.string(), ": format \"",
+               index.at("format").as_string(), "\", expected \"", kFormat, "\"");
+
+  const auto& zero = data_parallel_.zero;
+  distributed::Communicator* group = data_parallel_.group.get();
+  const int rank = group ? group->rank() : 0;
+  const std::vector<TensorSlot> slots = slots_of(*model_, zero);
+  const int64_t numel = slots.empty() ? 0 : slots.back().offset + slots.back().numel;
+  // The model must be the one saved: same tensors, same shapes, same order.
+  const auto& saved_tensors = index.at("tensors").as_array();
+  FATHOM_CHECK(saved_tensors.size() == slots.size(), "checkpoint ", index_path.string(), " holds ",
+               saved_tensors.size(), " tensors but the model has ", slots.size(), "; it was saved from another model");
+  for (size_t s = 0; s < slots.size(); ++s) {
+    const std::string& name = saved_tensors[s].at("name").as_string();
+    Shape shape;
+    for (const auto& d : saved_tensors[s].at("shape").as_array()) shape.push_back(d.as_int64());
+    FATHOM_CHECK(name == slots[s].name && shape == slots[s].shape, "checkpoint ", index_path.string(), ": tensor ",
+                 s, " is \"", name, "\" ", shape_str(shape), " but the model's is \"", slots[s].name, "\" ",
+                 shape_str(slots[s].shape), "; it was saved from another model");
+  }
+  SavedStates saved(tag_dir, static_cast<int>(index.at("world_size").as_int64()),
+                    static_cast<int>(index.at("zero_stage").as_int64()), numel);
+  const bool saved_master = index.at("mixed_precision").as_bool();
+  autograd::NoGradGuard no_grad;
+
+  // Parameters (an f32 model takes the fp32 masters when the checkpoint has them).
+  const std::string param_source = saved_master && !mixed_.masters && !(zero && zero->flat_parameters().dtype() != DType::F32)
+                                       ? "master" : "param";
+  if (zero && zero->stage() == 3) {
+    saved.read(param_source, zero->flat_parameters().owned(), zero->flat_parameters().partition().owned(rank));
+  } else if (zero) {
+    saved.read(param_source, zero->flat_parameters().buffer().narrow(0, 0, numel), {0, numel});
+  } else {
+    Tensor flat = Tensor::empty({numel}, model_->parameter(slots.front().name).dtype());
+    saved.read(param_source, flat, {0, numel});
+    scatter(slots, flat, [&](size_t s) { return model_->parameter(slots[s].name).data(); });
+  }
+  // fp32 master weights (from the saved parameters when the checkpoint was f32).
+  const std::string master_source = saved_master ? "master" : "param";
+  if (zero && zero->flat_parameters().dtype() != DType::F32) {
+    saved.read(master_source, zero->master().data(), zero->flat_parameters().partition().owned(rank));
+  } else if (mixed_.masters) {
+    Tensor flat = Tensor::empty({numel}, DType::F32);
+    saved.read(master_source, flat, {0, numel});
+    scatter(slots, flat, [&](size_t s) { return mixed_.masters->masters()[s].second.data(); });
+  }
+  if (zero) zero->reload_parameters();
+
+  // Optimizer states, resharded for this rank.
+  const nn::json::Value& optimizer = index.at("optimizer");
+  nn::OptimizerStateDict dict;
+  const auto& lrs = optimizer.at("lr").as_array();
+  const auto& decays = optimizer.at("weight_decay").as_array();
+  FATHOM_CHECK(optimizer.at("type").as_string() == optimizer_->type(), "checkpoint ", index_path.string(),
+               ": its optimizer is ", optimizer.at("type").as_string(), " but this engine's is ", optimizer_->type());
+  FATHOM_CHECK(lrs.size() == optimizer_->param_groups().size(), "checkpoint ", index_path.string(), ": ", lrs.size(),
+               " parameter groups saved, ", optimizer_->param_groups().size(), " in this optimizer");
+  for (size_t g = 0; g < lrs.size(); ++g) {
+    dict.scalars.emplace_back("param_groups." + std::to_string(g) + ".lr", lrs[g].as_double());
+    dict.scalars.emplace_back("param_groups." + std::to_string(g) + ".weight_decay", decays.at(g).as_double());
+  }
+  const double step = static_cast<double>(optimizer.at("step").as_int64());
+  if (step > 0) {
+    const Range range = zero ? zero->flat_parameters().partition().owned(rank) : Range{0, numel};
+    for (const auto& state : optimizer.at("states").as_array()) {
+      Tensor flat = Tensor::empty({range.size()}, DType::F32);
+      saved.read("optim." + state.as_string(), flat, range);
+      if (zero) {
+        dict.tensors.emplace_back("zero_shard." + state.as_string(), flat);
+        continue;
+      }
+      for (const auto& slot : slots)
+        dict.tensors.emplace_back(slot.name + "." + state.as_string(), flat.narrow(0, slot.offset, slot.numel).view(slot.shape));
+    }
+    if (zero) dict.scalars.emplace_back("zero_shard.step", step);
+    else for (const auto& slot : slots) dict.scalars.emplace_back(slot.name + ".step", step);
+  }
+  optimizer_->load_state_dict(dict);
+
+  // Schedule, loss scaler, counters, data position.
+  const nn::json::Value& engine = index.at("engine");
+  global_steps_ = engine.at("global_steps").as_int64();
+  global_samples_ = engine.at("global_samples").as_int64();
+  micro_steps_ = engine.at("micro_steps").as_int64();
+  skipped_steps_ = engine.at("skipped_steps").as_int64();
+  if (const nn::json::Value* s = index.find("scheduler"); s && scheduler_) {
+    scheduler_->load_state_dict({s->at("last_batch_iteration").as_int64()});
+    apply_scheduled_lr();
+  }
+  if (const nn::json::Value* s = index.find("loss_scaler"); s && scaler_) {
+    LossScalerState st;
+    st.dynamic = s->at("dynamic").as_bool();
+    st.scale = s->at("scale").as_double();
+    st.cur_iter = s->at("cur_iter").as_int64();
+    st.last_overflow_iter = s->at("last_overflow_iter").as_int64();
+    st.cur_hysteresis = s->at("cur_hysteresis").as_int64();
+    st.skipped_steps = s->at("skipped_steps").as_int64();
+    st.overflows = s->at("overflows").as_int64();
+    scaler_->load_state(st);
+  }
+  if (const nn::json::Value* s = index.find("data_loader"); s && loader_)
+    loader_->load_state({s->at("epoch").as_int64(), s->at("step").as_int64()});
+  return index.at("client_state").as_string();
+}
+
+}  // namespace fathom

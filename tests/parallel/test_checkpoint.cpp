@@ -1,0 +1,184 @@
+// Checkpoints: bit-identical resume at the same world size for ZeRO stages 0-3 (and fp16 loss
+// scaling), resharding to and from one process at another stage, and every bad-file case.
+#include <filesystem>
+#include <fstream>
+
+#include "engine/initialize.h"
+#include "engine/token_dataset.h"
+#include "models/gpt.h"
+#include "mpi_test_util.h"
+#include "nn/loss.h"
+#include "test_util.h"
+
+using namespace fathom;
+using fathom::testing::error_of;
+using fathom::testing::runtime;
+namespace fs = std::filesystem;
+
+namespace {
+std::shared_ptr<data::TokenDataset> tokens() {
+  std::vector<uint16_t> t;
+  for (int i = 0; i < 64 * 16 + 1; ++i) t.push_back(static_cast<uint16_t>((i * 37 + i / 7 + i * i % 13) % 61));
+  return std::make_shared<data::TokenDataset>(data::TokenDataset::from_tokens(t, 16, 64));
+}
+
+struct Job {
+  std::shared_ptr<models::GPT> model;
+  Initialized init;
+};
+
+Job make_job(int stage, bool fp16, std::shared_ptr<distributed::Communicator> group) {
+  models::GPTConfig c;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 30;
+  c.vocab_size = 61;
+  c.block_size = 16;
+  c.dropout = 0.1;
+  c.bias = false;
+  Job job;
+  job.model = std::make_shared<models::GPT>(c, 5);
+  const std::string config = detail::concat(
+      R"({"train_batch_size": 12, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.1}},
+          "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 1e-3, "warmup_num_steps": 5}},
+          "gradient_clipping": 1.0, "seed": 3, "fp16": {"enabled": )", fp16 ? "true" : "false",
+      R"(, "initial_scale_power": 24, "loss_scale_window": 2}, "zero_optimization": {"stage": )", stage,
+      R"(, "stage3_param_persistence_threshold": 0, "reduce_bucket_size": 3000}})");
+  job.init = initialize(Config::from_string(config), job.model, nullptr, tokens(), std::move(group));
+  return job;
+}
+
+std::vector<double> run_steps(Job& job, int steps) {
+  std::vector<double> losses;
+  Engine& engine = *job.init.engine;
+  const int64_t target = engine.global_steps() + steps;
+  while (engine.global_steps() < target)
+    for (const data::Batch& batch : *job.init.loader) {
+      const autograd::Variable logits = engine(autograd::Variable(batch.inputs), batch.sample_index);
+      engine.backward(nn::cross_entropy(logits, batch.targets, batch.loss_normaliser));
+      engine.step();
+      if (batch.micro_step + 1 == engine.options().gradient_accumulation_steps)
+        losses.push_back(engine.last_report().loss);
+      if (engine.global_steps() >= target) break;
+    }
+  return losses;
+}
+
+std::vector<double> weights(Job& job) {
+  const auto& zero = job.init.engine->zero_optimizer();
+  if (zero) zero->gather_full_parameters();
+  std::vector<double> out;
+  for (const auto& [name, p] : job.model->named_parameters())
+    for (double v : p.data().to_vector<double>()) out.push_back(v);
+  if (zero) zero->release_full_parameters();
+  return out;
+}
+
+// A folder shared by the ranks of one job (rank 0 names it, everyone gets it).
+std::string shared_dir(distributed::Communicator& group, const std::string& what) {
+  Tensor pid = Tensor::full({1}, static_cast<double>(::getpid()), DType::I64);
+  group.broadcast(pid, 0);
+  return (fs::temp_directory_path() / detail::concat("fathom_ckpt_", pid.to_vector<int64_t>()[0], "_", what)).string();
+}
+}  // namespace
+
+TEST_CASE("resume is bit-identical at the same world size, ZeRO stages 0-3 and fp16", "[checkpoint]") {
+  const auto& world = runtime().world_ptr();
+  for (int stage : {0, 1, 2, 3})
+    for (bool fp16 : {false, true}) {
+      if (fp16 && stage % 2 == 1) continue;  // fp16 at stages 0 and 2
+      INFO("stage " << stage << (fp16 ? ", fp16" : ", f32") << ", " << world->size() << " ranks");
+      const std::string dir = shared_dir(*world, detail::concat("resume_", stage, fp16));
+      Job straight = make_job(stage, fp16, world);
+      const std::vector<double> first = run_steps(straight, 3);
+      straight.init.engine->save_checkpoint(dir, "", R"({"note": "three steps"})");
+      const std::vector<double> rest = run_steps(straight, 3);
+
+      Job resumed = make_job(stage, fp16, world);
+      CHECK(resumed.init.engine->load_checkpoint(dir) == R"({"note": "three steps"})");
+      CHECK(resumed.init.engine->global_steps() == 3);
+      const std::vector<double> resumed_rest = run_steps(resumed, 3);
+      CHECK(resumed_rest == rest);                       // bit for bit
+      CHECK(weights(resumed) == weights(straight));
+      if (fp16) CHECK(resumed.init.engine->loss_scale() == straight.init.engine->loss_scale());
+      world->barrier();
+      if (world->rank() == 0) fs::remove_all(dir);
+    }
+}
+
+TEST_CASE("a checkpoint reshards: this world size <-> one process, across ZeRO stages", "[checkpoint]") {
+  const auto& world = runtime().world_ptr();
+  const int n = world->size();
+  struct Move { int from_stage, to_stage; };
+  for (const Move& move : {Move{2, 3}, Move{3, 0}, Move{1, 2}, Move{0, 3}}) {
+    INFO("stage " << move.from_stage << " at " << n << " ranks -> stage " << move.to_stage << " at 1 process, and back");
+    const std::string dir = shared_dir(*world, detail::concat("reshard_", move.from_stage, move.to_stage));
+    Job straight = make_job(move.from_stage, false, world);
+    run_steps(straight, 3);
+    straight.init.engine->save_checkpoint(dir);
+    const std::vector<double> rest = run_steps(straight, 3);
+    const std::vector<double> final_weights = weights(straight);
+
+    // N -> 1: every rank loads the checkpoint alone, at another stage, and continues.
+    Job alone = make_job(move.to_stage, false, nullptr);
+    alone.init.engine->load_checkpoint(dir);
+    const std::vector<double> alone_rest = run_steps(alone, 3);
+    REQUIRE(alone_rest.size() == rest.size());
+    for (size_t i = 0; i < rest.size(); ++i) CHECK(std::fabs(alone_rest[i] - rest[i]) <= 1e-6 * std::fabs(rest[i]));
+    CHECK(fathom::testing::mismatch(weights(alone), final_weights, 1e-7, 1e-5) == "");
+
+    // 1 -> N: rank 0 saves alone at stage to_stage; all ranks load at from_stage and continue.
+    const std::string single_dir = dir + "_single";
+    if (world->rank() == 0) alone.init.engine->save_checkpoint(single_dir, "from_one");
+    world->barrier();
+    Job back = make_job(move.from_stage, false, world);
+    back.init.engine->load_checkpoint(single_dir, "from_one");
+    CHECK(back.init.engine->global_steps() == 6);
+    CHECK(fathom::testing::mismatch(weights(back), weights(alone), 0, 0) == "");
+    run_steps(back, 1);  // training continues from the loaded optimizer state
+    world->barrier();
+    if (world->rank() == 0) fs::remove_all(dir), fs::remove_all(single_dir);
+  }
+}
+
+TEST_CASE("bad checkpoints are errors naming the file and the tensor", "[checkpoint]") {
+  // One process, a folder of this rank's own.
+  const std::string dir = (fs::temp_directory_path() / detail::concat("fathom_ckpt_bad_", ::getpid(), "_",
+                                                                       runtime().rank())).string();
+  fs::remove_all(dir);
+  Job job = make_job(2, false, nullptr);
+  run_steps(job, 2);
+  CHECK(error_of([&] { job.init.engine->load_checkpoint(dir); }) ==
+        "load_checkpoint: no checkpoint in " + dir + " (" + dir + "/latest does not exist); pass a tag or save one first");
+  job.init.engine->save_checkpoint(dir, "good");
+  CHECK(error_of([&] { job.init.engine->save_checkpoint(dir, "x", "{not json"); }).find("checkpoint client_state") !=
+        std::string::npos);
+  // Another model: a different width.
+  {
+    auto other = std::make_shared<models::GPT>([] {
+      models::GPTConfig c = models::GPTConfig::preset("tiny");
+      return c;
+    }());
+    Initialized init = initialize(Config::from_string(R"({"train_batch_size": 2,
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})"), other);
+    CHECK(error_of([&] { init.engine->load_checkpoint(dir); }).find("it was saved from another model") !=
+          std::string::npos);
+  }
+  // A corrupt shard: flip a byte in the data section.
+  const std::string file = dir + "/good/rank_00000.safetensors";
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-5, std::ios::end);
+    char c = 0;
+    f.get(c);
+    f.seekp(-5, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x5a));
+  }
+  CHECK(error_of([&] { job.init.engine->load_checkpoint(dir); }).find("fails its checksum") != std::string::npos);
+  // A missing rank file.
+  fs::remove(file);
+  CHECK(error_of([&] { job.init.engine->load_checkpoint(dir); }) ==
+        "checkpoint " + dir + "/good: rank_00000.safetensors is missing (the checkpoint was saved by 1 ranks); copy "
+        "the whole folder");
+  fs::remove_all(dir);
+}
