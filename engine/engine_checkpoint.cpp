@@ -22,6 +22,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "engine/checkpoint_layout.h"
+#include "engine/checkpoint_reader.h"
 #include "engine/engine.h"
 #include "nn/json.h"
 #include "nn/safetensors.h"
@@ -32,13 +33,8 @@ using checkpoint::TensorSlot;
 using zero::Range;
 
 namespace {
-constexpr const char* kFormat = "fathom-checkpoint-1";
-
-std::string rank_file(int rank) {
-  char name[40];
-  std::snprintf(name, sizeof name, "rank_%05d.safetensors", rank);
-  return name;
-}
+using checkpoint::kFormat;
+std::string rank_file(int rank) { return checkpoint::rank_file_name(rank); }
 
 void fsync_path(const fs::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
@@ -61,13 +57,6 @@ void write_atomically(const fs::path& path, const std::string& text) {
   fsync_path(path.parent_path());
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  FATHOM_CHECK(in, "checkpoint: cannot read ", path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // One kind of per-element state on this rank, as a flat tensor over `covers`; `commit` (when
 // set) puts a loaded value back where the state really lives.
@@ -262,70 +251,10 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   if (group) group->barrier();
 }
 
-namespace {
-// The saved ranks' files, opened on first use; reads any flat range of a state from them.
-class SavedStates {
- public:
-  SavedStates(fs::path dir, int world, int stage, int64_t numel)
-      : dir_(std::move(dir)), world_(world), stage_(stage), numel_(numel), files_(world) {}
-
-  bool has(const std::string& name) {
-    for (int r = 0; r < world_; ++r)
-      if (checkpoint::saved_range(numel_, world_, r, stage_).size() > 0) return file(r).contains(name);
-    return false;
-  }
-
-  // Fills `target` (flat over `range`) with state `name` from every saved rank that holds a part.
-  void read(const std::string& name, const Tensor& target, Range range) {
-    int64_t filled = 0;
-    for (int r = 0; r < world_; ++r) {
-      const Range saved = checkpoint::saved_range(numel_, world_, r, stage_);
-      if (std::max(saved.begin, range.begin) >= std::min(saved.end, range.end)) continue;
-      const nn::SafetensorsFile& f = file(r);
-      const Tensor part = f.get(name);
-      FATHOM_CHECK(part.numel() == saved.size(), "checkpoint ", f.path(), ": tensor \"", name, "\" has ", part.numel(),
-                   " elements, but rank ", r, " of ", world_, " saved ", saved.size());
-      const auto sum = f.metadata().find("checksum." + name);
-      FATHOM_CHECK(sum != f.metadata().end() && sum->second == checkpoint::checksum(part), "checkpoint ", f.path(),
-                   ": tensor \"", name, "\" fails its checksum (the file is corrupt); restore it or load another tag");
-      filled += checkpoint::copy_overlap(part, saved, target, range);
-    }
-    FATHOM_CHECK(filled == range.size(), "checkpoint ", dir_.string(), ": state \"", name, "\" covers ", filled, " of ",
-                 range.size(), " needed elements");
-  }
-
- private:
-  const nn::SafetensorsFile& file(int r) {
-    if (!files_[r]) {
-      const fs::path path = dir_ / rank_file(r);
-      FATHOM_CHECK(fs::exists(path), "checkpoint ", dir_.string(), ": ", rank_file(r), " is missing (the checkpoint was "
-                   "saved by ", world_, " ranks); copy the whole folder");
-      files_[r] = std::make_unique<nn::SafetensorsFile>(path.string());
-    }
-    return *files_[r];
-  }
-
-  fs::path dir_;
-  int world_, stage_;
-  int64_t numel_;
-  std::vector<std::unique_ptr<nn::SafetensorsFile>> files_;
-};
-}  // namespace
-
 std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
-  if (tag.empty()) {
-    const fs::path latest = fs::path(dir) / "latest";
-    FATHOM_CHECK(fs::exists(latest), "load_checkpoint: no checkpoint in ", dir, " (", latest.string(),
-                 " does not exist); pass a tag or save one first");
-    tag = read_text(latest);
-  }
-  const fs::path tag_dir = fs::path(dir) / tag, index_path = tag_dir / "index.json";
-  FATHOM_CHECK(fs::exists(index_path), "load_checkpoint: ", index_path.string(), " does not exist; is \"", tag,
-               "\" a complete checkpoint of ", dir, "?");
-  const nn::json::Value index = nn::json::parse(read_text(index_path), index_path.string());
-  FATHOM_CHECK(index.at("format").as_string() == kFormat, "checkpoint ", index_path.string(), ": format \"",
-               index.at("format").as_string(), "\", expected \"", kFormat, "\"");
-
+  checkpoint::CheckpointReader saved(dir, tag);
+  const nn::json::Value& index = saved.index();
+  const std::string index_path = saved.index_path();
   const auto& zero = data_parallel_.zero;
   distributed::Communicator* group = data_parallel_.group.get();
   const int rank = group ? group->rank() : 0;
@@ -333,18 +262,16 @@ std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
   const int64_t numel = slots.empty() ? 0 : slots.back().offset + slots.back().numel;
   // The model must be the one saved: same tensors, same shapes, same order.
   const auto& saved_tensors = index.at("tensors").as_array();
-  FATHOM_CHECK(saved_tensors.size() == slots.size(), "checkpoint ", index_path.string(), " holds ",
+  FATHOM_CHECK(saved_tensors.size() == slots.size(), "checkpoint ", index_path, " holds ",
                saved_tensors.size(), " tensors but the model has ", slots.size(), "; it was saved from another model");
   for (size_t s = 0; s < slots.size(); ++s) {
     const std::string& name = saved_tensors[s].at("name").as_string();
     Shape shape;
     for (const auto& d : saved_tensors[s].at("shape").as_array()) shape.push_back(d.as_int64());
-    FATHOM_CHECK(name == slots[s].name && shape == slots[s].shape, "checkpoint ", index_path.string(), ": tensor ",
+    FATHOM_CHECK(name == slots[s].name && shape == slots[s].shape, "checkpoint ", index_path, ": tensor ",
                  s, " is \"", name, "\" ", shape_str(shape), " but the model's is \"", slots[s].name, "\" ",
                  shape_str(slots[s].shape), "; it was saved from another model");
   }
-  SavedStates saved(tag_dir, static_cast<int>(index.at("world_size").as_int64()),
-                    static_cast<int>(index.at("zero_stage").as_int64()), numel);
   const bool saved_master = index.at("mixed_precision").as_bool();
   autograd::NoGradGuard no_grad;
 
@@ -376,9 +303,9 @@ std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
   nn::OptimizerStateDict dict;
   const auto& lrs = optimizer.at("lr").as_array();
   const auto& decays = optimizer.at("weight_decay").as_array();
-  FATHOM_CHECK(optimizer.at("type").as_string() == optimizer_->type(), "checkpoint ", index_path.string(),
+  FATHOM_CHECK(optimizer.at("type").as_string() == optimizer_->type(), "checkpoint ", index_path,
                ": its optimizer is ", optimizer.at("type").as_string(), " but this engine's is ", optimizer_->type());
-  FATHOM_CHECK(lrs.size() == optimizer_->param_groups().size(), "checkpoint ", index_path.string(), ": ", lrs.size(),
+  FATHOM_CHECK(lrs.size() == optimizer_->param_groups().size(), "checkpoint ", index_path, ": ", lrs.size(),
                " parameter groups saved, ", optimizer_->param_groups().size(), " in this optimizer");
   for (size_t g = 0; g < lrs.size(); ++g) {
     dict.scalars.emplace_back("param_groups." + std::to_string(g) + ".lr", lrs[g].as_double());

@@ -102,6 +102,12 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
   const int64_t parameter_count = model->parameter_count();  // before ZeRO-3 shards the parameters
   Initialized init = initialize(config, model, nullptr, train, runtime.world_ptr());
   Engine& engine = *init.engine;
+  if (!opt.resume_dir.empty()) {
+    engine.load_checkpoint(opt.resume_dir);
+    if (main_rank) std::printf("fathom-train: resumed from %s at step %lld\n", opt.resume_dir.c_str(),
+                               static_cast<long long>(engine.global_steps()));
+  }
+  const std::string checkpoint_dir = (std::filesystem::path(opt.out_dir) / "checkpoints").string();
   data::DataLoader val_loader(val, engine.options().micro_batch_size, 1, 0, 1, /*shuffle=*/false);
 
   const int64_t tokens_per_step = engine.options().train_batch_size() * model_config.block_size;
@@ -144,6 +150,11 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
         last_val = validation_loss(*model, val_loader, opt.eval_batches);
         if (main_rank) std::printf("step %lld/%lld | val loss %.3f\n", (long long)step, (long long)opt.steps, last_val);
         std::fflush(stdout);
+      }
+      if (opt.save_every > 0 && (step % opt.save_every == 0 || step == opt.steps)) {
+        engine.save_checkpoint(checkpoint_dir);
+        if (main_rank) std::printf("step %lld/%lld | checkpoint %s/global_step%lld\n", (long long)step,
+                                   (long long)opt.steps, checkpoint_dir.c_str(), (long long)step);
       }
       if (step >= opt.steps) break;
     }

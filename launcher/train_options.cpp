@@ -49,6 +49,8 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     else if (flag == "--threads") o.threads = static_cast<int>(parse_int(flag, value, 1));
     else if (flag == "--eval-interval") o.eval_interval = parse_int(flag, value, 0);
     else if (flag == "--eval-batches") o.eval_batches = static_cast<int>(parse_int(flag, value, 1));
+    else if (flag == "--resume") o.resume_dir = value;
+    else if (flag == "--save-every") o.save_every = parse_int(flag, value, 0);
     else if (flag == "--n-layer") o.n_layer = parse_int(flag, value, 1);
     else if (flag == "--n-head") o.n_head = parse_int(flag, value, 1);
     else if (flag == "--n-embd") o.n_embd = parse_int(flag, value, 1);
@@ -79,6 +81,8 @@ and sources), 300 steps, output in runs/latest.
   --threads N          CPU threads (default: the affinity rule, see docs/core.md)
   --eval-interval N    validation loss every N steps (default 50; 0: only at the end)
   --eval-batches N     validation micro-batches per evaluation (default 8)
+  --save-every N       save a checkpoint to <out>/checkpoints every N steps and at the end
+  --resume DIR         continue from the latest checkpoint in DIR (any world size or ZeRO stage)
 )";
 }
 

@@ -21,6 +21,8 @@ struct TrainOptions {
   int threads = 0;  // 0: the default rule
   int64_t eval_interval = 50;
   int eval_batches = 8;
+  std::string resume_dir;      // resume from the latest checkpoint there
+  int64_t save_every = 0;      // save a checkpoint to <out>/checkpoints every N steps (0: never)
   bool help = false;
 
   // The size flags given on the command line, over the preset.

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/checkpoint_reader.h"
 #include "engine/initialize.h"
 #include "engine/token_dataset.h"
 #include "models/gpt.h"
@@ -181,4 +182,23 @@ TEST_CASE("bad checkpoints are errors naming the file and the tensor", "[checkpo
         "checkpoint " + dir + "/good: rank_00000.safetensors is missing (the checkpoint was saved by 1 ranks); copy "
         "the whole folder");
   fs::remove_all(dir);
+}
+
+TEST_CASE("export: the checkpoint's consolidated weights equal the gathered model", "[checkpoint]") {
+  const auto& world = runtime().world_ptr();
+  for (int stage : {0, 3}) {
+    const std::string dir = shared_dir(*world, detail::concat("export_", stage));
+    Job job = make_job(stage, false, world);
+    run_steps(job, 2);
+    job.init.engine->save_checkpoint(dir);
+    const std::vector<double> expected = weights(job);
+    // What fathom-export does: read the flat state back and cut it into the named tensors.
+    checkpoint::CheckpointReader reader(dir, "");
+    Tensor flat = Tensor::empty({reader.parameters()}, DType::F32);
+    reader.read("param", flat, {0, reader.parameters()});
+    CHECK(reader.index().at("tensors").as_array().size() == job.model->named_parameters().size());
+    CHECK(fathom::testing::mismatch(flat.to_vector<double>(), expected, 0, 0) == "");
+    world->barrier();
+    if (world->rank() == 0) fs::remove_all(dir);
+  }
 }

@@ -1,0 +1,48 @@
+#pragma once
+// Reading a checkpoint written by Engine::save_checkpoint (docs/checkpoints.md): its index, and
+// any flat range of any per-element state ("param", "master", "optim.<state>") from whichever
+// saved ranks' files hold it, each tensor checked against its checksum. Used by
+// Engine::load_checkpoint (resharding to this engine's layout) and fathom-export.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/json.h"
+#include "nn/safetensors.h"
+#include "zero/partition.h"
+
+namespace fathom::checkpoint {
+
+inline constexpr const char* kFormat = "fathom-checkpoint-1";
+std::string rank_file_name(int rank);  // "rank_00002.safetensors"
+
+class CheckpointReader {
+ public:
+  // tag "": the one `<dir>/latest` names. Errors name the missing file and the fix.
+  CheckpointReader(const std::string& dir, std::string tag);
+
+  const std::string& tag() const { return tag_; }
+  const nn::json::Value& index() const { return index_; }
+  const std::string& index_path() const { return index_path_; }
+  int world_size() const { return world_; }
+  int zero_stage() const { return stage_; }
+  int64_t parameters() const { return numel_; }
+
+  // True when the checkpoint has per-element state `name`.
+  bool has(const std::string& name);
+  // Fills `target` (flat over `range` of the model's flat coordinates) with state `name`.
+  void read(const std::string& name, const Tensor& target, zero::Range range);
+
+ private:
+  const nn::SafetensorsFile& file(int rank);
+
+  std::string dir_, tag_, index_path_;
+  nn::json::Value index_;
+  int world_ = 1, stage_ = 0;
+  int64_t numel_ = 0;
+  std::vector<std::unique_ptr<nn::SafetensorsFile>> files_;
+};
+
+}  // namespace fathom::checkpoint

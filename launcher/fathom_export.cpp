@@ -1,0 +1,77 @@
+// fathom-export: consolidated weights from any Fathom checkpoint, like DeepSpeed's
+// zero_to_fp32.py but with no model code and no conversion step: the checkpoint's index names
+// every tensor and its place in the flat layout, so the saved ranks' shards are read and cut
+// back into named tensors (GPT models keep GPT-2's names, so the file loads in transformers).
+//
+//   fathom-export runs/a/checkpoints --out model.safetensors [--tag global_step200] [--dtype bf16]
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/checkpoint_reader.h"
+#include "nn/safetensors.h"
+
+using namespace fathom;
+
+namespace {
+const char* kUsage = R"(usage: fathom-export DIR --out FILE [--tag TAG] [--dtype f32|bf16|f16]
+
+Writes the weights of a Fathom checkpoint (any world size, any ZeRO stage) as one safetensors
+file. The fp32 master weights are used when the checkpoint has them (mixed precision),
+otherwise the saved parameters. --dtype: f32 (default), bf16 or f16. TAG: default `latest`.
+)";
+
+int run(int argc, char** argv) {
+  std::string dir, out, tag;
+  DType dtype = DType::F32;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      FATHOM_CHECK(dir.empty(), "more than one checkpoint folder given (", dir, ", ", arg, ")");
+      dir = arg;
+      continue;
+    }
+    FATHOM_CHECK(i + 1 < argc, arg, ": missing value; see fathom-export --help");
+    const std::string value = argv[++i];
+    if (arg == "--out") out = value;
+    else if (arg == "--tag") tag = value;
+    else if (arg == "--dtype") dtype = parse_dtype(value);
+    else FATHOM_FAIL("unknown option ", arg, "; see fathom-export --help");
+  }
+  FATHOM_CHECK(!dir.empty() && !out.empty(), "give a checkpoint folder and --out FILE; see fathom-export --help");
+  FATHOM_CHECK(is_floating_point(dtype), "--dtype must be f32, bf16 or f16");
+
+  checkpoint::CheckpointReader reader(dir, tag);
+  const std::string source = reader.has("master") ? "master" : "param";
+  Tensor flat = Tensor::empty({reader.parameters()}, DType::F32);
+  reader.read(source, flat, {0, reader.parameters()});
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& entry : reader.index().at("tensors").as_array()) {
+    Shape shape;
+    int64_t numel = 1;
+    for (const auto& d : entry.at("shape").as_array()) shape.push_back(d.as_int64()), numel *= d.as_int64();
+    tensors.emplace_back(entry.at("name").as_string(),
+                         flat.narrow(0, entry.at("offset").as_int64(), numel).view(shape).to(dtype));
+  }
+  nn::save_safetensors(out, tensors, {{"fathom_checkpoint", dir + "/" + reader.tag()}});
+  std::printf("fathom-export: %s/%s (%d ranks, ZeRO stage %d, %s) -> %s: %zu tensors, %lld parameters, %s\n",
+              dir.c_str(), reader.tag().c_str(), reader.world_size(), reader.zero_stage(), source.c_str(), out.c_str(),
+              tensors.size(), static_cast<long long>(reader.parameters()), dtype_name(dtype));
+  return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "fathom-export: %s\n", e.message().c_str());
+    return 1;
+  }
+}
