@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <new>
+#include <string>
 
 #include "core/cuda/cuda_runtime.h"
 #include "core/error.h"
@@ -17,9 +18,19 @@ size_t cache_limit_from_environment() {
   if (*end != '\0' || mb < 0) return size_t{4096} << 20;
   return static_cast<size_t>(mb) << 20;
 }
+
+int64_t memory_limit_from_environment() {
+  const char* env = std::getenv("FATHOM_CPU_MEMORY_LIMIT_MB");
+  if (env == nullptr || *env == '\0') return 0;
+  char* end = nullptr;
+  const long long mb = std::strtoll(env, &end, 10);
+  FATHOM_CHECK(*end == '\0' && mb >= 0 && mb < (int64_t{1} << 43), "FATHOM_CPU_MEMORY_LIMIT_MB=\"", env,
+               "\": expected a whole number of MiB (0 = no limit)");
+  return static_cast<int64_t>(mb) << 20;
+}
 }  // namespace
 
-CpuAllocator::CpuAllocator() : cache_limit_(cache_limit_from_environment()) {}
+CpuAllocator::CpuAllocator() : cache_limit_(cache_limit_from_environment()) { limit_ = memory_limit_from_environment(); }
 CpuAllocator::~CpuAllocator() { empty_cache(); }
 
 size_t CpuAllocator::rounded(size_t bytes) {
@@ -28,8 +39,32 @@ size_t CpuAllocator::rounded(size_t bytes) {
   return (bytes + unit - 1) / unit * unit;
 }
 
+void CpuAllocator::set_limit(int64_t bytes) {
+  FATHOM_CHECK(bytes >= 0, "set_cpu_memory_limit: ", bytes, " bytes; expected >= 0 (0 = no limit)");
+  limit_ = bytes;
+}
+
+void CpuAllocator::fail_over_limit(size_t bytes, MemoryTag tag, int64_t limit) const {
+  const MemorySnapshot snap = stats_.snapshot();
+  std::string by_tag;
+  for (int t = 0; t < kNumMemoryTags; ++t)
+    if (snap.by_tag[t].current != 0)
+      by_tag += detail::concat(by_tag.empty() ? ": " : ", ", memory_tag_name(static_cast<MemoryTag>(t)), " ",
+                               snap.by_tag[t].current);
+  FATHOM_FAIL("out of host memory: allocating ", bytes, " bytes for ", memory_tag_name(tag),
+              " would exceed the limit of ", limit, " bytes (FATHOM_CPU_MEMORY_LIMIT_MB); ", snap.total.current,
+              " bytes in use", by_tag);
+}
+
 void* CpuAllocator::allocate(size_t bytes, MemoryTag tag) {
   if (bytes == 0) return nullptr;
+  // With a limit, the check and the count happen under one lock, so that concurrent allocations
+  // cannot pass it together; frees only lower the count and need no lock.
+  std::unique_lock<std::mutex> limit_lock;
+  if (const int64_t limit = limit_.load(std::memory_order_relaxed); limit > 0) {
+    limit_lock = std::unique_lock<std::mutex>(limit_mutex_);
+    if (stats_.snapshot().total.current + static_cast<int64_t>(bytes) > limit) fail_over_limit(bytes, tag, limit);
+  }
   const size_t size = rounded(bytes);
   void* ptr = nullptr;
   if (size >= kCachedMinimum) {
@@ -89,6 +124,9 @@ Allocator& allocator_for(Device device) {
   }
   return cuda::device_allocator(device.index);
 }
+
+void set_cpu_memory_limit(int64_t bytes) { static_cast<CpuAllocator&>(allocator_for(kCPU)).set_limit(bytes); }
+int64_t cpu_memory_limit() { return static_cast<CpuAllocator&>(allocator_for(kCPU)).limit(); }
 
 MemorySnapshot memory_snapshot(Device device) { return allocator_for(device).stats().snapshot(); }
 

@@ -2,7 +2,9 @@
 // Allocators hand out raw device or host memory and keep the tagged byte counters.
 // One allocator per device; allocator_for(device) finds it.
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <unordered_map>
 
@@ -35,6 +37,11 @@ class Allocator {
 // back to the OS would make every step pay page faults and zeroing for them again. Cached
 // bytes count as reserved, not as current. FATHOM_CPU_CACHE_MB sets the limit (default 4096,
 // 0 disables); empty_cache() returns everything.
+//
+// An optional memory limit caps the live bytes (MemoryStats' total current, not cached blocks):
+// an allocation that would take them above it throws fathom::Error ("out of host memory: ..."),
+// as if the host had no more. FATHOM_CPU_MEMORY_LIMIT_MB sets it when the allocator is created;
+// set_cpu_memory_limit() replaces it (0 = no limit, the default).
 class CpuAllocator final : public Allocator {
  public:
   static constexpr size_t kAlignment = 64;
@@ -46,9 +53,14 @@ class CpuAllocator final : public Allocator {
   Device device() const override { return kCPU; }
   void empty_cache();
   size_t cached_bytes() const;
+  void set_limit(int64_t bytes);  // 0: none
+  int64_t limit() const { return limit_.load(std::memory_order_relaxed); }
 
  private:
   static size_t rounded(size_t bytes);
+  [[noreturn]] void fail_over_limit(size_t bytes, MemoryTag tag, int64_t limit) const;
+  std::mutex limit_mutex_;  // held from the check to the count while a limit is set
+  std::atomic<int64_t> limit_{0};
   mutable std::mutex cache_mutex_;
   std::unordered_multimap<size_t, void*> cache_;  // rounded size -> free block
   size_t cached_bytes_ = 0;
@@ -56,6 +68,9 @@ class CpuAllocator final : public Allocator {
 };
 
 Allocator& allocator_for(Device device);
+// The CPU allocator's limit on live bytes (0 = none); FATHOM_CPU_MEMORY_LIMIT_MB sets it at start.
+void set_cpu_memory_limit(int64_t bytes);
+int64_t cpu_memory_limit();
 // Shorthand for allocator_for(device).stats().snapshot().
 MemorySnapshot memory_snapshot(Device device = kCPU);
 

@@ -59,6 +59,7 @@ void ParameterGatherer::start_gather(size_t s) {
   }
   // Ranks own consecutive ranges, so their parts concatenated in rank order are the parameter.
   pending_[s] = {full, group_->all_gather_v_async(input, full, partition.counts_within(slot.range()))};
+  in_flight_elements_ += slot.numel;
   gathered_elements_ += slot.numel;
   peak_gathered_elements_ = std::max(peak_gathered_elements_, gathered_elements_);
 }
@@ -68,6 +69,7 @@ void ParameterGatherer::finish_gather(size_t s) {
   start_gather(s);
   pending_[s].work->wait();
   const FlatParameters::Slot& slot = flat_.slots()[s];
+  in_flight_elements_ -= slot.numel;
   slot.param.set_data(pending_[s].full.view(slot.shape));
   pending_[s] = {};
   gathered_[s] = true;
@@ -147,7 +149,8 @@ void ParameterGatherer::prefetch_after(size_t m) {
   if (recording_) return;
   while (cursor_ < order_.size() && order_[cursor_] != m) ++cursor_;
   if (cursor_ == order_.size()) return;  // off the recorded path (e.g. evaluation): no prefetch
-  int64_t budget = options_.prefetch_elements;
+  // stage3_prefetch_bucket_size bounds what is in flight ahead of use, not what one module adds.
+  int64_t budget = options_.prefetch_elements - in_flight_elements_;
   for (size_t next = cursor_ + 1; next < order_.size() && budget > 0; ++next) {
     for (size_t s : module_slots_[order_[next]]) {
       if (gathered_[s] || pending_[s].work) continue;

@@ -10,8 +10,8 @@
 // stage3_param_persistence_threshold) stay gathered: they are re-gathered after each step.
 // Prefetch: the order in which modules first run forward is recorded on the first step; later,
 // entering a module starts asynchronous gathers for the parameters of the modules that follow,
-// up to prefetch_elements (stage3_prefetch_bucket_size) and while gathered elements stay within
-// max_live_elements (stage3_max_live_parameters).
+// while the elements in flight stay within prefetch_elements (stage3_prefetch_bucket_size) and
+// the gathered elements within max_live_elements (stage3_max_live_parameters).
 
 #include <memory>
 #include <vector>
@@ -74,6 +74,7 @@ class ParameterGatherer {
   size_t cursor_ = 0;                              // position in order_ of the module running
   bool recording_ = true;
   int64_t gathered_elements_ = 0, peak_gathered_elements_ = 0;
+  int64_t in_flight_elements_ = 0;  // gathers started and not yet installed
   std::vector<Event> events_, last_step_events_;
 };
 

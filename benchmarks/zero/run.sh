@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Per-rank model-state memory and step time of ZeRO stages 0-2 at 1, 2 and 4 ranks, beside the
-# formulas (docs/zero_memory.md). Builds nothing: pass the built binary, or build
-# build/benchmarks/zero/fathom_zero_bench first.
+# Per-rank model-state memory and step time of ZeRO stages 0-3 at 1, 2 and 4 ranks, beside the
+# formulas (docs/zero_memory.md), with each case's peak of live bytes and stage 3's peak of
+# gathered parameter elements. Builds nothing: pass the built binary, or build
+# build/benchmarks/zero/fathom_zero_bench first. The largest model that trains under a memory
+# cap per stage: benchmarks/zero/largest_model.sh.
 #   benchmarks/zero/run.sh [path/to/fathom_zero_bench] [benchmark options, e.g. --f32 --steps 5]
 # Writes zero_bench_np{1,2,4}.json beside the binary.
 # --bind-to none: Open MPI would otherwise pin each rank (and its progress thread) to one core;

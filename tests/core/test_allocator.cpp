@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <string>
 #include <thread>
 
 #include "core/allocator.h"
@@ -121,4 +122,41 @@ TEST_CASE("large host blocks are cached for reuse and counted as reserved, not c
   cpu.empty_cache();
   CHECK(cpu.cached_bytes() == 0);
   CHECK(memory_snapshot().reserved == before.reserved);
+}
+
+TEST_CASE("the CPU allocator memory limit caps live bytes, not cached blocks, and names the tags in use", "[core]") {
+  struct RestoreLimit {
+    ~RestoreLimit() { set_cpu_memory_limit(0); }
+  } restore;
+  auto& cpu = static_cast<CpuAllocator&>(allocator_for(kCPU));
+  REQUIRE(cpu_memory_limit() == 0);  // FATHOM_CPU_MEMORY_LIMIT_MB unset
+  { const Tensor cached = Tensor::empty({1 << 20}); }  // 4 MiB, kept in the cache when freed
+  REQUIRE(cpu.cached_bytes() >= size_t{4} << 20);
+  const int64_t base = memory_snapshot().total.current;
+  set_cpu_memory_limit(base + (1 << 20));  // 1 MiB of headroom; the 4 MiB in the cache do not count
+  CHECK(cpu_memory_limit() == base + (1 << 20));
+  {
+    MemoryTagScope scope(MemoryTag::Gradients);
+    const Tensor fits = Tensor::empty({(1 << 18) - 16});  // 1 MiB - 64 bytes
+    CHECK(memory_snapshot().total.current == base + (1 << 20) - 64);
+    const std::string in_use = std::to_string(base + (1 << 20) - 64) + " bytes in use: ";
+    const std::string gradients = "gradients " + std::to_string(current(MemoryTag::Gradients));
+    CHECK_THROWS_WITH(Tensor::empty({32}, DType::F32),  // 128 bytes: 64 too many
+                      Catch::Contains("out of host memory: allocating 128 bytes for gradients would exceed the limit "
+                                      "of " + std::to_string(base + (1 << 20)) +
+                                      " bytes (FATHOM_CPU_MEMORY_LIMIT_MB); " + in_use) &&
+                          Catch::Contains(gradients));
+    CHECK(memory_snapshot().total.current == base + (1 << 20) - 64);  // the failed allocation took nothing
+    const Tensor exact = Tensor::empty({16});                        // 64 bytes: exactly at the limit
+    CHECK(memory_snapshot().total.current == base + (1 << 20));
+  }
+  {
+    MemoryTagScope scope(MemoryTag::Activations);
+    CHECK_THROWS_WITH(Tensor::empty({1 << 20}), Catch::Contains("out of host memory: allocating 4194304 bytes for "
+                                                                 "activations would exceed the limit"));
+  }
+  set_cpu_memory_limit(0);
+  const Tensor unlimited = Tensor::empty({1 << 20});
+  CHECK(memory_snapshot().total.current == base + (4 << 20));
+  CHECK_THROWS_WITH(set_cpu_memory_limit(-1), Catch::Contains("expected >= 0"));
 }
