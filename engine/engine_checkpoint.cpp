@@ -57,16 +57,7 @@ void write_atomically(const fs::path& path, const std::string& text) {
   fsync_path(path.parent_path());
 }
 
-
-// One kind of per-element state on this rank, as a flat tensor over `covers`; `commit` (when
-// set) puts a loaded value back where the state really lives.
-struct FlatState {
-  std::string name;
-  Tensor data;
-  Range covers;
-  std::function<void(const Tensor&)> commit;
-};
-
+// The slots' tensors, flattened and concatenated in flat order.
 Tensor concatenated(const std::vector<TensorSlot>& slots, const std::function<Tensor(size_t)>& tensor_of, DType dtype) {
   const int64_t total = slots.empty() ? 0 : slots.back().offset + slots.back().numel;
   Tensor flat = Tensor::empty({total}, dtype);
