@@ -75,6 +75,15 @@ std::vector<double> weights(Job& job) {
   return out;
 }
 
+// `values` on the group's rank 0, everywhere in the group (others pass anything of size n).
+std::vector<double> broadcast_from_rank0(std::vector<double> values, size_t n,
+                                          const std::shared_ptr<distributed::Communicator>& group) {
+  if (values.size() != n) values.assign(n, 0.0);
+  Tensor t = Tensor::from_vector(values, {static_cast<int64_t>(n)});
+  group->broadcast(t, 0);
+  return t.to_vector<double>();
+}
+
 // A folder shared by the ranks of one job (rank 0 names it, everyone gets it).
 std::string shared_dir(distributed::Communicator& group, const std::string& what) {
   Tensor pid = Tensor::full({1}, static_cast<double>(::getpid()), DType::I64);
@@ -200,5 +209,71 @@ TEST_CASE("export: the checkpoint's consolidated weights equal the gathered mode
     CHECK(fathom::testing::mismatch(flat.to_vector<double>(), expected, 0, 0) == "");
     world->barrier();
     if (world->rank() == 0) fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("N -> M resharding between multi-rank jobs: (4, 2), (3, 4), (1, 3)", "[checkpoint]") {
+  const auto& world = runtime().world_ptr();
+  if (world->size() != 4) return;  // the sub-jobs below are cut from a 4-rank job
+  const int rank = world->rank();
+  const auto close = [](const std::vector<double>& a, const std::vector<double>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (std::fabs(a[i] - b[i]) > 1e-6 * std::fabs(b[i])) return false;
+    return true;
+  };
+
+  // (4, 2): saved by 4 ranks at stage 2; each half of the job loads it as a 2-rank job at stage 3.
+  {
+    const std::string dir = shared_dir(*world, "four_to_two");
+    Job straight = make_job(2, false, world);
+    run_steps(straight, 3);
+    straight.init.engine->save_checkpoint(dir);
+    const std::vector<double> rest = run_steps(straight, 3);
+    const std::vector<double> final_weights = weights(straight);
+    auto half = world->split(rank / 2, rank, "half");
+    Job two = make_job(3, false, half);
+    two.init.engine->load_checkpoint(dir);
+    CHECK(close(run_steps(two, 3), rest));
+    CHECK(fathom::testing::mismatch(weights(two), final_weights, 1e-7, 1e-5) == "");
+    world->barrier();
+    if (rank == 0) fs::remove_all(dir);
+  }
+  // (3, 4): saved by ranks 0-2 as a 3-rank job at stage 1; the whole job loads it at stage 0.
+  // (1, 3): saved by rank 0 alone at stage 0; ranks 0-2 load it as a 3-rank job at stage 3.
+  {
+    const std::string dir = shared_dir(*world, "three_to_four");
+    auto three = world->split(rank < 3 ? 0 : 1, rank, "three");
+    std::vector<double> rest;
+    if (rank < 3) {
+      Job straight = make_job(1, false, three);
+      run_steps(straight, 3);
+      straight.init.engine->save_checkpoint(dir);
+      rest = run_steps(straight, 3);
+    }
+    rest = broadcast_from_rank0(rest, 3, world);
+    Job four = make_job(0, false, world);
+    four.init.engine->load_checkpoint(dir);
+    CHECK(close(run_steps(four, 3), rest));
+
+    const std::string single = dir + "_single";
+    std::vector<double> alone_weights;
+    if (rank == 0) {
+      Job alone = make_job(0, false, nullptr);
+      run_steps(alone, 2);
+      alone.init.engine->save_checkpoint(single, "one");
+      alone_weights = weights(alone);
+    }
+    world->barrier();
+    if (rank < 3) {
+      Job loaded = make_job(3, false, three);
+      loaded.init.engine->load_checkpoint(single, "one");
+      const std::vector<double> got = weights(loaded);
+      const std::vector<double> expected = broadcast_from_rank0(alone_weights, got.size(), three);
+      CHECK(fathom::testing::mismatch(got, expected, 0, 0) == "");
+      run_steps(loaded, 1);
+    }
+    world->barrier();
+    if (rank == 0) fs::remove_all(dir), fs::remove_all(single);
   }
 }
