@@ -119,6 +119,8 @@ class Engine {
   std::string load_checkpoint(const std::string& dir, std::string tag = "");
   // The loader whose position checkpoints keep (fathom::initialize attaches it).
   void attach_data_loader(std::shared_ptr<data::DataLoader> loader) { loader_ = std::move(loader); }
+  // The config (JSON) checkpoints record beside the state (fathom::initialize sets it).
+  void set_config_json(std::string json) { config_json_ = std::move(json); }
 
   // Replaces the default log line (printed every steps_per_print steps) with `callback`,
   // called after every optimizer step.
@@ -154,6 +156,7 @@ class Engine {
   StepReport last_report_;
   std::function<void(const StepReport&)> on_step_;
   std::shared_ptr<data::DataLoader> loader_;
+  std::string config_json_ = "{}";
 };
 
 }  // namespace fathom

@@ -228,6 +228,8 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
       index += ",\n  \"data_loader\": {\"epoch\": " + std::to_string(st.epoch) + ", \"step\": " +
                std::to_string(st.step) + "}";
     }
+    index += ",\n  \"config\": ";
+    nn::json::append_quoted(index, config_json_);
     index += ",\n  \"client_state\": ";
     nn::json::append_quoted(index, client_state);
     index += "\n}\n";

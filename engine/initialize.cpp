@@ -95,6 +95,7 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
   }
   out.engine = std::make_shared<Engine>(std::move(model), out.optimizer, out.scheduler, options, std::move(mixed),
                                         std::move(data_parallel));
+  out.engine->set_config_json(config.to_json());
 
   if (training_data) {
     data::DataLoaderOptions loader;
