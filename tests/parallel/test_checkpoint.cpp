@@ -177,8 +177,14 @@ TEST_CASE("bad checkpoints are errors naming the file and the tensor", "[checkpo
     CHECK(error_of([&] { init.engine->load_checkpoint(dir); }).find("it was saved from another model") !=
           std::string::npos);
   }
-  // A corrupt shard: flip a byte in the data section.
   const std::string file = dir + "/good/rank_00000.safetensors";
+  // A truncated shard (a copy, restored after): the error names the file.
+  fs::copy_file(file, file + ".bak");
+  fs::resize_file(file, fs::file_size(file) / 2);
+  CHECK(error_of([&] { job.init.engine->load_checkpoint(dir); }).find(file) != std::string::npos);
+  fs::remove(file);
+  fs::rename(file + ".bak", file);
+  // A corrupt shard: flip a byte in the data section.
   {
     std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(-5, std::ios::end);
