@@ -59,7 +59,8 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
                           .accumulate_in_fp32 = config.batch.gradient_accumulation_steps > 1,
                           .gather = {.persistence_threshold = config.zero.param_persistence_threshold,
                                      .prefetch_elements = config.zero.prefetch_bucket_size,
-                                     .max_live_elements = config.zero.max_live_parameters}},
+                                     .max_live_elements = config.zero.max_live_parameters,
+                                     .max_reuse_distance = config.zero.max_reuse_distance}},
         make_optimizer, model.get());
     out.optimizer = data_parallel.zero->optimizer();
   } else {

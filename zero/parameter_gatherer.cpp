@@ -59,6 +59,7 @@ void ParameterGatherer::start_gather(size_t s) {
   }
   // Ranks own consecutive ranges, so their parts concatenated in rank order are the parameter.
   pending_[s] = {full, group_->all_gather_v_async(input, full, partition.counts_within(slot.range()))};
+  ++gathers_issued_;
   in_flight_elements_ += slot.numel;
   gathered_elements_ += slot.numel;
   peak_gathered_elements_ = std::max(peak_gathered_elements_, gathered_elements_);
@@ -91,6 +92,7 @@ void ParameterGatherer::release_all() {
   for (size_t s = 0; s < gathered_.size(); ++s) release(s);
   if (!order_.empty()) recording_ = false;  // the first step's order is known
   cursor_ = 0;
+  position_ = order_.size();
   if (!events_.empty()) last_step_events_ = std::exchange(events_, {});
 }
 
@@ -136,22 +138,43 @@ void ParameterGatherer::install_hooks(nn::Module& model) {
 void ParameterGatherer::on_module_forward(size_t m, bool start) {
   events_.push_back({start ? Event::ModuleForwardStarted : Event::ModuleForwardEnded, static_cast<int>(m)});
   if (!start) {
-    for (size_t s : module_slots_[m]) release(s);
+    for (size_t s : module_slots_[m])
+      if (!reused_soon(s)) release(s);
     return;
   }
-  if (recording_) order_.push_back(m);
+  if (recording_) {
+    order_.push_back(m);
+  } else {
+    // Where this module is on the recorded path (npos when off it, e.g. in evaluation).
+    size_t found = cursor_;
+    while (found < order_.size() && order_[found] != m) ++found;
+    position_ = found;
+    if (found < order_.size()) cursor_ = found + 1;
+  }
   for (size_t s : module_slots_[m]) finish_gather(s);
   prefetch_after(m);
 }
 
+// stage3_max_reuse_distance: a parameter the recorded path uses again before that many other
+// parameter elements are gathered stays gathered (GPT's tied embedding, a module called twice).
+bool ParameterGatherer::reused_soon(size_t s) const {
+  if (recording_ || position_ >= order_.size()) return false;
+  int64_t distance = 0;
+  for (size_t q = position_ + 1; q < order_.size(); ++q)
+    for (size_t t : module_slots_[order_[q]]) {
+      if (t == s) return true;
+      distance += flat_.slots()[t].numel;
+      if (distance > options_.max_reuse_distance) return false;
+    }
+  return false;
+}
+
 // Starts the gathers of the modules expected next, from the first step's order.
 void ParameterGatherer::prefetch_after(size_t m) {
-  if (recording_) return;
-  while (cursor_ < order_.size() && order_[cursor_] != m) ++cursor_;
-  if (cursor_ == order_.size()) return;  // off the recorded path (e.g. evaluation): no prefetch
+  if (recording_ || position_ >= order_.size()) return;  // off the recorded path: no prefetch
   // stage3_prefetch_bucket_size bounds what is in flight ahead of use, not what one module adds.
   int64_t budget = options_.prefetch_elements - in_flight_elements_;
-  for (size_t next = cursor_ + 1; next < order_.size() && budget > 0; ++next) {
+  for (size_t next = position_ + 1; next < order_.size() && budget > 0; ++next) {
     for (size_t s : module_slots_[order_[next]]) {
       if (gathered_[s] || pending_[s].work) continue;
       const int64_t numel = flat_.slots()[s].numel;
@@ -161,7 +184,6 @@ void ParameterGatherer::prefetch_after(size_t m) {
       events_.push_back({Event::PrefetchIssued, static_cast<int>(order_[next])});
     }
   }
-  ++cursor_;
 }
 
 }  // namespace fathom::zero

@@ -11,7 +11,9 @@
 // Prefetch: the order in which modules first run forward is recorded on the first step; later,
 // entering a module starts asynchronous gathers for the parameters of the modules that follow,
 // while the elements in flight stay within prefetch_elements (stage3_prefetch_bucket_size) and
-// the gathered elements within max_live_elements (stage3_max_live_parameters).
+// the gathered elements within max_live_elements (stage3_max_live_parameters). After a module's
+// forward, a parameter the recorded path uses again within max_reuse_distance gathered elements
+// (stage3_max_reuse_distance) stays gathered instead of being released and gathered again.
 
 #include <memory>
 #include <vector>
@@ -26,6 +28,7 @@ struct GatherOptions {
   int64_t persistence_threshold = 100'000;  // elements
   int64_t prefetch_elements = 50'000'000;
   int64_t max_live_elements = 1'000'000'000;
+  int64_t max_reuse_distance = 1'000'000'000;  // stage3_max_reuse_distance, elements
 };
 
 class ParameterGatherer {
@@ -45,6 +48,7 @@ class ParameterGatherer {
   int64_t gathered_elements() const { return gathered_elements_; }
   int64_t peak_gathered_elements() const { return peak_gathered_elements_; }
   void reset_peak() { peak_gathered_elements_ = gathered_elements_; }
+  int64_t gathers_issued() const { return gathers_issued_; }  // all-gathers started so far
   bool is_persistent(size_t slot) const { return persistent_[slot]; }
 
   // What the last completed step's forwards and prefetches did, for tests: (module index, kind).
@@ -63,6 +67,7 @@ class ParameterGatherer {
   void finish_gather(size_t slot);  // waits and installs the data
   void prefetch_after(size_t module);
   void on_module_forward(size_t module, bool start);
+  bool reused_soon(size_t slot) const;
 
   const FlatParameters& flat_;
   std::shared_ptr<distributed::Communicator> group_;
@@ -71,10 +76,12 @@ class ParameterGatherer {
   std::vector<Pending> pending_;
   std::vector<std::vector<size_t>> module_slots_;  // per hooked module: its own parameters' slots
   std::vector<size_t> order_;                      // module indices in first-step forward order
-  size_t cursor_ = 0;                              // position in order_ of the module running
+  size_t cursor_ = 0;                              // where to look for the next module in order_
+  size_t position_ = 0;                            // order_ index of the module running (or size)
   bool recording_ = true;
   int64_t gathered_elements_ = 0, peak_gathered_elements_ = 0;
   int64_t in_flight_elements_ = 0;  // gathers started and not yet installed
+  int64_t gathers_issued_ = 0;
   std::vector<Event> events_, last_step_events_;
 };
 

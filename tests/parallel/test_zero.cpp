@@ -171,7 +171,8 @@ struct TwiceLinear : nn::Module {
   }
 };
 
-std::vector<float> train_twice_linear(const std::string& zero, std::shared_ptr<distributed::Communicator> group) {
+std::vector<float> train_twice_linear(const std::string& zero, std::shared_ptr<distributed::Communicator> group,
+                                      int64_t* gathers = nullptr) {
   auto model = std::make_shared<TwiceLinear>();
   const int n = group ? group->size() : 1;
   const Config config = Config::from_string(detail::concat(R"({"train_batch_size": 4,
@@ -189,6 +190,8 @@ std::vector<float> train_twice_linear(const std::string& zero, std::shared_ptr<d
     init.engine->backward(autograd::div(autograd::sum(autograd::mul(diff, diff)), 4.0 * 12 / n));
     init.engine->step();
   }
+  if (gathers && init.engine->zero_optimizer()->gatherer())
+    *gathers = init.engine->zero_optimizer()->gatherer()->gathers_issued();
   if (const auto& z = init.engine->zero_optimizer()) z->gather_full_parameters();
   std::vector<float> weights = model->linear->weight.data().to_vector<float>();
   if (const auto& z = init.engine->zero_optimizer()) z->release_full_parameters();
@@ -200,9 +203,20 @@ TEST_CASE("ZeRO-3 with a module called twice per forward matches one process", "
   const auto& world = runtime().world_ptr();
   if (4 % world->size() != 0) return;  // the hand-made batch splits over 1, 2 or 4 ranks
   const std::vector<float> alone = train_twice_linear(R"({"stage": 0})", nullptr);
-  const std::vector<float> sharded =
-      train_twice_linear(R"({"stage": 3, "stage3_param_persistence_threshold": 0})", world);
-  REQUIRE(fathom::testing::mismatch(std::vector<double>(sharded.begin(), sharded.end()),
-                                    std::vector<double>(alone.begin(), alone.end()), 1e-6, 1e-5) == "");
+  const auto as_double = [](const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); };
+  int64_t gathers_kept = 0, gathers_released = 0;
+  // Default stage3_max_reuse_distance: the second call finds the parameters still gathered.
+  const std::vector<float> kept =
+      train_twice_linear(R"({"stage": 3, "stage3_param_persistence_threshold": 0})", world, &gathers_kept);
+  // Distance 0: released after the first call and gathered again for the second.
+  const std::vector<float> released = train_twice_linear(
+      R"({"stage": 3, "stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0})", world,
+      &gathers_released);
+  REQUIRE(fathom::testing::mismatch(as_double(kept), as_double(alone), 1e-6, 1e-5) == "");
+  REQUIRE(fathom::testing::mismatch(as_double(released), as_double(alone), 1e-6, 1e-5) == "");
   REQUIRE(alone != std::vector<float>(alone.size(), alone[0]));
+  // After the first (recording) step, one gather a step fewer: at distance 0 the weight, which the
+  // second call gathers first, is still kept (reused after 0 other elements); the bias, reused
+  // only after the weight's 144 elements, is released and gathered again.
+  CHECK(gathers_released - gathers_kept == 4);
 }
