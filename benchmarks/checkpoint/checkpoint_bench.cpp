@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "benchmarks/common/gpt_bench_setup.h"
 #include "engine/checkpoint_reader.h"
 #include "engine/initialize.h"
 #include "engine/token_dataset.h"
@@ -44,26 +45,7 @@ struct Result {
 };
 
 models::GPTConfig model_config(const Options& options) {
-  models::GPTConfig c;
-  c.n_layer = options.layers;
-  c.n_head = options.heads;
-  c.n_embd = options.width;
-  c.vocab_size = options.vocab;
-  c.block_size = options.block;
-  c.dtype = options.f32 ? DType::F32 : DType::BF16;
-  return c;
-}
-
-std::shared_ptr<data::TokenDataset> synthetic_tokens(int64_t samples, int64_t block, int64_t vocab) {
-  std::vector<uint16_t> tokens(samples * block + 1);
-  uint32_t x = 12345;
-  for (uint16_t& t : tokens) t = static_cast<uint16_t>((x = x * 1664525u + 1013904223u) >> 16) % vocab;
-  return std::make_shared<data::TokenDataset>(data::TokenDataset::from_tokens(tokens, block, vocab));
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+  return bench::gpt_config(options.layers, options.heads, options.width, options.vocab, options.block, options.f32);
 }
 
 // The slowest rank's duration of fn, started after a barrier.
@@ -82,7 +64,7 @@ Result run_stage(distributed::Runtime& runtime, int stage, const Options& option
   if (runtime.is_main_process()) fs::remove_all(dir);
   world.barrier();
   const models::GPTConfig gpt = model_config(options);
-  auto data = synthetic_tokens(runtime.size() * 4, gpt.block_size, gpt.vocab_size);
+  auto data = bench::synthetic_tokens(runtime.size() * 4, gpt.block_size, gpt.vocab_size);
   auto model = std::make_shared<models::GPT>(gpt, 1);
   const std::string config = detail::concat(
       R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
@@ -108,8 +90,8 @@ Result run_stage(distributed::Runtime& runtime, int stage, const Options& option
   }
   for (int i = 0; i < options.repeats; ++i)
     loads.push_back(timed_ms(world, [&] { init.engine->load_checkpoint(dir); }));  // `latest`: the last tag
-  r.save_ms = median(saves);
-  r.load_ms = median(loads);
+  r.save_ms = bench::median(saves);
+  r.load_ms = bench::median(loads);
   const auto bytes = static_cast<double>(
       fs::file_size(fs::path(dir) / tag / checkpoint::rank_file_name(runtime.rank())));
   r.bytes_max = static_cast<int64_t>(world.all_reduce_scalar(bytes, distributed::ReduceOp::Max));

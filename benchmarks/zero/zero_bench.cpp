@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "benchmarks/common/gpt_bench_setup.h"
 #include "engine/initialize.h"
 #include "engine/memory_report.h"
 #include "engine/token_dataset.h"
@@ -64,26 +65,7 @@ struct Result {
 };
 
 models::GPTConfig model_config(const Options& options) {
-  models::GPTConfig c;
-  c.n_layer = options.layers;
-  c.n_head = options.heads;
-  c.n_embd = options.width;
-  c.vocab_size = options.vocab;
-  c.block_size = options.block;
-  c.dtype = options.f32 ? DType::F32 : DType::BF16;
-  return c;
-}
-
-std::shared_ptr<data::TokenDataset> synthetic_tokens(int64_t samples, int64_t block, int64_t vocab) {
-  std::vector<uint16_t> tokens(samples * block + 1);
-  uint32_t x = 12345;
-  for (uint16_t& t : tokens) t = static_cast<uint16_t>((x = x * 1664525u + 1013904223u) >> 16) % vocab;
-  return std::make_shared<data::TokenDataset>(data::TokenDataset::from_tokens(tokens, block, vocab));
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+  return bench::gpt_config(options.layers, options.heads, options.width, options.vocab, options.block, options.f32);
 }
 
 int64_t max_over_ranks(distributed::Communicator& world, int64_t bytes) {
@@ -96,7 +78,7 @@ Result run_stage(distributed::Runtime& runtime, int stage, const Options& option
   Allocator& cpu = allocator_for(kCPU);
   cpu.stats().reset_peak();
   const models::GPTConfig gpt = model_config(options);
-  auto data = synthetic_tokens(runtime.size() * kMicroBatch * (options.steps + 2), gpt.block_size, gpt.vocab_size);
+  auto data = bench::synthetic_tokens(runtime.size() * kMicroBatch * (options.steps + 2), gpt.block_size, gpt.vocab_size);
   auto model = std::make_shared<models::GPT>(gpt, 1);
   const int64_t psi = model->parameter_count();
   const std::string config = detail::concat(
@@ -148,7 +130,7 @@ Result run_stage(distributed::Runtime& runtime, int stage, const Options& option
   auto slowest = [&](auto milliseconds) {
     std::vector<double> values;
     for (const StepReport& report : reports) values.push_back(milliseconds(report));
-    return world.all_reduce_scalar(median(values), distributed::ReduceOp::Max);
+    return world.all_reduce_scalar(bench::median(values), distributed::ReduceOp::Max);
   };
   r.step_ms = slowest([](const StepReport& s) { return s.seconds * 1e3; });
   r.forward_ms = slowest([](const StepReport& s) { return s.forward_ms; });
