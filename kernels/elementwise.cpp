@@ -81,7 +81,7 @@ void unary_into(UnaryOp op, const Tensor& out, const Tensor& x, double alpha, do
     kernels::unary_forward_cpu(op, x.dtype(), out.raw_data(), x.raw_data(), layout, alpha, beta, accumulate);
   } else if constexpr (kCudaBuilt) {
     kernels::unary_forward_cuda(op, x.dtype(), out.raw_data(), x.raw_data(), layout, alpha, beta, accumulate,
-                                nullptr);
+                                cuda::current_stream());
   }
   out.bump_version();
 }
@@ -107,7 +107,7 @@ void binary_into(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& 
     kernels::binary_forward_cpu(op, a.dtype(), out.raw_data(), a.raw_data(), b.raw_data(), layout, accumulate);
   } else if constexpr (kCudaBuilt) {
     kernels::binary_forward_cuda(op, a.dtype(), out.raw_data(), a.raw_data(), b.raw_data(), layout, accumulate,
-                                 nullptr);
+                                 cuda::current_stream());
   }
   out.bump_version();
 }
@@ -146,7 +146,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
                                b.raw_data(), layout);
   } else if constexpr (kCudaBuilt) {
     kernels::where_forward_cuda(a.dtype(), out.raw_data(), static_cast<const bool*>(cond.raw_data()), a.raw_data(),
-                                b.raw_data(), layout, nullptr);
+                                b.raw_data(), layout, cuda::current_stream());
   }
   return out;
 }

@@ -168,4 +168,16 @@ void check_last_launch(const char* kernel, const char* file, int line) {
 
 void fail(const char* message, const char* file, int line) { detail::throw_error(file, line, message); }
 
+namespace {
+thread_local void* t_current_stream = nullptr;
+}
+
+void* current_stream() { return t_current_stream; }
+
+CurrentStreamGuard::CurrentStreamGuard(const Stream& stream) : previous_(t_current_stream) {
+  t_current_stream = stream.handle();
+}
+
+CurrentStreamGuard::~CurrentStreamGuard() { t_current_stream = previous_; }
+
 }  // namespace fathom::cuda

@@ -74,6 +74,21 @@ class Event {
   void* handle_ = nullptr;
 };
 
+// The stream compute kernels of this thread launch on (a cudaStream_t; nullptr is the legacy
+// default stream, the initial choice). Every kernel launcher passes current_stream(), so code
+// that wants its kernels elsewhere (a CUDA graph capture, a side stream) sets it for a scope.
+void* current_stream();
+class CurrentStreamGuard {
+ public:
+  explicit CurrentStreamGuard(const Stream& stream);
+  ~CurrentStreamGuard();
+  CurrentStreamGuard(const CurrentStreamGuard&) = delete;
+  CurrentStreamGuard& operator=(const CurrentStreamGuard&) = delete;
+
+ private:
+  void* previous_;
+};
+
 // The plain device allocator of device `index` (cudaMalloc/cudaFree with tagged counters).
 Allocator& device_allocator(int index);
 // Copies `bytes` between any two of host and device memory, synchronously.

@@ -36,5 +36,8 @@ Allocator& device_allocator(int) { no_cuda(); }
 void copy_bytes(void*, Device, const void*, Device, size_t) { require_device(0); }
 void synchronize_device(int index) { require_device(index); }
 void set_device(int index) { require_device(index); }
+void* current_stream() { return nullptr; }
+CurrentStreamGuard::CurrentStreamGuard(const Stream& stream) : previous_(nullptr) { require_device(stream.device()); }
+CurrentStreamGuard::~CurrentStreamGuard() = default;
 
 }  // namespace fathom::cuda
