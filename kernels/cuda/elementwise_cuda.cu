@@ -12,6 +12,7 @@
 #include "core/cuda/launch_check.h"
 #include "kernels/elementwise_kernels.h"
 #include "kernels/elementwise_math.h"
+#include "kernels/launch_geometry.h"
 
 namespace fathom::kernels {
 namespace {
@@ -21,10 +22,7 @@ using Compute = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, 
 
 constexpr int kThreads = 256;
 
-int block_count(int64_t numel) {
-  const int64_t wanted = (numel + kThreads - 1) / kThreads;
-  return static_cast<int>(wanted < 65535 * 16 ? wanted : 65535 * 16);
-}
+int block_count(int64_t numel) { return launch::grid_stride_blocks(numel, kThreads); }
 
 template <int N>
 __device__ void operand_offsets(const ElementwiseLayout& layout, int64_t i, int64_t (&offsets)[N]) {
