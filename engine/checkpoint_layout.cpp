@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/xxhash64.h"
+
 namespace fathom::checkpoint {
 
 zero::Range saved_range(int64_t numel, int world, int rank, int stage) {
@@ -19,14 +21,23 @@ int64_t copy_overlap(const Tensor& source, zero::Range source_range, const Tenso
   return overlap.size();
 }
 
-std::string checksum(const Tensor& tensor) {
+uint64_t checksum(const Tensor& tensor) {
   const Tensor bytes = tensor.contiguous();
-  const auto* p = static_cast<const unsigned char*>(bytes.raw_data());
-  uint64_t hash = 1469598103934665603ull;
-  for (size_t i = 0; i < bytes.nbytes(); ++i) hash = (hash ^ p[i]) * 1099511628211ull;
+  return xxhash64(bytes.raw_data(), bytes.nbytes());
+}
+
+std::string checksum_text(uint64_t checksum) {
   char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(checksum));
   return text;
+}
+
+std::string state_kind(const std::string& state) { return state.substr(0, state.find('.')); }
+
+std::string rank_file_name(int rank, const std::string& kind) {
+  char name[64];
+  std::snprintf(name, sizeof name, "rank_%05d.%s.safetensors", rank, kind.c_str());
+  return name;
 }
 
 }  // namespace fathom::checkpoint

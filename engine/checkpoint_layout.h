@@ -30,7 +30,14 @@ zero::Range saved_range(int64_t numel, int world, int rank, int stage);
 // `target` (flat, covering `target_range`), converting dtype. Returns the elements copied.
 int64_t copy_overlap(const Tensor& source, zero::Range source_range, const Tensor& target, zero::Range target_range);
 
-// FNV-1a 64 of a tensor's bytes, as 16 hex digits (a checksum against truncation and bit rot).
-std::string checksum(const Tensor& tensor);
+// XXH64 of a tensor's bytes: the checksum against truncation and bit rot, kept in index.json.
+inline constexpr const char* kChecksumAlgorithm = "xxh64";
+uint64_t checksum(const Tensor& tensor);
+std::string checksum_text(uint64_t checksum);  // 16 lowercase hex digits
+
+// Per-element states are grouped by kind, one file per saved rank per kind: "param" (the
+// model's weights), "master" (fp32 master weights), "optim" (every "optim.<state>").
+std::string state_kind(const std::string& state);
+std::string rank_file_name(int rank, const std::string& kind);  // "rank_00002.optim.safetensors"
 
 }  // namespace fathom::checkpoint

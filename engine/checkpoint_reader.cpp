@@ -1,7 +1,6 @@
 #include "engine/checkpoint_reader.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -11,12 +10,6 @@
 
 namespace fathom::checkpoint {
 namespace fs = std::filesystem;
-
-std::string rank_file_name(int rank) {
-  char name[40];
-  std::snprintf(name, sizeof name, "rank_%05d.safetensors", rank);
-  return name;
-}
 
 namespace {
 std::string read_text(const fs::path& path) {
@@ -40,42 +33,59 @@ CheckpointReader::CheckpointReader(const std::string& dir, std::string tag) : di
                "\" a complete checkpoint of ", dir, "?");
   index_ = nn::json::parse(read_text(index_path_), index_path_);
   FATHOM_CHECK(index_.at("format").as_string() == kFormat, "checkpoint ", index_path_, ": format \"",
-               index_.at("format").as_string(), "\", expected \"", kFormat, "\"");
+               index_.at("format").as_string(), "\", expected \"", kFormat,
+               "\"; it was written by another version of Fathom");
+  FATHOM_CHECK(index_.at("checksum").as_string() == kChecksumAlgorithm, "checkpoint ", index_path_,
+               ": checksum algorithm \"", index_.at("checksum").as_string(), "\", expected \"", kChecksumAlgorithm, "\"");
   world_ = static_cast<int>(index_.at("world_size").as_int64());
   stage_ = static_cast<int>(index_.at("zero_stage").as_int64());
   numel_ = index_.at("parameters").as_int64();
-  files_.resize(world_);
+  const auto& shards = index_.at("shards").as_array();
+  FATHOM_CHECK(static_cast<int>(shards.size()) == world_, "checkpoint ", index_path_, ": ", shards.size(),
+               " shards listed for world size ", world_);
+  for (const auto& entry : shards) {
+    Shard shard;
+    shard.range = {entry.at("begin").as_int64(), entry.at("end").as_int64()};
+    for (const auto& [state, info] : entry.at("states").as_object()) {
+      shard.file_of[state] = info.at("file").as_string();
+      shard.checksum[state] = info.at("checksum").as_string();
+    }
+    shards_.push_back(std::move(shard));
+  }
 }
 
-const nn::SafetensorsFile& CheckpointReader::file(int r) {
-  if (!files_[r]) {
-    const fs::path path = fs::path(dir_) / tag_ / rank_file_name(r);
-    FATHOM_CHECK(fs::exists(path), "checkpoint ", (fs::path(dir_) / tag_).string(), ": ", rank_file_name(r),
-                 " is missing (the checkpoint was saved by ", world_, " ranks); copy the whole folder");
-    files_[r] = std::make_unique<nn::SafetensorsFile>(path.string());
+const nn::SafetensorsFile& CheckpointReader::file(const std::string& name) {
+  std::unique_ptr<nn::SafetensorsFile>& opened = files_[name];
+  if (!opened) {
+    const fs::path path = fs::path(dir_) / tag_ / name;
+    FATHOM_CHECK(fs::exists(path), "checkpoint ", (fs::path(dir_) / tag_).string(), ": ", name,
+                 " is missing (the checkpoint was saved by a job of ", world_, " ranks); copy the whole folder");
+    opened = std::make_unique<nn::SafetensorsFile>(path.string());
   }
-  return *files_[r];
+  return *opened;
 }
 
 bool CheckpointReader::has(const std::string& name) {
-  for (int r = 0; r < world_; ++r)
-    if (saved_range(numel_, world_, r, stage_).size() > 0) return file(r).contains(name);
+  for (const Shard& shard : shards_)
+    if (shard.range.size() > 0) return shard.file_of.count(name) > 0;
   return false;
 }
 
 void CheckpointReader::read(const std::string& name, const Tensor& target, zero::Range range) {
   int64_t filled = 0;
-  for (int r = 0; r < world_; ++r) {
-    const zero::Range saved = saved_range(numel_, world_, r, stage_);
-    if (std::max(saved.begin, range.begin) >= std::min(saved.end, range.end)) continue;
-    const nn::SafetensorsFile& f = file(r);
+  for (size_t r = 0; r < shards_.size(); ++r) {
+    const Shard& shard = shards_[r];
+    if (std::max(shard.range.begin, range.begin) >= std::min(shard.range.end, range.end)) continue;
+    const auto file_name = shard.file_of.find(name);
+    FATHOM_CHECK(file_name != shard.file_of.end(), "checkpoint ", index_path_, ": rank ", r, " saved no \"", name,
+                 "\"");
+    const nn::SafetensorsFile& f = file(file_name->second);
     const Tensor part = f.get(name);
-    FATHOM_CHECK(part.numel() == saved.size(), "checkpoint ", f.path(), ": tensor \"", name, "\" has ", part.numel(),
-                 " elements, but rank ", r, " of ", world_, " saved ", saved.size());
-    const auto sum = f.metadata().find("checksum." + name);
-    FATHOM_CHECK(sum != f.metadata().end() && sum->second == checksum(part), "checkpoint ", f.path(), ": tensor \"",
+    FATHOM_CHECK(part.numel() == shard.range.size(), "checkpoint ", f.path(), ": tensor \"", name, "\" has ",
+                 part.numel(), " elements, but rank ", r, " of ", world_, " saved ", shard.range.size());
+    FATHOM_CHECK(shard.checksum.at(name) == checksum_text(checksum(part)), "checkpoint ", f.path(), ": tensor \"",
                  name, "\" fails its checksum (the file is corrupt); restore it or load another tag");
-    filled += copy_overlap(part, saved, target, range);
+    filled += copy_overlap(part, shard.range, target, range);
   }
   FATHOM_CHECK(filled == range.size(), "checkpoint ", (fs::path(dir_) / tag_).string(), ": state \"", name, "\" covers ",
                filled, " of ", range.size(), " needed elements");

@@ -1,9 +1,11 @@
 #pragma once
 // Reading a checkpoint written by Engine::save_checkpoint (docs/checkpoints.md): its index, and
 // any flat range of any per-element state ("param", "master", "optim.<state>") from whichever
-// saved ranks' files hold it, each tensor checked against its checksum. Used by
-// Engine::load_checkpoint (resharding to this engine's layout) and fathom-export.
+// saved ranks' files hold it, as the index's shard table says, each piece checked against the
+// index's checksum. Used by Engine::load_checkpoint (resharding to this engine's layout) and
+// fathom-export.
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,8 +17,7 @@
 
 namespace fathom::checkpoint {
 
-inline constexpr const char* kFormat = "fathom-checkpoint-1";
-std::string rank_file_name(int rank);  // "rank_00002.safetensors"
+inline constexpr const char* kFormat = "fathom-checkpoint-2";
 
 class CheckpointReader {
  public:
@@ -36,13 +37,20 @@ class CheckpointReader {
   void read(const std::string& name, const Tensor& target, zero::Range range);
 
  private:
-  const nn::SafetensorsFile& file(int rank);
+  // What one saved rank wrote: its flat range, and per state its file and checksum.
+  struct Shard {
+    zero::Range range;
+    std::map<std::string, std::string> file_of;   // state -> file name in the tag folder
+    std::map<std::string, std::string> checksum;  // state -> 16 hex digits
+  };
+  const nn::SafetensorsFile& file(const std::string& name);
 
   std::string dir_, tag_, index_path_;
   nn::json::Value index_;
   int world_ = 1, stage_ = 0;
   int64_t numel_ = 0;
-  std::vector<std::unique_ptr<nn::SafetensorsFile>> files_;
+  std::vector<Shard> shards_;
+  std::map<std::string, std::unique_ptr<nn::SafetensorsFile>> files_;  // opened on first use
 };
 
 }  // namespace fathom::checkpoint

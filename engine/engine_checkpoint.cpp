@@ -2,12 +2,14 @@
 //
 //   <dir>/latest                       the newest tag (replaced last, atomically)
 //   <dir>/<tag>/index.json             everything that is not per-element: world size, stage,
-//                                      dtype, the tensor table, each saved rank's flat range,
+//                                      dtype, the tensor table, the shard table (each saved
+//                                      rank's flat range, files and XXH64 checksums),
 //                                      optimizer scalars, schedule, loss scaler, counters,
-//                                      data loader position, client state
-//   <dir>/<tag>/rank_<r>.safetensors   rank r's range of each per-element state ("param",
-//                                      "master", "optim.<state>"), with a checksum of each
-//                                      tensor in the file's metadata
+//                                      data loader position, config, client state
+//   <dir>/<tag>/rank_<r>.<kind>.safetensors
+//                                      rank r's range of each per-element state of one kind:
+//                                      param ("param"), master ("master"), optim
+//                                      ("optim.exp_avg", ...)
 //
 // A tag is written into <tag>.tmp, fsynced and renamed, so a run killed while saving leaves the
 // previous tag (and `latest`) intact.
@@ -34,7 +36,14 @@ using zero::Range;
 
 namespace {
 using checkpoint::kFormat;
-std::string rank_file(int rank) { return checkpoint::rank_file_name(rank); }
+using checkpoint::kChecksumAlgorithm;
+
+// Fault injection for the crash-safety tests: FATHOM_TEST_CRASH_DURING_SAVE=shard kills the run
+// between two shard writes, =index after the index is written but before the tag is renamed.
+void crash_here_for_tests(const char* point, bool on_this_rank) {
+  const char* crash = std::getenv("FATHOM_TEST_CRASH_DURING_SAVE");
+  if (crash && on_this_rank && std::string(crash) == point) std::abort();
+}
 
 void fsync_path(const fs::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
@@ -122,6 +131,47 @@ std::map<std::string, Tensor> optimizer_states(const nn::OptimizerStateDict& dic
   }
   return out;
 }
+
+// Every rank's checksum of each state in `states` (the same list on every rank), gathered on
+// all ranks as [rank][state] = {saved (0/1), checksum bits}.
+Tensor gathered_checksums(distributed::Communicator* group, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                          const std::vector<std::string>& states) {
+  const int64_t count = static_cast<int64_t>(states.size());
+  Tensor mine = Tensor::zeros({count, 2}, DType::I64);
+  int64_t* row = mine.data<int64_t>();
+  for (int64_t i = 0; i < count; ++i)
+    for (const auto& [name, tensor] : tensors)
+      if (name == states[i]) {
+        row[2 * i] = 1;
+        row[2 * i + 1] = static_cast<int64_t>(checkpoint::checksum(tensor));
+      }
+  if (!group) return mine.view({1, count, 2});
+  Tensor all = Tensor::empty({group->size(), count, 2}, DType::I64);
+  group->all_gather(mine.view({-1}), all.view({-1}));
+  return all;
+}
+
+// index.json's "shards": per saved rank its flat range and, per state, file and checksum.
+std::string shard_table_json(const Tensor& sums, const std::vector<std::string>& states, int64_t numel, int world,
+                             int stage) {
+  const int64_t* at = sums.data<int64_t>();
+  std::string out;
+  for (int r = 0; r < world; ++r) {
+    const Range range = checkpoint::saved_range(numel, world, r, stage);
+    out += std::string(r ? "," : "") + "\n    {\"rank\": " + std::to_string(r) + ", \"begin\": " +
+           std::to_string(range.begin) + ", \"end\": " + std::to_string(range.end) + ", \"states\": {";
+    bool first = true;
+    for (size_t i = 0; i < states.size(); ++i, at += 2) {
+      if (at[0] == 0) continue;
+      out += std::string(first ? "" : ", ") + "\"" + states[i] + "\": {\"file\": \"" +
+             checkpoint::rank_file_name(r, checkpoint::state_kind(states[i])) + "\", \"checksum\": \"" +
+             checkpoint::checksum_text(static_cast<uint64_t>(at[1])) + "\"}";
+      first = false;
+    }
+    out += "}}";
+  }
+  return out;
+}
 }  // namespace
 
 void Engine::save_checkpoint(const std::string& dir, std::string tag, const std::string& client_state) {
@@ -179,9 +229,17 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   else if (mixed_.masters && mine.size() > 0)
     add("master", concatenated(slots, [&](size_t s) { return mixed_.masters->masters()[s].second.data(); }, DType::F32),
         {0, numel});
-  std::map<std::string, std::string> metadata;
-  for (const auto& [name, tensor] : tensors) metadata["checksum." + name] = checkpoint::checksum(tensor);
-  nn::save_safetensors((tmp_dir / rank_file(rank)).string(), tensors, metadata);
+  // One file per kind of state; the checksums go to rank 0 for the index.
+  std::map<std::string, std::vector<std::pair<std::string, Tensor>>> by_kind;
+  for (const auto& entry : tensors) by_kind[checkpoint::state_kind(entry.first)].push_back(entry);
+  for (const auto& [kind, kind_tensors] : by_kind) {
+    nn::save_safetensors((tmp_dir / checkpoint::rank_file_name(rank, kind)).string(), kind_tensors);
+    crash_here_for_tests("shard", rank == world - 1);
+  }
+  std::vector<std::string> states = {"param"};
+  if (has_master) states.push_back("master");
+  for (const std::string& state : state_names) states.push_back("optim." + state);
+  const Tensor sums = gathered_checksums(group, tensors, states);
   if (group) group->barrier();
 
   if (rank == 0) {
@@ -190,11 +248,13 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
     index += ",\n  \"world_size\": " + std::to_string(world) + ",\n  \"zero_stage\": " + std::to_string(stage) +
              ",\n  \"dtype\": \"" + dtype_name(param_dtype) + "\",\n  \"mixed_precision\": " +
              (has_master ? "true" : "false") +
-             ",\n  \"parameters\": " + std::to_string(numel) + ",\n  \"tensors\": [";
+             ",\n  \"parameters\": " + std::to_string(numel) + ",\n  \"checksum\": \"" + kChecksumAlgorithm +
+             "\",\n  \"shards\": [" + shard_table_json(sums, states, numel, world, stage) + "\n  ],\n  \"tensors\": [";
     for (size_t s = 0; s < slots.size(); ++s) {
       index += std::string(s ? "," : "") + "\n    {\"name\": ";
       nn::json::append_quoted(index, slots[s].name);
-      index += ", \"shape\": " + shape_json(slots[s].shape) + ", \"offset\": " + std::to_string(slots[s].offset) + "}";
+      index += ", \"shape\": " + shape_json(slots[s].shape) + ", \"dtype\": \"" + dtype_name(param_dtype) +
+               "\", \"offset\": " + std::to_string(slots[s].offset) + "}";
     }
     index += "\n  ],\n  \"optimizer\": {\"type\": ";
     nn::json::append_quoted(index, optimizer_->type());
@@ -234,8 +294,7 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
     nn::json::append_quoted(index, client_state);
     index += "\n}\n";
     write_atomically(tmp_dir / "index.json", index);
-    if (const char* crash = std::getenv("FATHOM_TEST_CRASH_DURING_SAVE"); crash && *crash == '1')
-      std::abort();  // tests: a run killed after writing its shards, before the tag is complete
+    crash_here_for_tests("index", true);
     fs::remove_all(final_dir);
     fs::rename(tmp_dir, final_dir);
     fsync_path(dir);

@@ -6,7 +6,7 @@
 // training step (so the optimizer's states exist), then `repeats` saves, each after a barrier
 // into its own tag (so no save pays for removing the previous one), then `repeats` loads of the
 // newest. Times are the slowest rank's median; bytes are the size of each rank's
-// rank_XXXXX.safetensors (the largest rank's, and the sum over ranks). GB/s per rank: the
+// rank_XXXXX.<kind>.safetensors files (the largest rank's, and the sum over ranks). GB/s per rank: the
 // largest rank's bytes over the slowest rank's time. The directory is removed at the end.
 #include <algorithm>
 #include <chrono>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "benchmarks/common/gpt_bench_setup.h"
+#include "engine/checkpoint_layout.h"
 #include "engine/checkpoint_reader.h"
 #include "engine/initialize.h"
 #include "engine/token_dataset.h"
@@ -92,8 +93,10 @@ Result run_stage(distributed::Runtime& runtime, int stage, const Options& option
     loads.push_back(timed_ms(world, [&] { init.engine->load_checkpoint(dir); }));  // `latest`: the last tag
   r.save_ms = bench::median(saves);
   r.load_ms = bench::median(loads);
-  const auto bytes = static_cast<double>(
-      fs::file_size(fs::path(dir) / tag / checkpoint::rank_file_name(runtime.rank())));
+  double bytes = 0;  // this rank's files, every kind
+  for (const char* kind : {"param", "master", "optim"})
+    if (const fs::path file = fs::path(dir) / tag / checkpoint::rank_file_name(runtime.rank(), kind); fs::exists(file))
+      bytes += static_cast<double>(fs::file_size(file));
   r.bytes_max = static_cast<int64_t>(world.all_reduce_scalar(bytes, distributed::ReduceOp::Max));
   r.bytes_total = static_cast<int64_t>(world.all_reduce_scalar(bytes, distributed::ReduceOp::Sum));
   world.barrier();

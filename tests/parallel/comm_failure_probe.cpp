@@ -2,7 +2,8 @@
 //   throw     rank 1 throws while rank 0 waits in a collective: the job must end at once
 //   mismatch  under FATHOM_COMM_DEBUG=1, rank 0 all-reduces while rank 1 broadcasts
 //   hang      rank 1 never joins rank 0's all-reduce: FATHOM_COMM_TIMEOUT must end the job
-//   checkpoint-crash DIR   saves tag "a", then dies while saving tag "b" (fault injection)
+//   checkpoint-crash DIR POINT  saves tag "a", then dies while saving tag "b" (fault injection at
+//                          POINT: "shard" between two shard writes, "index" before the rename)
 //   checkpoint-load DIR    loads the latest tag and prints its client state
 //   zero3-uneven-forward  under ZeRO-3 rank 0 runs one forward more than the others (the
 //             classic DeepSpeed ZeRO-3 hang): FATHOM_COMM_DEBUG=1 must report it
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     init.engine->save_checkpoint(dir, "a", R"({"tag": "a"})");
-    setenv("FATHOM_TEST_CRASH_DURING_SAVE", "1", 1);
+    setenv("FATHOM_TEST_CRASH_DURING_SAVE", argv[3], 1);
     init.engine->save_checkpoint(dir, "b", R"({"tag": "b"})");
   } else if (mode == "zero3-uneven-forward") {
     models::GPTConfig c = models::GPTConfig::preset("tiny");

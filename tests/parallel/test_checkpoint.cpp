@@ -177,7 +177,15 @@ TEST_CASE("bad checkpoints are errors naming the file and the tensor", "[checkpo
     CHECK(error_of([&] { init.engine->load_checkpoint(dir); }).find("it was saved from another model") !=
           std::string::npos);
   }
-  const std::string file = dir + "/good/rank_00000.safetensors";
+  // The index lists each rank's files with their checksums.
+  {
+    checkpoint::CheckpointReader reader(dir, "good");
+    const auto& states = reader.index().at("shards").as_array().at(0).at("states");
+    CHECK(states.at("param").at("file").as_string() == "rank_00000.param.safetensors");
+    CHECK(states.at("optim.exp_avg").at("file").as_string() == "rank_00000.optim.safetensors");
+    CHECK(states.at("param").at("checksum").as_string().size() == 16);
+  }
+  const std::string file = dir + "/good/rank_00000.param.safetensors";
   // A truncated shard (a copy, restored after): the error names the file.
   fs::copy_file(file, file + ".bak");
   fs::resize_file(file, fs::file_size(file) / 2);
@@ -197,8 +205,8 @@ TEST_CASE("bad checkpoints are errors naming the file and the tensor", "[checkpo
   // A missing rank file.
   fs::remove(file);
   CHECK(error_of([&] { job.init.engine->load_checkpoint(dir); }) ==
-        "checkpoint " + dir + "/good: rank_00000.safetensors is missing (the checkpoint was saved by 1 ranks); copy "
-        "the whole folder");
+        "checkpoint " + dir + "/good: rank_00000.param.safetensors is missing (the checkpoint was saved by a job of 1 "
+        "ranks); copy the whole folder");
   fs::remove_all(dir);
 }
 
