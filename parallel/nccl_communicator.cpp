@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_runtime.h"
 #include "core/memory_stats.h"
 #include "parallel/collective_signature.h"
 #include "parallel/comm_worker.h"
@@ -68,9 +69,13 @@ class NcclWork final : public Work {
       ncclResult_t async = ncclSuccess;
       FATHOM_NCCL_CHECK(nccl_library().comm_get_async_error(comm_, &async));
       FATHOM_NCCL_CHECK(async);
-      if (std::chrono::steady_clock::now() - start > timeout)
+      if (std::chrono::steady_clock::now() - start > timeout) {
+        // Abort the communicator first: its kernels would otherwise spin on the GPU forever,
+        // and a process cannot exit cleanly while they do.
+        nccl_library().comm_abort(comm_);
         abort_job(detail::concat(description_, " (nccl) did not complete within ", timeout.count(),
-                                 " s (FATHOM_COMM_TIMEOUT)"));
+                                 " s (FATHOM_COMM_TIMEOUT); the NCCL communicator was aborted"));
+      }
       std::this_thread::yield();
     }
   }
@@ -112,10 +117,11 @@ class NcclCommunicator final : public Communicator {
     if (comm_debug_enabled() && c.kind != CollectiveKind::Send && c.kind != CollectiveKind::Recv) cross_check(c);
     const NcclLibrary& nccl = nccl_library();
     FATHOM_CUDA_CHECK(cudaSetDevice(device_));
-    // Inputs were produced on the default stream: the communication stream waits for them.
+    // Inputs were produced on the compute stream: the communication stream waits for them.
     cudaEvent_t ready = nullptr;
     FATHOM_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-    FATHOM_CUDA_CHECK(cudaEventRecord(ready, cudaStreamLegacy));
+    void* const compute = cuda::current_stream();
+    FATHOM_CUDA_CHECK(cudaEventRecord(ready, compute ? static_cast<cudaStream_t>(compute) : cudaStreamLegacy));
     FATHOM_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
     cudaEventDestroy(ready);
 
