@@ -20,6 +20,7 @@
 #include "kernels/dropout.h"
 #include "kernels/elementwise.h"
 #include "kernels/embedding.h"
+#include "kernels/linear.h"
 #include "kernels/matmul.h"
 #include "kernels/normalization.h"
 #include "kernels/optimizer_kernels.h"

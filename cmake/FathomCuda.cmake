@@ -37,7 +37,9 @@ function(fathom_configure_cuda target)
   set_target_properties(${target} PROPERTIES CUDA_RUNTIME_LIBRARY Static CUDA_SEPARABLE_COMPILATION OFF)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --expt-relaxed-constexpr>)
-  target_link_libraries(${target} PRIVATE CUDA::cudart_static)
+  # cuBLASLt (the matmul/linear GEMMs) is linked as a shared library: it is large, and every GPU
+  # machine has it beside the driver. It loads without a driver, like the static runtime.
+  target_link_libraries(${target} PRIVATE CUDA::cudart_static CUDA::cublasLt)
   # The runtime headers are needed by the host-side .cpp files of the CUDA backend.
   target_include_directories(${target} PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 endfunction()

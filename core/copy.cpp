@@ -1,32 +1,16 @@
 #include "core/copy.h"
 
-#include <cmath>
 #include <cstring>
-#include <type_traits>
 
+#include "core/convert.h"
+#include "core/cuda/copy_kernels.h"
+#include "core/cuda/copy_layout.h"
 #include "core/cuda/cuda_runtime.h"
 #include "core/dtype_dispatch.h"
 #include "core/strided_loop.h"
 
 namespace fathom {
 namespace {
-
-// Conversion through float for the 16-bit types and through double otherwise keeps every
-// integer exact up to 2^53 and applies one rounding for the narrowing float conversions.
-template <typename To, typename From>
-To convert(From value) {
-  if constexpr (std::is_same_v<To, From>) {
-    return value;
-  } else if constexpr (std::is_same_v<To, bool>) {
-    return static_cast<double>(value) != 0.0;
-  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
-    return To(static_cast<float>(value));
-  } else if constexpr (std::is_same_v<From, Half> || std::is_same_v<From, BFloat16>) {
-    return static_cast<To>(static_cast<float>(value));
-  } else {
-    return static_cast<To>(value);
-  }
-}
 
 void copy_cpu(const Tensor& dst, const Tensor& src) {
   const Strides src_strides = broadcast_strides(src.sizes(), src.strides(), dst.sizes());
@@ -41,13 +25,44 @@ void copy_cpu(const Tensor& dst, const Tensor& src) {
                             To* o = out + at[0];
                             const From* i = in + at[1];
                             if (step[0] == 1 && step[1] == 1) {  // contiguous runs vectorise
-                              for (int64_t j = 0; j < n; ++j) o[j] = convert<To>(i[j]);
+                              for (int64_t j = 0; j < n; ++j) o[j] = convert<To, From>(i[j]);
                               return;
                             }
-                            for (int64_t j = 0; j < n; ++j) o[j * step[0]] = convert<To>(i[j * step[1]]);
+                            for (int64_t j = 0; j < n; ++j) o[j * step[0]] = convert<To, From>(i[j * step[1]]);
                           });
     });
   });
+}
+
+#if FATHOM_WITH_CUDA
+// Both on one CUDA device: one kernel on the current stream.
+void copy_device(const Tensor& dst, const Tensor& src) {
+  const Strides src_strides = broadcast_strides(src.sizes(), src.strides(), dst.sizes());
+  const cuda::CopyLayout layout = cuda::make_copy_layout(dst.sizes(), dst.strides(), src_strides);
+  cuda::copy_cuda(dst.dtype(), dst.raw_data(), src.dtype(), src.raw_data(), layout, cuda::current_stream());
+}
+#else
+[[noreturn]] void copy_device(const Tensor& dst, const Tensor&) {
+  cuda::require_device(dst.device().index);
+  FATHOM_FAIL("unreachable: a CUDA device without CUDA");
+}
+#endif
+
+// Within one device (CPU or one GPU).
+void copy_same_device(const Tensor& dst, const Tensor& src) {
+  if (dst.device().is_cpu()) copy_cpu(dst, src);
+  else copy_device(dst, src);
+}
+
+// Bytes move between devices only as a contiguous block of the source's dtype and shape; the
+// layout and dtype work happens on either side, by the same-device copies.
+void copy_across_devices(const Tensor& dst, const Tensor& src) {
+  broadcast_strides(src.sizes(), src.strides(), dst.sizes());  // the shape error, before any work
+  const Tensor staged = src.contiguous();  // on the source device
+  const bool direct = dst.is_contiguous() && dst.dtype() == src.dtype() && dst.sizes() == src.sizes();
+  const Tensor landing = direct ? dst : Tensor::empty(src.sizes(), src.dtype(), dst.device());
+  cuda::copy_bytes(landing.raw_data(), landing.device(), staged.raw_data(), staged.device(), staged.nbytes());
+  if (!direct) copy_same_device(dst, landing);
 }
 
 }  // namespace
@@ -55,21 +70,14 @@ void copy_cpu(const Tensor& dst, const Tensor& src) {
 void copy_into(const Tensor& dst, const Tensor& src) {
   FATHOM_CHECK(dst.defined() && src.defined(), "copy: undefined tensor");
   if (dst.numel() == 0) return;
-  if (dst.device().is_cpu() && src.device().is_cpu()) {
-    if (dst.storage() == src.storage() && dst.raw_data() == src.raw_data() && dst.strides() == src.strides() &&
-        dst.sizes() == src.sizes() && dst.dtype() == src.dtype())
-      return;  // copying a tensor onto itself
-    copy_cpu(dst, src);
+  if (dst.device() != src.device()) {
+    copy_across_devices(dst, src);
     return;
   }
-  // Across devices (or within one GPU): bytes only, for now; conversions and strided copies on
-  // the GPU arrive with the CUDA kernels.
-  FATHOM_CHECK(dst.dtype() == src.dtype() && dst.sizes() == src.sizes() && dst.is_contiguous() &&
-                   src.is_contiguous(),
-               "copy from ", src.str(), " to ", dst.str(),
-               ": a copy involving a CUDA tensor needs equal dtypes and shapes and contiguous tensors "
-               "(call .contiguous() and .to(dtype) on the CPU side first)");
-  cuda::copy_bytes(dst.raw_data(), dst.device(), src.raw_data(), src.device(), dst.nbytes());
+  if (dst.storage() == src.storage() && dst.raw_data() == src.raw_data() && dst.strides() == src.strides() &&
+      dst.sizes() == src.sizes() && dst.dtype() == src.dtype())
+    return;  // copying a tensor onto itself
+  copy_same_device(dst, src);
 }
 
 void fill(const Tensor& dst, double value) {
@@ -79,8 +87,19 @@ void fill(const Tensor& dst, double value) {
     copy_cpu(dst, source);
     return;
   }
-  Tensor host = Tensor::full(dst.sizes(), value, dst.dtype(), kCPU);
-  copy_into(dst, host);
+#if FATHOM_WITH_CUDA
+  // The value is converted here, by the CPU's rule, and the kernel only stores it.
+  unsigned char element[8] = {};
+  dispatch_dtype(dst.dtype(), "fill", [&]<typename T>() {
+    const T converted = convert<T, double>(value);
+    std::memcpy(element, &converted, sizeof converted);
+  });
+  const cuda::CopyLayout layout =
+      cuda::make_copy_layout(dst.sizes(), dst.strides(), Strides(dst.sizes().size(), 0));
+  cuda::fill_cuda(dst.dtype(), dst.raw_data(), layout, element, cuda::current_stream());
+#else
+  cuda::require_device(dst.device().index);
+#endif
 }
 
 }  // namespace fathom

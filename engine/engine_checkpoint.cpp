@@ -201,7 +201,8 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   std::vector<std::pair<std::string, Tensor>> tensors;
   autograd::NoGradGuard no_grad;
   const auto add = [&](const std::string& name, const Tensor& flat, Range covers) {
-    tensors.emplace_back(name, flat.narrow(0, mine.begin - covers.begin, mine.size()));
+    const Tensor part = flat.narrow(0, mine.begin - covers.begin, mine.size());
+    tensors.emplace_back(name, part.device().is_cpu() ? part : part.to(kCPU));  // files are written from host memory
   };
   if (zero && stage == 3) add("param", zero->flat_parameters().owned(), zero->flat_parameters().partition().owned(rank));
   else if (zero) add("param", zero->flat_parameters().buffer(), {0, zero->flat_parameters().partition().padded_numel()});

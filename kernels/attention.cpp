@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/cuda/cuda_runtime.h"
+#include "kernels/launch_geometry.h"
 #include "kernels/nn_kernels.h"
 #include "kernels/nn_op_checks.h"
 
@@ -29,6 +31,15 @@ double resolve_scale(std::optional<double> scale, const Tensor& q, const char* o
 
 Shape lse_shape(const Tensor& q) { return {q.size(0), q.size(1), q.size(2)}; }
 
+#if FATHOM_WITH_CUDA
+// The CUDA kernels keep a head's rows in registers and shared memory sized for HS <= 128.
+void check_cuda_head_size(const Tensor& q, const char* op) {
+  FATHOM_CHECK(launch::attention_head_tier(q.size(3)) != 0, op, ": head size ", q.size(3),
+               " is above the CUDA kernel's limit of ", launch::kAttnMaxHeadSize, " (q of shape ",
+               shape_str(q.sizes()), ")");
+}
+#endif
+
 }  // namespace
 
 AttentionOutputs causal_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
@@ -45,7 +56,15 @@ AttentionOutputs causal_attention(const Tensor& q_in, const Tensor& k_in, const 
                                      k.raw_data(), v.raw_data(), q.size(0), q.size(1), q.size(2), q.size(3), s);
       break;
     case DeviceType::CUDA:
+#if FATHOM_WITH_CUDA
+      check_cuda_head_size(q, op);
+      kernels::attention_forward_cuda(q.dtype(), result.out.raw_data(), result.lse.raw_data(), q.raw_data(),
+                                      k.raw_data(), v.raw_data(), q.size(0), q.size(1), q.size(2), q.size(3), s,
+                                      cuda::current_stream());
+      break;
+#else
       fail_on_cuda(op, q);
+#endif
   }
   return result;
 }
@@ -86,8 +105,19 @@ AttentionGrads causal_attention_backward(const Tensor& dout_in, const Tensor& q_
                                       q.raw_data(), k.raw_data(), v.raw_data(), out.raw_data(), lse.raw_data(),
                                       ptr(dlse), q.size(0), q.size(1), q.size(2), q.size(3), s, /*accumulate=*/false);
       break;
-    case DeviceType::CUDA:
+    case DeviceType::CUDA: {
+#if FATHOM_WITH_CUDA
+      check_cuda_head_size(q, op);
+      const Tensor row_terms = Tensor::empty(lse_shape(q), stats, q.device());
+      kernels::attention_backward_cuda(q.dtype(), ptr(grads.dq), ptr(grads.dk), ptr(grads.dv), dout.raw_data(),
+                                       q.raw_data(), k.raw_data(), v.raw_data(), out.raw_data(), lse.raw_data(),
+                                       ptr(dlse), q.size(0), q.size(1), q.size(2), q.size(3), s,
+                                       /*accumulate=*/false, row_terms.raw_data(), cuda::current_stream());
+      break;
+#else
       fail_on_cuda(op, q);
+#endif
+    }
   }
   return grads;
 }

@@ -4,7 +4,8 @@
 // computed flash-attention style (no T x T matrix; see kernels/cpu/attention_cpu.cpp). The
 // forward also returns lse (B, NH, T), the row logsumexp of the scaled scores, which the
 // backward uses to recompute the probabilities. scale defaults to 1 / sqrt(HS). f32 and f64;
-// f16/bf16 compute in f32 (lse is f32 then, f64 for f64).
+// f16/bf16 compute in f32 (lse is f32 then, f64 for f64). CUDA tensors run the twin kernels of
+// kernels/cuda/attention_cuda.cu (head sizes up to 128), with the same layout and saved lse.
 
 #include <optional>
 

@@ -2,12 +2,19 @@
 
 #include <cmath>
 
+#include "core/cuda/cuda_runtime.h"
 #include "kernels/nn_kernels.h"
 #include "kernels/nn_op_checks.h"
 
 namespace fathom {
 namespace {
 using namespace nn_checks;
+
+#if FATHOM_WITH_CUDA
+constexpr bool kCudaBuilt = true;
+#else
+constexpr bool kCudaBuilt = false;
+#endif
 
 Shape row_shape(const Tensor& logits) { return Shape(logits.sizes().begin(), logits.sizes().end() - 1); }
 
@@ -26,6 +33,8 @@ void check_logits_and_targets(const Tensor& logits, const Tensor& targets, const
 
 // Checks every target (naming the row, the value and V) and returns the default normaliser:
 // the number of non-ignored targets, or 1 when there are none (so the loss is 0, not 0/0).
+// Device targets are copied to the host for this (N int64s, small beside the N x V logits): the
+// CUDA kernels then trust them, and errors and the normaliser are the CPU's.
 double check_targets(const Tensor& targets, int64_t V, int64_t ignore_index, const char* op) {
   const std::vector<int64_t> values = targets.to_vector<int64_t>();
   int64_t counted = 0;
@@ -52,7 +61,6 @@ CrossEntropyOutputs cross_entropy(const Tensor& logits_in, const Tensor& targets
                                   int64_t ignore_index) {
   const char* op = "cross_entropy";
   check_logits_and_targets(logits_in, targets_in, op);
-  if (logits_in.device().is_cuda()) fail_on_cuda(op, logits_in);
   const int64_t V = logits_in.size(-1);
   const double norm = resolve_normaliser(normaliser, check_targets(targets_in, V, ignore_index, op), op);
   const Tensor logits = logits_in.contiguous(), targets = targets_in.contiguous();
@@ -65,7 +73,14 @@ CrossEntropyOutputs cross_entropy(const Tensor& logits_in, const Tensor& targets
                                          norm);
       break;
     case DeviceType::CUDA:
-      fail_on_cuda(op, logits);
+      if constexpr (kCudaBuilt) {
+        const Tensor row_losses = Tensor::empty({targets.numel()}, DType::F64, logits.device());
+        kernels::cross_entropy_forward_cuda(logits.dtype(), result.loss.raw_data(), result.lse.raw_data(),
+                                            logits.raw_data(), targets.data<int64_t>(), targets.numel(), V,
+                                            ignore_index, norm, row_losses.data<double>(), cuda::current_stream());
+      } else {
+        fail_on_cuda(op, logits);
+      }
   }
   return result;
 }
@@ -90,7 +105,7 @@ void cross_entropy_backward_into(const Tensor& dlogits, const Tensor& dloss_in, 
     FATHOM_CHECK(dlse_in.sizes() == lse_in.sizes() && dlse_in.dtype() == stats, op, ": dlse must match lse ",
                  lse_in.str(), ", got ", dlse_in.str());
   for (const Tensor* t : {&dlogits, &dloss_in, &lse_in}) check_same_device(*t, logits_in, op);
-  if (logits_in.device().is_cuda()) fail_on_cuda(op, logits_in);
+  if (dlse_in.defined()) check_same_device(dlse_in, logits_in, op);
   const int64_t V = logits_in.size(-1);
   const double norm = resolve_normaliser(normaliser, check_targets(targets_in, V, ignore_index, op), op);
   const Tensor logits = logits_in.contiguous(), targets = targets_in.contiguous(), lse = lse_in.contiguous();
@@ -103,7 +118,14 @@ void cross_entropy_backward_into(const Tensor& dlogits, const Tensor& dloss_in, 
                                           norm, accumulate);
       break;
     case DeviceType::CUDA:
-      fail_on_cuda(op, logits);
+      if constexpr (kCudaBuilt) {
+        kernels::cross_entropy_backward_cuda(logits.dtype(), dlogits.raw_data(), dloss.raw_data(), logits.raw_data(),
+                                             targets.data<int64_t>(), lse.raw_data(),
+                                             dlse.defined() ? dlse.raw_data() : nullptr, targets.numel(), V,
+                                             ignore_index, norm, accumulate, cuda::current_stream());
+      } else {
+        fail_on_cuda(op, logits);
+      }
   }
   dlogits.bump_version();
 }

@@ -1,11 +1,18 @@
 #include "kernels/dropout.h"
 
+#include "core/cuda/cuda_runtime.h"
 #include "kernels/nn_kernels.h"
 #include "kernels/nn_op_checks.h"
 
 namespace fathom {
 namespace {
 using namespace nn_checks;
+
+#if FATHOM_WITH_CUDA
+constexpr bool kCudaBuilt = true;
+#else
+constexpr bool kCudaBuilt = false;
+#endif
 
 struct RowsLayout {
   int64_t rows, width, full_width;
@@ -46,7 +53,13 @@ Tensor dropout(const Tensor& x_in, double p, uint64_t seed, uint64_t offset, con
                                    /*accumulate=*/false);
       break;
     case DeviceType::CUDA:
-      fail_on_cuda(op, x);
+      if constexpr (kCudaBuilt) {
+        kernels::dropout_forward_cuda(x.dtype(), y.raw_data(), x.raw_data(), sample_index.data<int64_t>(),
+                                      layout.rows, layout.width, p, seed, offset, column_offset, layout.full_width,
+                                      /*accumulate=*/false, cuda::current_stream());
+      } else {
+        fail_on_cuda(op, x);
+      }
   }
   return y;
 }
@@ -67,7 +80,13 @@ void dropout_backward_into(const Tensor& dx, const Tensor& dy_in, double p, uint
                                    layout.width, p, seed, offset, column_offset, layout.full_width, accumulate);
       break;
     case DeviceType::CUDA:
-      fail_on_cuda(op, dy);
+      if constexpr (kCudaBuilt) {
+        kernels::dropout_forward_cuda(dy.dtype(), dx.raw_data(), dy.raw_data(), sample_index.data<int64_t>(),
+                                      layout.rows, layout.width, p, seed, offset, column_offset, layout.full_width,
+                                      accumulate, cuda::current_stream());
+      } else {
+        fail_on_cuda(op, dy);
+      }
   }
   dx.bump_version();
 }

@@ -1,5 +1,6 @@
 #include "kernels/embedding.h"
 
+#include "core/cuda/cuda_runtime.h"
 #include "kernels/nn_kernels.h"
 #include "kernels/nn_op_checks.h"
 
@@ -7,15 +8,40 @@ namespace fathom {
 namespace {
 using namespace nn_checks;
 
+#if FATHOM_WITH_CUDA
+constexpr bool kCudaBuilt = true;
+#else
+constexpr bool kCudaBuilt = false;
+#endif
+
+[[noreturn]] void fail_index(const char* op, int64_t value, int64_t position, int64_t V) {
+  FATHOM_FAIL(op, ": index ", value, " at (flat) position ", position, " is out of range for an embedding of ", V,
+              " rows (valid: 0 to ", V - 1, ")");
+}
+
 void check_indices(const Tensor& indices, int64_t V, const char* op) {
   require_defined(indices, op, "indices");
   FATHOM_CHECK(indices.dtype() == DType::I64 || indices.dtype() == DType::I32, op, ": indices must be i64 or i32, got ",
                dtype_name(indices.dtype()), " of shape ", shape_str(indices.sizes()), " (convert them with .to(i64))");
-  if (!indices.device().is_cpu()) return;  // range checks of device indices belong to their kernel
+  if (!indices.device().is_cpu()) return;  // device indices are range-checked by their kernel
   const std::vector<int64_t> values = indices.to_vector<int64_t>();
   for (size_t n = 0; n < values.size(); ++n)
-    FATHOM_CHECK(values[n] >= 0 && values[n] < V, op, ": index ", values[n], " at (flat) position ", n,
-                 " is out of range for an embedding of ", V, " rows (valid: 0 to ", V - 1, ")");
+    if (values[n] < 0 || values[n] >= V) fail_index(op, values[n], static_cast<int64_t>(n), V);
+}
+
+// The CUDA kernels' index flag: the first out-of-range position, or -1. Reading it waits for the
+// kernel; the error then reads as the CPU's.
+void report_bad_index(const Tensor& flag, const Tensor& indices, int64_t V, const char* op) {
+  const int64_t position = flag.to_vector<int64_t>()[0];
+  if (position < 0) return;
+  fail_index(op, indices.flatten().narrow(0, position, 1).to_vector<int64_t>()[0], position, V);
+}
+
+// The CUDA kernels count positions and tokens in int32.
+void check_cuda_sizes(int64_t N, int64_t V, const char* op) {
+  constexpr int64_t kLimit = int64_t{1} << 31;
+  FATHOM_CHECK(N < kLimit && V < kLimit, op, ": on CUDA, indices and num_embeddings must stay below 2^31, got ", N,
+               " indices and ", V, " rows");
 }
 
 }  // namespace
@@ -38,7 +64,16 @@ Tensor embedding(const Tensor& indices_in, const Tensor& weight_in) {
                                      weight.raw_data(), indices.numel(), V, C);
       break;
     case DeviceType::CUDA:
-      fail_on_cuda(op, weight);
+      if constexpr (kCudaBuilt) {
+        check_cuda_sizes(indices.numel(), V, op);
+        const Tensor flag = Tensor::empty({1}, DType::I64, weight.device());
+        kernels::embedding_forward_cuda(weight.dtype(), indices.dtype(), out.raw_data(), indices.raw_data(),
+                                        weight.raw_data(), indices.numel(), V, C, flag.data<int64_t>(),
+                                        cuda::current_stream());
+        report_bad_index(flag, indices, V, op);
+      } else {
+        fail_on_cuda(op, weight);
+      }
   }
   return out;
 }
@@ -65,7 +100,19 @@ void embedding_backward_into(const Tensor& dweight, const Tensor& dout_in, const
                                       accumulate);
       break;
     case DeviceType::CUDA:
-      fail_on_cuda(op, dweight);
+      if constexpr (kCudaBuilt) {
+        const int64_t N = indices.numel(), V = dweight.size(0);
+        check_cuda_sizes(N, V, op);
+        const Tensor flag = Tensor::empty({1}, DType::I64, dweight.device());
+        const int64_t workspace_bytes = kernels::embedding_backward_workspace_bytes_cuda(N, V);
+        const Tensor workspace = Tensor::empty({(workspace_bytes + 7) / 8}, DType::I64, dweight.device());
+        kernels::embedding_backward_cuda(dweight.dtype(), indices.dtype(), dweight.raw_data(), dout.raw_data(),
+                                         indices.raw_data(), N, V, dweight.size(1), accumulate, flag.data<int64_t>(),
+                                         workspace.raw_data(), cuda::current_stream());
+        report_bad_index(flag, indices, V, op);
+      } else {
+        fail_on_cuda(op, dweight);
+      }
   }
   dweight.bump_version();
 }

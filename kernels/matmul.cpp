@@ -7,13 +7,21 @@
 // first. Batch dims that lie evenly in memory for every operand merge into one strided batch;
 // when B is shared by the whole batch and A's batch rows are evenly spaced, the batch folds
 // into the rows of one larger GEMM (the linear-layer case: [B, T, C] x [C, N]).
+// The same calls go to the CPU GEMM (kernels/cpu/gemm.h) or, for CUDA tensors, to cuBLASLt
+// (kernels/cuda/gemm_cublaslt.h).
 #include "kernels/matmul.h"
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/cuda/cuda_runtime.h"
 #include "kernels/cpu/gemm.h"
+#if FATHOM_WITH_CUDA
+#include "kernels/cuda/gemm_cublaslt.h"
+#endif
 
 namespace fathom {
 namespace {
@@ -154,26 +162,38 @@ void call_gemm(DType dtype, bool ta, bool tb, int64_t M, int64_t N, int64_t K, c
   }
 }
 
-// C (+)= op(a) op(b) on the CPU; C is row-major in its last two dims and has the result's
-// shape, in f32 for 16-bit operands.
-void matmul_cpu(const Tensor& c, const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
-                const MatmulDims& dims, bool accumulate) {
+// One GEMM on the operands' memory: C (+)= op(A) op(B), over a strided batch.
+struct GemmCall {
+  bool ta = false, tb = false;
+  int64_t M = 0, N = 0, K = 0;
+  const void* A = nullptr;
+  int64_t lda = 0;
+  const void* B = nullptr;
+  int64_t ldb = 0;
+  void* C = nullptr;
+  int64_t ldc = 0;
+  kernels::GemmBatch batch;
+};
+
+// Cuts C (+)= op(a) op(b) into GEMM calls on the operands' own memory; C is row-major in its
+// last two dims and has the result's shape.
+template <typename Fn>
+void for_each_gemm(const Tensor& c, const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
+                   const MatmulDims& dims, Fn&& gemm) {
   GemmOperand A = prepare(a, dims.batch), B = prepare(b, dims.batch);
   const int64_t nd = c.dim();
   Strides c_batch(c.strides().begin(), c.strides().begin() + (nd - 2));
   const int64_t ldc = matrix_layout(c).ld;
   // A column-major operand is the transpose of a row-major one: flip the GEMM's flag.
   const bool ta = transpose_a != A.layout.transposed, tb = transpose_b != B.layout.transposed;
-  const double beta = accumulate ? 1.0 : 0.0;
-  const DType dtype = a.dtype();
   const size_t in_bytes = a.element_size(), c_bytes = c.element_size();
 
   const bool b_shared = std::all_of(B.batch_strides.begin(), B.batch_strides.end(), [](int64_t s) { return s == 0; });
   if (b_shared && !ta && rows_fold(dims.batch, A.batch_strides, dims.M, A.layout.ld) &&
       rows_fold(dims.batch, c_batch, dims.M, ldc)) {
     const int64_t rows = shape_numel(dims.batch) * dims.M;
-    call_gemm(dtype, ta, tb, rows, dims.N, dims.K, A.tensor.raw_data(), A.layout.ld, B.tensor.raw_data(),
-              B.layout.ld, beta, c.raw_data(), ldc, {});
+    gemm(GemmCall{ta, tb, rows, dims.N, dims.K, A.tensor.raw_data(), A.layout.ld, B.tensor.raw_data(), B.layout.ld,
+                  c.raw_data(), ldc, {}});
     return;
   }
 
@@ -196,11 +216,68 @@ void matmul_cpu(const Tensor& c, const Tensor& a, const Tensor& b, bool transpos
       off_b += i * B.batch_strides[d];
       off_c += i * c_batch[d];
     }
-    call_gemm(dtype, ta, tb, dims.M, dims.N, dims.K, byte_ptr(A.tensor) + off_a * in_bytes, A.layout.ld,
-              byte_ptr(B.tensor) + off_b * in_bytes, B.layout.ld, beta,
-              static_cast<char*>(c.raw_data()) + off_c * c_bytes, ldc, inner);
+    gemm(GemmCall{ta, tb, dims.M, dims.N, dims.K, byte_ptr(A.tensor) + off_a * in_bytes, A.layout.ld,
+                  byte_ptr(B.tensor) + off_b * in_bytes, B.layout.ld,
+                  static_cast<char*>(c.raw_data()) + off_c * c_bytes, ldc, inner});
   }
 }
+
+// C (+)= op(a) op(b) on the CPU, C in f32 for 16-bit operands.
+void matmul_cpu(const Tensor& c, const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
+                const MatmulDims& dims, bool accumulate) {
+  const DType dtype = a.dtype();
+  const double beta = accumulate ? 1.0 : 0.0;
+  for_each_gemm(c, a, b, transpose_a, transpose_b, dims, [&](const GemmCall& g) {
+    call_gemm(dtype, g.ta, g.tb, g.M, g.N, g.K, g.A, g.lda, g.B, g.ldb, beta, g.C, g.ldc, g.batch);
+  });
+}
+
+#if FATHOM_WITH_CUDA
+std::string describe(const kernels::GemmProblem& p) {
+  return detail::concat(dtype_name(p.dtype), " M=", p.M, " N=", p.N, " K=", p.K, p.transpose_a ? " transpose_a" : "",
+                        p.transpose_b ? " transpose_b" : "", " lda=", p.lda, " ldb=", p.ldb, " ldc=", p.ldc,
+                        " batch=", p.batch);
+}
+
+// C (+)= op(a) op(b) through cuBLASLt, C in the operands' dtype.
+void matmul_cuda(const Tensor& c, const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b,
+                 const MatmulDims& dims, bool accumulate) {
+  const int device = c.device().index;
+  const size_t in_bytes = a.element_size(), c_bytes = c.element_size();
+  for_each_gemm(c, a, b, transpose_a, transpose_b, dims, [&](const GemmCall& g) {
+    kernels::GemmProblem p;
+    p.dtype = a.dtype();
+    p.transpose_a = g.ta;
+    p.transpose_b = g.tb;
+    p.M = g.M;
+    p.N = g.N;
+    p.K = g.K;
+    p.lda = g.lda;
+    p.ldb = g.ldb;
+    p.ldc = g.ldc;
+    p.accumulate = accumulate;
+    p.allow_tf32 = p.dtype == DType::F32 && cuda::allow_tf32();  // one plan for 16-bit either way
+    // Broadcast operands (batch stride 0) go one matrix at a time rather than relying on
+    // cuBLASLt to accept a zero batch stride.
+    const bool strided = g.batch.count > 1 && g.batch.stride_a != 0 && g.batch.stride_b != 0;
+    const int64_t calls = strided ? 1 : g.batch.count;
+    if (strided) {
+      p.batch = g.batch.count;
+      p.stride_a = g.batch.stride_a;
+      p.stride_b = g.batch.stride_b;
+      p.stride_c = g.batch.stride_c;
+    }
+    for (int64_t i = 0; i < calls; ++i) {
+      kernels::GemmPointers ptrs;
+      ptrs.a = static_cast<const char*>(g.A) + i * g.batch.stride_a * static_cast<int64_t>(in_bytes);
+      ptrs.b = static_cast<const char*>(g.B) + i * g.batch.stride_b * static_cast<int64_t>(in_bytes);
+      ptrs.c = static_cast<char*>(g.C) + i * g.batch.stride_c * static_cast<int64_t>(c_bytes);
+      FATHOM_CHECK(kernels::gemm_cublaslt(p, ptrs, device, cuda::current_stream()), kOp,
+                   ": cuBLASLt has no algorithm for the GEMM ", describe(p));
+    }
+  });
+}
+#endif
 
 bool is_matmul_dtype(DType dtype) {
   return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::BF16 || dtype == DType::F16;
@@ -229,27 +306,27 @@ void matmul_into(const Tensor& out, const Tensor& a, const Tensor& b, bool trans
   const Shape shape = matmul_shape(a.sizes(), b.sizes(), transpose_a, transpose_b);
   FATHOM_CHECK(out.sizes() == shape, kOp, ": shapes ", shape_str(a.sizes()), " and ", shape_str(b.sizes()),
                " give a result of shape ", shape_str(shape), ", but the output has shape ", shape_str(out.sizes()));
-  if (!out.device().is_cpu()) {
-#if FATHOM_WITH_CUDA
-    FATHOM_FAIL(kOp, ": matmul on CUDA arrives with the CUDA kernels issue (tensors on ", out.device().str(), ")");
-#else
-    cuda::require_device(out.device().index);  // throws: this build has no CUDA backend
-#endif
-  }
+  const bool on_cuda = !out.device().is_cpu();
+  if (on_cuda) cuda::require_device(out.device().index);  // without the CUDA backend: throws
   if (out.numel() == 0) return;
 
-  // The GEMM writes f32 for 16-bit operands and needs a row-major C; otherwise it writes out's
-  // memory directly. A staged result is rounded into out once, at the end.
-  const bool wide = a.dtype() == DType::BF16 || a.dtype() == DType::F16;
+  // Both GEMMs need a row-major C, and the CPU GEMM writes f32 for 16-bit operands (cuBLASLt
+  // rounds to them itself). An output that qualifies is written directly; otherwise a staged
+  // result is rounded into out once, at the end.
+  const bool wide = !on_cuda && (a.dtype() == DType::BF16 || a.dtype() == DType::F16);
   const MatrixLayout out_layout = matrix_layout(out);
   const bool direct = !wide && out_layout.plain && !out_layout.transposed;
   Tensor c = out;
   if (!direct) {
-    c = Tensor::empty(shape, wide ? DType::F32 : a.dtype());
+    c = Tensor::empty(shape, wide ? DType::F32 : a.dtype(), out.device());
     if (accumulate) c.copy_(out);
   }
   if (dims.K == 0) {
     if (!accumulate) c.zero_();
+  } else if (on_cuda) {
+#if FATHOM_WITH_CUDA
+    matmul_cuda(c, a, b, transpose_a, transpose_b, dims, accumulate);
+#endif
   } else {
     matmul_cpu(c, a, b, transpose_a, transpose_b, dims, accumulate);
   }
@@ -263,5 +340,20 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   matmul_into(out, a, b, transpose_a, transpose_b);
   return out;
 }
+
+namespace cuda {
+namespace {
+std::atomic<bool>& tf32_flag() {
+  static std::atomic<bool> flag = [] {
+    const char* env = std::getenv("FATHOM_ALLOW_TF32");
+    return env != nullptr && std::strcmp(env, "1") == 0;
+  }();
+  return flag;
+}
+}  // namespace
+
+void set_allow_tf32(bool allow) { tf32_flag().store(allow, std::memory_order_relaxed); }
+bool allow_tf32() { return tf32_flag().load(std::memory_order_relaxed); }
+}  // namespace cuda
 
 }  // namespace fathom

@@ -1,6 +1,10 @@
-// Op-registry entry of matmul: f64 reference, samples (odd sizes, every transpose, strided and
+// Op-registry entries of matmul: f64 reference, samples (odd sizes, every transpose, strided and
 // column-major operands, broadcast batches, the folded linear-layer case), bad inputs and the
-// gradient dA = dC op(B)^T, dB = op(A)^T dC, summed over broadcast batch dims.
+// gradient dA = dC op(B)^T, dB = op(A)^T dC, summed over broadcast batch dims. And of the fused
+// linear layer (kernels/linear.h): linear and linear_gelu.
+#include "kernels/elementwise.h"
+#include "kernels/elementwise_math.h"
+#include "kernels/linear.h"
 #include "kernels/matmul.h"
 #include "kernels/op_registry.h"
 #include "kernels/op_samples.h"
@@ -103,6 +107,95 @@ TensorList matmul_gradient(const GradientContext& ctx) {
   return grads;
 }
 
+
+// --- linear, linear_gelu ---
+
+// x W^T + b in f64 loops, x (..., in), W (out, in).
+Tensor linear_reference(const Tensor& x, const Tensor& w, const Tensor& b) {
+  const int64_t in = w.size(1), out = w.size(0);
+  const Shape& sizes = x.sizes();
+  const int64_t rows = shape_numel(Shape(sizes.begin(), sizes.end() - 1));
+  const std::vector<double> xv = x.to_vector<double>(), wv = w.to_vector<double>(), bv = b.to_vector<double>();
+  std::vector<double> y(rows * out);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < out; ++o) {
+      double sum = 0;
+      for (int64_t i = 0; i < in; ++i) sum += xv[r * in + i] * wv[o * in + i];
+      y[r * out + o] = sum + bv[o];
+    }
+  Shape shape = sizes;
+  shape.back() = out;
+  return Tensor::from_vector(y, {rows * out}).reshape(shape);
+}
+
+std::vector<OpSample> linear_samples(DType dtype, Generator& gen) {
+  auto u = [&](const Shape& shape) { return uniform_tensor(shape, dtype, gen, -1.0, 1.0); };
+  return {
+      {"[5, 3] -> 4", {u({5, 3}), u({4, 3}), u({4})}, {}},
+      {"[2, 3, 8] -> 16 (rows fold; a GELU input row of 16 fits cuBLASLt's epilogue)",
+       {u({2, 3, 8}), u({16, 8}), u({16})}, {}},
+      {"1-D input [6] -> 8", {u({6}), u({8, 6}), u({8})}, {}},
+      {"non-contiguous input and weight", {non_contiguous(u({4, 5})), non_contiguous(u({8, 5})), u({8})}, {}},
+      {"odd out_features [7, 9] -> 7", {u({7, 9}), u({7, 9}), u({7})}, {}},
+  };
+}
+
+std::vector<OpErrorCase> linear_error_cases(const std::string& name) {
+  return {
+      {"in_features differ", {Tensor::zeros({2, 3}), Tensor::zeros({4, 5}), Tensor::zeros({4})}, {},
+       name + ": input of shape [2, 3] does not end in in_features = 5 (weight of shape [4, 5])"},
+      {"bias of the wrong length", {Tensor::zeros({2, 5}), Tensor::zeros({4, 5}), Tensor::zeros({3})}, {},
+       name + ": bias of shape [3] must have shape [4] (out_features)"},
+      {"1-D weight", {Tensor::zeros({2, 5}), Tensor::zeros({5}), Tensor::zeros({5})}, {},
+       name + ": weight must be (out_features, in_features), got shape [5]"},
+      {"dtype mismatch", {Tensor::zeros({2, 5}), Tensor::zeros({4, 5}, DType::F64), Tensor::zeros({4})}, {},
+       name + ": expected tensors of the same dtype, got f32 and f64"},
+  };
+}
+
+// The fused path rounds 16-bit results once and the unfused one after the product, the bias
+// and the GELU; the f16 bound allows those extra roundings.
+Tolerance linear_tolerance(DType dtype) {
+  if (dtype == DType::F16) return {5e-3, 2e-3};
+  if (dtype == DType::BF16) return {2e-2, 1e-2};
+  return default_tolerance(dtype);
+}
+
+OpInfo linear_entry(bool gelu) {
+  OpInfo info;
+  info.name = gelu ? "linear_gelu" : "linear";
+  info.dtypes = {DType::F32, DType::F64, DType::BF16, DType::F16};
+  if (gelu) {
+    info.run = [](const TensorList& in, const Attributes&) {
+      LinearGeluOutputs r = linear_gelu(in[0], in[1], in[2]);
+      return TensorList{r.out, r.pre};
+    };
+    info.reference = [](const TensorList& in, const Attributes&) {
+      const Tensor pre = linear_reference(in[0], in[1], in[2]);
+      return TensorList{samples::map_f64(pre, [](double v) { return math::gelu_tanh(v); }), pre};
+    };
+  } else {
+    info.run = [](const TensorList& in, const Attributes&) { return TensorList{linear(in[0], in[1], in[2])}; };
+    info.reference = [](const TensorList& in, const Attributes&) {
+      return TensorList{linear_reference(in[0], in[1], in[2])};
+    };
+  }
+  info.samples = linear_samples;
+  const std::string name = info.name;
+  info.error_cases = [name] { return linear_error_cases(name); };
+  info.gradient = [gelu](const GradientContext& ctx) {
+    const Tensor dpre = gelu ? gelu_backward(ctx.grad_outputs[0], ctx.outputs[1]) : ctx.grad_outputs[0];
+    const LinearGrads g = linear_backward(dpre, ctx.inputs[0], ctx.inputs[1], ctx.needs_input_grad[0],
+                                          ctx.needs_input_grad[1], ctx.needs_input_grad[2]);
+    return TensorList{g.dx, g.dweight, g.dbias};
+  };
+  info.gradient_uses_inputs = true;
+  info.gradient_uses_outputs = gelu;  // the GELU input (pre)
+  info.tolerance = linear_tolerance;
+  info.has_cuda = true;
+  return info;
+}
+
 }  // namespace
 
 void register_matmul_ops(std::vector<OpInfo>& registry) {
@@ -121,7 +214,10 @@ void register_matmul_ops(std::vector<OpInfo>& registry) {
   info.gradient_uses_inputs = true;
   // Sums of K products: f32 and bf16/f16 (f32 accumulation, one rounding) within the defaults.
   info.tolerance = [](DType dtype) { return default_tolerance(dtype); };
+  info.has_cuda = true;
   registry.push_back(std::move(info));
+  registry.push_back(linear_entry(/*gelu=*/false));
+  registry.push_back(linear_entry(/*gelu=*/true));
 }
 
 }  // namespace fathom

@@ -27,6 +27,9 @@ void softmax_forward_cpu(DType dtype, void* out, const void* inp, int64_t N, int
 // dinp (+)= softmax: out * (dout - sum(dout * out)); log_softmax: dout - exp(out) * sum(dout).
 void softmax_backward_cpu(DType dtype, void* dinp, const void* dout, const void* out, int64_t N, int64_t C, bool log,
                           bool accumulate);
+void softmax_forward_cuda(DType dtype, void* out, const void* inp, int64_t N, int64_t C, bool log, void* stream);
+void softmax_backward_cuda(DType dtype, void* dinp, const void* dout, const void* out, int64_t N, int64_t C, bool log,
+                           bool accumulate, void* stream);
 
 // --- layernorm over the last dim of (N, C); weight, bias optional (C) ---
 void layernorm_forward_cpu(DType dtype, void* out, void* mean, void* rstd, const void* inp, const void* weight,
@@ -36,12 +39,26 @@ void layernorm_forward_cpu(DType dtype, void* out, void* mean, void* rstd, const
 void layernorm_backward_cpu(DType dtype, void* dinp, void* dweight, void* dbias, const void* dout, const void* inp,
                             const void* weight, const void* mean, const void* rstd, const void* dmean,
                             const void* drstd, int64_t N, int64_t C, bool accumulate);
+void layernorm_forward_cuda(DType dtype, void* out, void* mean, void* rstd, const void* inp, const void* weight,
+                            const void* bias, int64_t N, int64_t C, double eps, void* stream);
+// dweight_partials / dbias_partials: device workspaces of launch::plan_column_sums(N, C).row_blocks
+// * C compute-type values, one for each of dweight, dbias that is wanted (else null).
+void layernorm_backward_cuda(DType dtype, void* dinp, void* dweight, void* dbias, const void* dout, const void* inp,
+                             const void* weight, const void* mean, const void* rstd, const void* dmean,
+                             const void* drstd, int64_t N, int64_t C, bool accumulate, void* dweight_partials,
+                             void* dbias_partials, void* stream);
 
 // --- rmsnorm over the last dim of (N, C): out = inp * rstd * weight; weight optional ---
 void rmsnorm_forward_cpu(DType dtype, void* out, void* rstd, const void* inp, const void* weight, int64_t N, int64_t C,
                          double eps);
 void rmsnorm_backward_cpu(DType dtype, void* dinp, void* dweight, const void* dout, const void* inp, const void* weight,
                           const void* rstd, const void* drstd, int64_t N, int64_t C, bool accumulate);
+void rmsnorm_forward_cuda(DType dtype, void* out, void* rstd, const void* inp, const void* weight, int64_t N, int64_t C,
+                          double eps, void* stream);
+// dweight_partials: as for layernorm_backward_cuda.
+void rmsnorm_backward_cuda(DType dtype, void* dinp, void* dweight, const void* dout, const void* inp,
+                           const void* weight, const void* rstd, const void* drstd, int64_t N, int64_t C,
+                           bool accumulate, void* dweight_partials, void* stream);
 
 // --- embedding: out[n, :] = weight[indices[n], :], weight (V, C); indices i32 or i64, valid ---
 void embedding_forward_cpu(DType dtype, DType index_dtype, void* out, const void* indices, const void* weight,
@@ -49,6 +66,17 @@ void embedding_forward_cpu(DType dtype, DType index_dtype, void* out, const void
 // dweight[v, :] (+)= sum of dout[n, :] over n with indices[n] == v, summed in order of n.
 void embedding_backward_cpu(DType dtype, DType index_dtype, void* dweight, const void* dout, const void* indices,
                             int64_t N, int64_t V, int64_t C, bool accumulate);
+// CUDA twins (kernels/cuda/embedding_cuda.cu); N and V below 2^31. Indices are range-checked on
+// the device: `bad_position` (one device int64) ends up holding the first flat position whose
+// index is out of range, or -1, for the caller to read and report. The backward then leaves
+// dweight untouched. workspace: embedding_backward_workspace_bytes_cuda(N, V) bytes of device
+// memory (bucket starts, sort keys and positions, the stable sort's temporary storage).
+void embedding_forward_cuda(DType dtype, DType index_dtype, void* out, const void* indices, const void* weight,
+                            int64_t N, int64_t V, int64_t C, int64_t* bad_position, void* stream);
+int64_t embedding_backward_workspace_bytes_cuda(int64_t N, int64_t V);
+void embedding_backward_cuda(DType dtype, DType index_dtype, void* dweight, const void* dout, const void* indices,
+                             int64_t N, int64_t V, int64_t C, bool accumulate, int64_t* bad_position,
+                             void* workspace, void* stream);
 
 // --- cross-entropy over logits (N, V), targets i64 (N), valid or == ignore_index ---
 // loss = sum over non-ignored rows of (lse - logits[target]) / normaliser; lse (N) is saved.
@@ -59,6 +87,15 @@ void cross_entropy_forward_cpu(DType dtype, void* loss, void* lse, const void* l
 void cross_entropy_backward_cpu(DType dtype, void* dlogits, const void* dloss, const void* logits,
                                 const int64_t* targets, const void* lse, const void* dlse, int64_t N, int64_t V,
                                 int64_t ignore_index, double normaliser, bool accumulate);
+// CUDA twins (kernels/cuda/cross_entropy_cuda.cu); targets already checked by the caller.
+// row_losses: N doubles of device workspace (each row's loss, added in a fixed order). dloss is
+// a device pointer, read by the kernel.
+void cross_entropy_forward_cuda(DType dtype, void* loss, void* lse, const void* logits, const int64_t* targets,
+                                int64_t N, int64_t V, int64_t ignore_index, double normaliser, double* row_losses,
+                                void* stream);
+void cross_entropy_backward_cuda(DType dtype, void* dlogits, const void* dloss, const void* logits,
+                                 const int64_t* targets, const void* lse, const void* dlse, int64_t N, int64_t V,
+                                 int64_t ignore_index, double normaliser, bool accumulate, void* stream);
 
 // --- dropout over rows x width, keep decision a pure function of the unsharded position ---
 // Element (r, c) is kept when philox_word(seed, offset, sample_index[r] * full_width +
@@ -67,6 +104,10 @@ void cross_entropy_backward_cpu(DType dtype, void* dlogits, const void* dloss, c
 void dropout_forward_cpu(DType dtype, void* out, const void* inp, const int64_t* sample_index, int64_t rows,
                          int64_t width, double p, uint64_t seed, uint64_t offset, int64_t column_offset,
                          int64_t full_width, bool accumulate);
+// CUDA twin (kernels/cuda/dropout_cuda.cu): the same Philox words, so the same mask bit for bit.
+void dropout_forward_cuda(DType dtype, void* out, const void* inp, const int64_t* sample_index, int64_t rows,
+                          int64_t width, double p, uint64_t seed, uint64_t offset, int64_t column_offset,
+                          int64_t full_width, bool accumulate, void* stream);
 
 // --- causal scaled-dot-product attention on (B, NH, T, HS) q, k, v ---
 // out = softmax(scale * q k^T, causal) v; lse (B, NH, T) is the row logsumexp of the scaled scores.
@@ -76,5 +117,12 @@ void attention_forward_cpu(DType dtype, void* out, void* lse, const void* q, con
 void attention_backward_cpu(DType dtype, void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
                             const void* v, const void* out, const void* lse, const void* dlse, int64_t B, int64_t NH,
                             int64_t T, int64_t HS, double scale, bool accumulate);
+// CUDA twins (kernels/cuda/attention_cuda.cu), HS <= 128. workspace: B * NH * T compute-type
+// values of device memory (the backward's row terms).
+void attention_forward_cuda(DType dtype, void* out, void* lse, const void* q, const void* k, const void* v, int64_t B,
+                            int64_t NH, int64_t T, int64_t HS, double scale, void* stream);
+void attention_backward_cuda(DType dtype, void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
+                             const void* v, const void* out, const void* lse, const void* dlse, int64_t B, int64_t NH,
+                             int64_t T, int64_t HS, double scale, bool accumulate, void* workspace, void* stream);
 
 }  // namespace fathom::kernels

@@ -77,6 +77,7 @@ OpInfo softmax_entry(bool log) {
   OpInfo info;
   info.name = name;
   info.dtypes = kFloatTypes;
+  info.has_cuda = true;
   info.run = [log](const TensorList& in, const Attributes&) {
     return TensorList{log ? log_softmax(in[0]) : softmax(in[0])};
   };
@@ -100,7 +101,9 @@ OpInfo softmax_entry(bool log) {
         {"one element per row [5, 1]", {make({5, 1})}, {}},
         {"non-contiguous [6, 5]", {non_contiguous(make({6, 5}))}, {}},
         {"large logits [3, 9] in [60, 90] (overflow without the max shift)", {make({3, 9}, 60, 90)}, {}},
-        {"threaded [96, 515]", {make({96, 515})}, {}}};
+        {"threaded [96, 515]", {make({96, 515})}, {}},
+        {"long rows [3, 3000] (a block per row on CUDA)", {make({3, 3000})}, {}},
+        {"odd long rows [2, 5001]", {make({2, 5001})}, {}}};
   };
   info.error_cases = [name] {
     return std::vector<OpErrorCase>{
@@ -126,6 +129,7 @@ OpInfo layernorm_entry() {
   OpInfo info;
   info.name = "layernorm";
   info.dtypes = kFloatTypes;
+  info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes& a) {
     LayerNormOutputs r = layernorm(in[0], in[1], in[2], a.get_double("eps", 1e-5));
     return TensorList{r.y, r.mean, r.rstd};
@@ -159,7 +163,9 @@ OpInfo layernorm_entry() {
         sample("3-d [2, 3, 7]", uniform_tensor({2, 3, 7}, dtype, gen, -2, 2)),
         sample("non-contiguous [6, 5]", non_contiguous(uniform_tensor({6, 5}, dtype, gen, -2, 2))),
         sample("offset rows [4, 6] in [10, 11]", uniform_tensor({4, 6}, dtype, gen, 10, 11)),
-        sample("threaded [300, 257]", uniform_tensor({300, 257}, dtype, gen, -2, 2))};
+        sample("threaded [300, 257]", uniform_tensor({300, 257}, dtype, gen, -2, 2)),
+        sample("long rows [3, 5120] (a block per row on CUDA)", uniform_tensor({3, 5120}, dtype, gen, -2, 2)),
+        sample("odd long rows [2, 2051]", uniform_tensor({2, 2051}, dtype, gen, -2, 2))};
   };
   info.error_cases = [] {
     const Attributes eps{{"eps", 1e-5}};
@@ -197,6 +203,7 @@ OpInfo rmsnorm_entry() {
   OpInfo info;
   info.name = "rmsnorm";
   info.dtypes = kFloatTypes;
+  info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes& a) {
     RmsNormOutputs r = rmsnorm(in[0], in[1], a.get_double("eps", 1e-6));
     return TensorList{r.y, r.rstd};
@@ -223,7 +230,9 @@ OpInfo rmsnorm_entry() {
         sample("odd rows [3, 37], eps 0.1", uniform_tensor({3, 37}, dtype, gen, -2, 2), 0.1),
         sample("3-d [2, 3, 7]", uniform_tensor({2, 3, 7}, dtype, gen, -2, 2)),
         sample("non-contiguous [6, 5]", non_contiguous(uniform_tensor({6, 5}, dtype, gen, -2, 2))),
-        sample("threaded [300, 257]", uniform_tensor({300, 257}, dtype, gen, -2, 2))};
+        sample("threaded [300, 257]", uniform_tensor({300, 257}, dtype, gen, -2, 2)),
+        sample("long rows [3, 5120] (a block per row on CUDA)", uniform_tensor({3, 5120}, dtype, gen, -2, 2)),
+        sample("odd long rows [2, 2051]", uniform_tensor({2, 2051}, dtype, gen, -2, 2))};
   };
   info.error_cases = [] {
     const Attributes eps{{"eps", 1e-6}};
@@ -253,6 +262,7 @@ OpInfo embedding_entry() {
   OpInfo info;
   info.name = "embedding";
   info.dtypes = kFloatTypes;
+  info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes&) { return TensorList{embedding(in[0], in[1])}; };
   info.reference = [](const TensorList& in, const Attributes&) {
     const std::vector<int64_t> idx = in[0].to_vector<int64_t>();
@@ -315,6 +325,7 @@ OpInfo cross_entropy_entry() {
   OpInfo info;
   info.name = "cross_entropy";
   info.dtypes = kFloatTypes;
+  info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes& a) {
     CrossEntropyOutputs r = cross_entropy(in[0], in[1], normaliser_attr(a), a.get_int("ignore_index", -100));
     return TensorList{r.loss, r.lse};
@@ -402,6 +413,7 @@ OpInfo dropout_entry() {
   OpInfo info;
   info.name = "dropout";
   info.dtypes = kFloatTypes;
+  info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes& a) {
     const DropoutArgs d(a);
     return TensorList{dropout(in[0], d.p, d.seed, d.offset, in[1], d.column_offset, d.full_width)};
@@ -555,6 +567,7 @@ OpInfo attention_entry() {
   };
   info.gradient_uses_outputs = true;
   info.tolerance = nn_tolerance;
+  info.has_cuda = true;
   return info;
 }
 

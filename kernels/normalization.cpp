@@ -2,12 +2,20 @@
 
 #include <initializer_list>
 
+#include "core/cuda/cuda_runtime.h"
+#include "kernels/launch_geometry.h"
 #include "kernels/nn_kernels.h"
 #include "kernels/nn_op_checks.h"
 
 namespace fathom {
 namespace {
 using namespace nn_checks;
+
+#if FATHOM_WITH_CUDA
+constexpr bool kCudaBuilt = true;
+#else
+constexpr bool kCudaBuilt = false;
+#endif
 
 Shape row_shape(const Tensor& x) { return Shape(x.sizes().begin(), x.sizes().end() - 1); }
 int64_t row_count(const Tensor& x) { return shape_numel(row_shape(x)); }
@@ -59,6 +67,12 @@ void check_backward_inputs(const Tensor& dy, const Tensor& x, std::initializer_l
 
 Tensor contiguous_or_undefined(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
 
+// Device workspace for the partial column sums of a wanted dweight/dbias (undefined otherwise).
+Tensor column_partials(const Tensor& wanted, const Tensor& x, int64_t N, int64_t C) {
+  if (!wanted.defined()) return Tensor();
+  return Tensor::empty({launch::plan_column_sums(N, C).row_blocks, C}, stats_dtype(x.dtype()), x.device());
+}
+
 }  // namespace
 
 LayerNormOutputs layernorm(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, double eps) {
@@ -72,14 +86,16 @@ LayerNormOutputs layernorm(const Tensor& x_in, const Tensor& weight_in, const Te
   LayerNormOutputs result{Tensor::empty(x.sizes(), x.dtype(), x.device()),
                           Tensor::empty(row_shape(x), stats_dtype(x.dtype()), x.device()),
                           Tensor::empty(row_shape(x), stats_dtype(x.dtype()), x.device())};
-  switch (x.device().type) {
-    case DeviceType::CPU:
-      kernels::layernorm_forward_cpu(x.dtype(), result.y.raw_data(), result.mean.raw_data(), result.rstd.raw_data(),
-                                     x.raw_data(), data_or_null(weight), data_or_null(bias), row_count(x), x.size(-1),
-                                     eps);
-      break;
-    case DeviceType::CUDA:
-      fail_on_cuda(op, x);
+  if (x.device().is_cpu()) {
+    kernels::layernorm_forward_cpu(x.dtype(), result.y.raw_data(), result.mean.raw_data(), result.rstd.raw_data(),
+                                   x.raw_data(), data_or_null(weight), data_or_null(bias), row_count(x), x.size(-1),
+                                   eps);
+  } else if constexpr (kCudaBuilt) {
+    kernels::layernorm_forward_cuda(x.dtype(), result.y.raw_data(), result.mean.raw_data(), result.rstd.raw_data(),
+                                    x.raw_data(), data_or_null(weight), data_or_null(bias), row_count(x), x.size(-1),
+                                    eps, cuda::current_stream());
+  } else {
+    fail_on_cuda(op, x);
   }
   return result;
 }
@@ -102,15 +118,22 @@ LayerNormGrads layernorm_backward(const Tensor& dy_in, const Tensor& x_in, const
   if (need_dweight && weight.defined()) grads.dweight = Tensor::empty({C}, x.dtype(), x.device());
   if (need_dbias) grads.dbias = Tensor::empty({C}, x.dtype(), x.device());
   auto out_ptr = [](const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
-  switch (x.device().type) {
-    case DeviceType::CPU:
-      kernels::layernorm_backward_cpu(x.dtype(), out_ptr(grads.dx), out_ptr(grads.dweight), out_ptr(grads.dbias),
-                                      dy.raw_data(), x.raw_data(), data_or_null(weight), mean.raw_data(),
-                                      rstd.raw_data(), data_or_null(dmean), data_or_null(drstd), row_count(x), C,
-                                      /*accumulate=*/false);
-      break;
-    case DeviceType::CUDA:
-      fail_on_cuda(op, x);
+  if (x.device().is_cpu()) {
+    kernels::layernorm_backward_cpu(x.dtype(), out_ptr(grads.dx), out_ptr(grads.dweight), out_ptr(grads.dbias),
+                                    dy.raw_data(), x.raw_data(), data_or_null(weight), mean.raw_data(),
+                                    rstd.raw_data(), data_or_null(dmean), data_or_null(drstd), row_count(x), C,
+                                    /*accumulate=*/false);
+  } else if constexpr (kCudaBuilt) {
+    const int64_t N = row_count(x);
+    const Tensor dw_partials = column_partials(grads.dweight, x, N, C);
+    const Tensor db_partials = column_partials(grads.dbias, x, N, C);
+    kernels::layernorm_backward_cuda(x.dtype(), out_ptr(grads.dx), out_ptr(grads.dweight), out_ptr(grads.dbias),
+                                     dy.raw_data(), x.raw_data(), data_or_null(weight), mean.raw_data(),
+                                     rstd.raw_data(), data_or_null(dmean), data_or_null(drstd), N, C,
+                                     /*accumulate=*/false, out_ptr(dw_partials), out_ptr(db_partials),
+                                     cuda::current_stream());
+  } else {
+    fail_on_cuda(op, x);
   }
   return grads;
 }
@@ -123,13 +146,14 @@ RmsNormOutputs rmsnorm(const Tensor& x_in, const Tensor& weight_in, double eps) 
   const Tensor x = x_in.contiguous(), weight = contiguous_or_undefined(weight_in);
   RmsNormOutputs result{Tensor::empty(x.sizes(), x.dtype(), x.device()),
                         Tensor::empty(row_shape(x), stats_dtype(x.dtype()), x.device())};
-  switch (x.device().type) {
-    case DeviceType::CPU:
-      kernels::rmsnorm_forward_cpu(x.dtype(), result.y.raw_data(), result.rstd.raw_data(), x.raw_data(),
-                                   data_or_null(weight), row_count(x), x.size(-1), eps);
-      break;
-    case DeviceType::CUDA:
-      fail_on_cuda(op, x);
+  if (x.device().is_cpu()) {
+    kernels::rmsnorm_forward_cpu(x.dtype(), result.y.raw_data(), result.rstd.raw_data(), x.raw_data(),
+                                 data_or_null(weight), row_count(x), x.size(-1), eps);
+  } else if constexpr (kCudaBuilt) {
+    kernels::rmsnorm_forward_cuda(x.dtype(), result.y.raw_data(), result.rstd.raw_data(), x.raw_data(),
+                                  data_or_null(weight), row_count(x), x.size(-1), eps, cuda::current_stream());
+  } else {
+    fail_on_cuda(op, x);
   }
   return result;
 }
@@ -147,14 +171,18 @@ RmsNormGrads rmsnorm_backward(const Tensor& dy_in, const Tensor& x_in, const Ten
   if (need_dx) grads.dx = Tensor::empty(x.sizes(), x.dtype(), x.device());
   if (need_dweight && weight.defined()) grads.dweight = Tensor::empty({C}, x.dtype(), x.device());
   auto out_ptr = [](const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
-  switch (x.device().type) {
-    case DeviceType::CPU:
-      kernels::rmsnorm_backward_cpu(x.dtype(), out_ptr(grads.dx), out_ptr(grads.dweight), dy.raw_data(), x.raw_data(),
-                                    data_or_null(weight), rstd.raw_data(), data_or_null(drstd), row_count(x), C,
-                                    /*accumulate=*/false);
-      break;
-    case DeviceType::CUDA:
-      fail_on_cuda(op, x);
+  if (x.device().is_cpu()) {
+    kernels::rmsnorm_backward_cpu(x.dtype(), out_ptr(grads.dx), out_ptr(grads.dweight), dy.raw_data(), x.raw_data(),
+                                  data_or_null(weight), rstd.raw_data(), data_or_null(drstd), row_count(x), C,
+                                  /*accumulate=*/false);
+  } else if constexpr (kCudaBuilt) {
+    const int64_t N = row_count(x);
+    const Tensor dw_partials = column_partials(grads.dweight, x, N, C);
+    kernels::rmsnorm_backward_cuda(x.dtype(), out_ptr(grads.dx), out_ptr(grads.dweight), dy.raw_data(), x.raw_data(),
+                                   data_or_null(weight), rstd.raw_data(), data_or_null(drstd), N, C,
+                                   /*accumulate=*/false, out_ptr(dw_partials), cuda::current_stream());
+  } else {
+    fail_on_cuda(op, x);
   }
   return grads;
 }

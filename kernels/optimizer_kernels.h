@@ -42,6 +42,22 @@ struct SgdHyper {
 void sgd_step(const Tensor& params, const Tensor& grads, const Tensor& momentum_buffer, const SgdHyper& hyper,
               const Tensor& param_copy = Tensor());
 
+// Multi-tensor forms: the step above on every entry of the list, with one set of
+// hyperparameters. Every entry is checked before any is updated; all must be on one device.
+// On CUDA the whole list is updated in one kernel launch (kernels/optimizer_step_kernels.h).
+struct AdamTensors {
+  Tensor params, grads, exp_avg, exp_avg_sq;
+  Tensor param_copy;  // optional
+};
+void adam_step_multi(const std::vector<AdamTensors>& tensors, const AdamHyper& hyper);
+
+struct SgdTensors {
+  Tensor params, grads;
+  Tensor momentum_buffer;  // may be undefined when momentum == 0
+  Tensor param_copy;       // optional
+};
+void sgd_step_multi(const std::vector<SgdTensors>& tensors, const SgdHyper& hyper);
+
 // True when any element of any tensor is Inf or NaN (the fp16 overflow test).
 bool has_inf_or_nan(const std::vector<Tensor>& tensors);
 

@@ -57,6 +57,7 @@ OpInfo adam_entry() {
   OpInfo info;
   info.name = "adam_step";
   info.dtypes = {DType::F32, DType::BF16, DType::F16};
+  info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes& a) {
     TensorList s = clone_all(in);
     adam_step(s[0], s[1], s[2], s[3], adam_hyper(a), s.size() > 4 ? s[4] : Tensor());
@@ -124,6 +125,7 @@ OpInfo sgd_entry() {
   OpInfo info;
   info.name = "sgd_step";
   info.dtypes = {DType::F32, DType::BF16};
+  info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes& a) {
     TensorList s = clone_all(in);
     sgd_step(s[0], s[1], s[2], sgd_hyper(a), s.size() > 3 ? s[3] : Tensor());
@@ -177,8 +179,10 @@ OpInfo overflow_check_entry() {
   OpInfo info;
   info.name = "has_inf_or_nan";
   info.dtypes = {DType::F32, DType::F64, DType::BF16, DType::F16};
+  info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes&) {
-    return TensorList{Tensor::scalar(has_inf_or_nan(in) ? 1.0 : 0.0, DType::Bool)};
+    const Device device = in.empty() || !in[0].defined() ? kCPU : in[0].device();  // beside the inputs
+    return TensorList{Tensor::scalar(has_inf_or_nan(in) ? 1.0 : 0.0, DType::Bool, device)};
   };
   info.reference = [](const TensorList& in, const Attributes&) {
     bool found = false;

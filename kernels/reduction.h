@@ -5,15 +5,16 @@
 // cut into fixed-size chunks whose partial results are combined in a fixed order, and which
 // thread computes a chunk never matters. Floating-point inputs accumulate in f64 (f16/bf16/f32
 // included) and are rounded once to the output dtype; integer sums accumulate and return i64.
+// CUDA tensors reduce on the device with the same accumulation types and a fixed combining
+// order (kernels/cuda/reduction_cuda.cu): the same bits on every run, and within an ulp or so
+// of the CPU's result.
 
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/reduce_op.h"
 
 namespace fathom {
-
-// SumOfSquares always returns f64 (it feeds norms); ArgMax returns i64.
-enum class ReduceOp : uint8_t { Sum, Mean, Max, Min, Var, ArgMax, SumOfSquares };
 
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, int64_t correction = 1);
 

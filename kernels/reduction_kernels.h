@@ -1,10 +1,12 @@
 #pragma once
-// Kernel entry point of the reductions (CPU). The layout splits the input's dims into kept
-// ones (one output element per index) and reduced ones (walked in row-major order).
+// Kernel entry points of the reductions (CPU and CUDA). The layout splits the input's dims into
+// kept ones (one output element per index) and reduced ones (walked in row-major order). Light
+// header: .cu files include it.
 
 #include "core/dtype.h"
 #include "core/shape.h"
-#include "kernels/reduction.h"
+#include "kernels/launch_geometry.h"
+#include "kernels/reduce_op.h"
 
 namespace fathom::kernels {
 
@@ -15,8 +17,45 @@ struct ReduceLayout {
   Strides reduced_strides;  // input strides of the reduced dims
 };
 
+// The same reduction with fewer dims: size-1 dims dropped, and neighbouring dims of a group
+// (kept or reduced) merged where the outer one steps exactly over the inner one. Output order
+// and reduced positions (what argmax returns, where chunks begin) are unchanged, so every
+// kernel gives the same result on either layout. An empty group becomes one dim of size 0.
+ReduceLayout merge_dims(const ReduceLayout& layout);
+
 // out: contiguous, one element per kept index, of dtype `out_dtype`.
 void reduce_cpu(ReduceOp op, DType in_dtype, DType out_dtype, void* out, const void* in, const ReduceLayout& layout,
                 int64_t correction);
+
+// --- CUDA: the layout in fixed arrays (kernel arguments), after merge_dims ---
+
+inline constexpr int kMaxReduceDims = 8;
+
+struct ReduceDims {
+  int ndim = 0;
+  int64_t sizes[kMaxReduceDims] = {};
+  int64_t strides[kMaxReduceDims] = {};
+};
+
+struct ReduceLayoutCuda {
+  ReduceDims kept, reduced;
+  int64_t outputs = 1;  // product of kept sizes
+  int64_t reduced_numel = 1;
+};
+
+// The launch plan of reduce_cuda for `layout`; its workspace_bytes is what the caller allocates.
+inline launch::ReducePlan reduce_plan(const ReduceLayoutCuda& layout) {
+  auto inner = [](const ReduceDims& dims) {
+    const int64_t s = dims.ndim > 0 ? dims.strides[dims.ndim - 1] : 0;
+    return s < 0 ? -s : s;
+  };
+  return launch::plan_reduction(layout.outputs, layout.reduced_numel, inner(layout.kept), inner(layout.reduced));
+}
+
+// out: contiguous device buffer of layout.outputs elements of `out_dtype`. workspace: device
+// memory of reduce_plan(layout).workspace_bytes (8-byte aligned), or null when that is 0.
+// Floating-point values accumulate in f64, integer sums in i64, as on the CPU.
+void reduce_cuda(ReduceOp op, DType in_dtype, DType out_dtype, void* out, const void* in,
+                 const ReduceLayoutCuda& layout, int64_t correction, void* workspace, void* stream);
 
 }  // namespace fathom::kernels

@@ -72,7 +72,11 @@ std::vector<OpSample> reduction_samples(DType dtype, Generator& gen, bool single
   out.push_back({"[3, 5, 7] over dim -2, keepdim", {make({3, 5, 7})}, attrs({-2}, true)});
   out.push_back({"non-contiguous [4, 3, 5] over dim 0", {non_contiguous(make({4, 3, 5}))}, attrs({0}, false)});
   out.push_back({"chunked [2, 20001] over dim 1", {make({2, 20001})}, attrs({1}, false)});
+  // Kept dim innermost and a long range: on CUDA, threads over columns in two passes.
+  out.push_back({"columns [2000, 40] over dim 0", {make({2000, 40})}, attrs({0}, false)});
   if (!single_dim) {
+    // Two reduced dims that do not merge, long enough for two passes of blocks on CUDA.
+    out.push_back({"[40, 3, 300] over dims 0 and 2, keepdim", {make({40, 3, 300})}, attrs({0, 2}, true)});
     out.push_back({"[4, 6] over all dims", {make({4, 6})}, attrs({}, false)});
     out.push_back({"[3, 4, 5] over dims 0 and 2, keepdim", {make({3, 4, 5})}, attrs({0, 2}, true)});
     out.push_back({"chunked [30000] over all", {make({30000})}, attrs({}, false)});
@@ -93,6 +97,7 @@ OpInfo reduction_entry(const std::string& name, ReduceOp op, std::function<doubl
   OpInfo info;
   info.name = name;
   info.dtypes = kFloatTypes;
+  info.has_cuda = true;
   info.run = [op](const TensorList& in, const Attributes& a) {
     return TensorList{reduce(op, in[0], a.get_ints("dims"), a.get_bool("keepdim"), a.get_int("correction", 1))};
   };
@@ -191,6 +196,7 @@ void register_reduction_ops(std::vector<OpInfo>& registry) {
   OpInfo n;
   n.name = "norm";
   n.dtypes = kFloatTypes;
+  n.has_cuda = true;
   n.run = [](const TensorList& in, const Attributes&) { return TensorList{norm(in[0])}; };
   n.reference = [](const TensorList& in, const Attributes&) {
     double total = 0;

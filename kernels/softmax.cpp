@@ -1,11 +1,18 @@
 #include "kernels/softmax.h"
 
+#include "core/cuda/cuda_runtime.h"
 #include "kernels/nn_kernels.h"
 #include "kernels/nn_op_checks.h"
 
 namespace fathom {
 namespace {
 using namespace nn_checks;
+
+#if FATHOM_WITH_CUDA
+constexpr bool kCudaBuilt = true;
+#else
+constexpr bool kCudaBuilt = false;
+#endif
 
 void check_input(const Tensor& x, const char* op) {
   require_floating(x, op, "x");
@@ -18,12 +25,12 @@ Tensor forward(const Tensor& input, bool log, const char* op) {
   const Tensor x = input.contiguous();
   Tensor y = Tensor::empty(x.sizes(), x.dtype(), x.device());
   const int64_t C = x.size(-1), N = C == 0 ? 0 : x.numel() / C;
-  switch (x.device().type) {
-    case DeviceType::CPU:
-      kernels::softmax_forward_cpu(x.dtype(), y.raw_data(), x.raw_data(), N, C, log);
-      break;
-    case DeviceType::CUDA:
-      fail_on_cuda(op, x);
+  if (x.device().is_cpu()) {
+    kernels::softmax_forward_cpu(x.dtype(), y.raw_data(), x.raw_data(), N, C, log);
+  } else if constexpr (kCudaBuilt) {
+    kernels::softmax_forward_cuda(x.dtype(), y.raw_data(), x.raw_data(), N, C, log, cuda::current_stream());
+  } else {
+    fail_on_cuda(op, x);
   }
   return y;
 }
@@ -38,13 +45,14 @@ Tensor backward(const Tensor& dy_in, const Tensor& y_in, bool log, const char* o
   const Tensor dy = dy_in.contiguous(), y = y_in.contiguous();
   Tensor dx = Tensor::empty(y.sizes(), y.dtype(), y.device());
   const int64_t C = y.size(-1), N = C == 0 ? 0 : y.numel() / C;
-  switch (y.device().type) {
-    case DeviceType::CPU:
-      kernels::softmax_backward_cpu(y.dtype(), dx.raw_data(), dy.raw_data(), y.raw_data(), N, C, log,
-                                    /*accumulate=*/false);
-      break;
-    case DeviceType::CUDA:
-      fail_on_cuda(op, y);
+  if (y.device().is_cpu()) {
+    kernels::softmax_backward_cpu(y.dtype(), dx.raw_data(), dy.raw_data(), y.raw_data(), N, C, log,
+                                  /*accumulate=*/false);
+  } else if constexpr (kCudaBuilt) {
+    kernels::softmax_backward_cuda(y.dtype(), dx.raw_data(), dy.raw_data(), y.raw_data(), N, C, log,
+                                   /*accumulate=*/false, cuda::current_stream());
+  } else {
+    fail_on_cuda(op, y);
   }
   return dx;
 }

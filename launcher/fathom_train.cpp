@@ -59,7 +59,8 @@ double validation_loss(models::GPT& model, data::DataLoader& loader, int max_bat
   double total = 0;
   int batches = 0;
   for (const data::Batch& batch : loader) {
-    total += nn::cross_entropy(model(autograd::Variable(batch.inputs)), batch.targets).item();
+    const Device device = model.device();
+    total += nn::cross_entropy(model(autograd::Variable(batch.inputs.to(device))), batch.targets.to(device)).item();
     if (++batches == max_batches) break;
   }
   model.train();
@@ -99,6 +100,8 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
 
   auto model = std::make_shared<models::GPT>(model_config, config.seed.value_or(1337));
   if (!opt.init_path.empty()) models::load_gpt2_safetensors(*model, opt.init_path);
+  const Device device = launcher::resolve_device(opt.device, runtime.device());
+  model->to(device);  // before the engine: its optimizer and ZeRO buffers follow the parameters
   const int64_t parameter_count = model->parameter_count();  // before ZeRO-3 shards the parameters
   Initialized init = initialize(config, model, nullptr, train, runtime.world_ptr());
   Engine& engine = *init.engine;
@@ -116,9 +119,10 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
               opt.preset.c_str(), (long long)model_config.n_layer, (long long)model_config.n_head,
               (long long)model_config.n_embd, (long long)model_config.vocab_size, (long long)model_config.block_size,
               parameter_count / 1e6);
-  std::printf("fathom-train: data %s: %lld train / %lld val sequences; %lld tokens per step; %d rank%s x %d threads\n",
+  std::printf("fathom-train: data %s: %lld train / %lld val sequences; %lld tokens per step; %d rank%s x %s\n",
               data_name.c_str(), (long long)train->size(), (long long)val->size(), (long long)tokens_per_step,
-              runtime.size(), runtime.size() == 1 ? "" : "s", num_threads());
+              runtime.size(), runtime.size() == 1 ? "" : "s",
+              device.is_cpu() ? (std::to_string(num_threads()) + " threads").c_str() : device.str().c_str());
   std::fflush(stdout);
   }
 
@@ -131,7 +135,7 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
     if (r.step % std::max<int64_t>(1, engine.options().steps_per_print) != 0 && r.step != 1 && !last) return;
     const double spent = elapsed();
     const double eta = spent / static_cast<double>(r.step) * static_cast<double>(opt.steps - r.step);
-    const double mem_gib = static_cast<double>(memory_snapshot().total.current) / (1u << 30);
+    const double mem_gib = static_cast<double>(memory_snapshot(device).total.current) / (1u << 30);
     std::printf("step %lld/%lld | loss %.3f | lr %.1e | %.1fk tok/s | grad norm %.2f | mem %.2f GiB | %s < %s\n",
                 (long long)r.step, (long long)opt.steps, r.loss, r.lr, r.tokens_per_second / 1e3, r.grad_norm, mem_gib,
                 clock_text(spent).c_str(), clock_text(eta).c_str());
@@ -141,8 +145,8 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
   double last_val = std::nan("");
   while (engine.global_steps() < opt.steps) {
     for (const data::Batch& batch : *init.loader) {
-      const autograd::Variable logits = engine(autograd::Variable(batch.inputs), batch.sample_index);
-      engine.backward(nn::cross_entropy(logits, batch.targets, batch.loss_normaliser));
+      const autograd::Variable logits = engine(autograd::Variable(batch.inputs.to(device)), batch.sample_index);
+      engine.backward(nn::cross_entropy(logits, batch.targets.to(device), batch.loss_normaliser));
       engine.step();
       if (batch.micro_step + 1 < engine.options().gradient_accumulation_steps) continue;
       const int64_t step = engine.global_steps();

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <vector>
 
+#include "core/cuda/cuda_runtime.h"
 #include "core/error.h"
 
 namespace fathom::launcher {
@@ -25,6 +26,12 @@ void TrainOptions::apply_sizes(models::GPTConfig& config) const {
   if (block_size) config.block_size = block_size;
   if (vocab_size) config.vocab_size = vocab_size;
   config.validate();
+}
+
+Device resolve_device(const std::string& option, Device runtime_device) {
+  if (option == "cpu") return kCPU;
+  if (option == "cuda" && !runtime_device.is_cuda()) cuda::require_device(0);  // throws with the reason
+  return runtime_device;
 }
 
 TrainOptions parse_train_options(int argc, const char* const* argv) {
@@ -51,6 +58,11 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     else if (flag == "--eval-batches") o.eval_batches = static_cast<int>(parse_int(flag, value, 1));
     else if (flag == "--resume") o.resume_dir = value;
     else if (flag == "--save-every") o.save_every = parse_int(flag, value, 0);
+    else if (flag == "--device") {
+      FATHOM_CHECK(value == "auto" || value == "cpu" || value == "cuda", "--device: \"", value,
+                   "\" is not a device; use auto, cpu or cuda");
+      o.device = value;
+    }
     else if (flag == "--n-layer") o.n_layer = parse_int(flag, value, 1);
     else if (flag == "--n-head") o.n_head = parse_int(flag, value, 1);
     else if (flag == "--n-embd") o.n_embd = parse_int(flag, value, 1);
@@ -83,6 +95,7 @@ and sources), 300 steps, output in runs/latest.
   --eval-batches N     validation micro-batches per evaluation (default 8)
   --save-every N       save a checkpoint to <out>/checkpoints every N steps and at the end
   --resume DIR         continue from the latest checkpoint in DIR (any world size or ZeRO stage)
+  --device D           auto (default: this rank's GPU when there is one, else the CPU), cpu or cuda
 )";
 }
 

@@ -23,11 +23,16 @@ struct TrainOptions {
   int eval_batches = 8;
   std::string resume_dir;      // resume from the latest checkpoint there
   int64_t save_every = 0;      // save a checkpoint to <out>/checkpoints every N steps (0: never)
+  std::string device = "auto";  // "auto" (this rank's GPU when there is one), "cpu" or "cuda"
   bool help = false;
 
   // The size flags given on the command line, over the preset.
   void apply_sizes(models::GPTConfig& config) const;
 };
+
+// The device `option` names for a rank whose runtime picked `runtime_device` (its GPU, or the
+// CPU when there is none). Throws "no CUDA device: ..." for "cuda" without a GPU.
+Device resolve_device(const std::string& option, Device runtime_device);
 
 // Throws fathom::Error naming the bad flag or value.
 TrainOptions parse_train_options(int argc, const char* const* argv);

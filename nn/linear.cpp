@@ -4,6 +4,7 @@
 
 #include "autograd/functions.h"
 #include "autograd/nn_functions.h"
+#include "autograd/op_node.h"
 #include "nn/init.h"
 
 namespace fathom::nn {
@@ -32,12 +33,28 @@ Variable Linear::forward(const Variable& x) {
   // Fold leading dims into rows: one GEMM [rows, in] x [in, out].
   const Shape in_shape = x.sizes();
   const Variable rows = x.dim() == 2 ? x : autograd::reshape(x, {-1, in_features});
-  Variable y = autograd::matmul(rows, weight, false, /*transpose_b=*/true);
-  if (bias.defined()) y = autograd::add(y, bias);
+  Variable y;
+  if (bias.defined() && rows.device().is_cuda()) {
+    // One GEMM with the bias in cuBLASLt's epilogue, and dbias from the dW GEMM (kernels/linear.h).
+    static const OpInfo& linear_op = find_op("linear");
+    y = autograd::apply_op(linear_op, {rows, weight, bias})[0];
+  } else {
+    y = autograd::matmul(rows, weight, false, /*transpose_b=*/true);
+    if (bias.defined()) y = autograd::add(y, bias);
+  }
   if (x.dim() == 2) return y;
   Shape out_shape = in_shape;
   out_shape.back() = out_features;
   return autograd::reshape(y, out_shape);
+}
+
+Variable Linear::forward_gelu(const Variable& x) {
+  if (!x.device().is_cuda()) return autograd::gelu(forward(x));
+  FATHOM_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: input of shape ", shape_str(x.sizes()),
+               " does not end in in_features = ", in_features);
+  // The op keeps x's leading dims; its second output (the GELU input) is saved for the backward.
+  static const OpInfo& linear_gelu_op = find_op("linear_gelu");
+  return autograd::apply_op(linear_gelu_op, {x, weight, bias})[0];
 }
 
 void Linear::tie_weight(const Variable& shared) {

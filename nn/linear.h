@@ -9,6 +9,9 @@ class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true, DType dtype = DType::F32);
   Variable forward(const Variable& x) override;
+  // gelu_tanh(forward(x)) (GPT-2's MLP up-projection); on CUDA one GEMM with the bias and the GELU
+  // in cuBLASLt's epilogue. Called directly, it bypasses the module's forward hooks.
+  Variable forward_gelu(const Variable& x);
   std::string type_name() const override { return "Linear"; }
   // Replaces the weight by another parameter (weight tying), e.g. GPT's head sharing wte.
   void tie_weight(const Variable& weight);

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "autograd/grad_mode.h"
+#include "core/cuda/cuda_runtime.h"
 
 namespace fathom::nn {
 
@@ -167,6 +168,31 @@ void Module::to(DType dtype) {
     for (auto& [name, buffer] : m.buffers_)
       if (is_floating_point(buffer.dtype())) buffer = buffer.to(dtype);
   });
+}
+
+void Module::to(Device device) {
+  if (device.is_cuda()) cuda::require_device(device.index);
+  apply([device](Module& m) {
+    for (auto& [name, parameter] : m.parameters_) {
+      if (parameter.data().device() == device) continue;
+      MemoryTagScope tag(MemoryTag::Parameters);
+      parameter.set_data(parameter.data().to(device));
+      if (parameter.grad().defined()) parameter.set_grad(parameter.grad().to(device));
+    }
+    for (auto& [name, buffer] : m.buffers_)
+      if (buffer.device() != device) buffer = buffer.to(device);
+  });
+}
+
+Device Module::device() const {
+  const auto params = named_parameters();
+  if (params.empty()) return kCPU;
+  const Device first = params.front().second.data().device();
+  for (const auto& [name, parameter] : params)
+    FATHOM_CHECK(parameter.data().device() == first, type_name(), ": parameter \"", name, "\" is on ",
+                 parameter.data().device().str(), " but \"", params.front().first, "\" is on ", first.str(),
+                 "; call module.to(device) to move them all");
+  return first;
 }
 
 NamedTensors Module::state_dict() const {

@@ -73,6 +73,12 @@ class Module {
   void apply(const std::function<void(Module&)>& fn);
   // Converts floating-point parameters and buffers (set_data: the Variables stay the same).
   void to(DType dtype);
+  // Moves parameters (with their gradients) and buffers to `device`; the Variables stay the
+  // same, so optimizers and hooks built afterwards see device tensors. Move before building the
+  // optimizer or engine (as in PyTorch), since they keep references to the current data.
+  void to(Device device);
+  // The device of the parameters (CPU for a module without any); throws if they disagree.
+  Device device() const;
 
   // Parameters then buffers, by dotted name.
   NamedTensors state_dict() const;

@@ -34,7 +34,8 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> group, std::vecto
   }
   // The buckets are the gradients' storage (attach_gradient_views), hence their tag.
   MemoryTagScope tag(MemoryTag::Gradients);
-  for (size_t b = 0; b < buckets_.size(); ++b) buckets_[b].flat = Tensor::zeros({sizes[b]}, dtypes[b]);
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    buckets_[b].flat = Tensor::zeros({sizes[b]}, dtypes[b], parameters_.front().holder.device());
   for (size_t k = 0; k < parameters_.size(); ++k)
     parameters_[k].hooked.add_grad_ready_hook([this, k](const autograd::Variable&) { on_gradient_ready(k); });
 }

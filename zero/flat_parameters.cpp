@@ -19,12 +19,16 @@ FlatParameters::FlatParameters(const Named& params, int world_size, int rank, St
     : partition_(total_numel(params), world_size), storage_(storage) {
   FATHOM_CHECK(!params.empty(), "ZeRO: the model has no parameters");
   const DType dtype = params.front().second.dtype();
+  device_ = params.front().second.device();
   int64_t offset = 0;
   for (const auto& [name, p] : params) {
     FATHOM_CHECK(p.dtype() == dtype, "ZeRO: parameters must share one dtype; \"", params.front().first, "\" is ",
                  dtype_name(dtype), " but \"", name, "\" is ", dtype_name(p.dtype()));
     FATHOM_CHECK(is_floating_point(dtype), "ZeRO: parameter \"", name, "\" is ", dtype_name(dtype),
                  ", not floating point");
+    FATHOM_CHECK(p.device() == device_, "ZeRO: parameters must share one device; \"", params.front().first,
+                 "\" is on ", device_.str(), " but \"", name, "\" is on ", p.device().str(),
+                 "; call model.to(device) first");
     slots_.push_back({name, p, p.sizes(), offset, p.numel()});
     offset += p.numel();
   }
@@ -42,7 +46,7 @@ FlatParameters::FlatParameters(const Named& params, int world_size, int rank, St
   }
   {
     MemoryTagScope tag(MemoryTag::Parameters);
-    owned_ = Tensor::zeros({mine.size()}, dtype);
+    owned_ = Tensor::zeros({mine.size()}, dtype, device_);
   }
   for (const Slot& slot : slots_) {
     const Range overlap{std::max(slot.offset, mine.begin), std::min(slot.offset + slot.numel, mine.end)};
@@ -53,11 +57,11 @@ FlatParameters::FlatParameters(const Named& params, int world_size, int rank, St
   }
 }
 
-Tensor FlatParameters::released(DType dtype) { return Tensor::empty({0}, dtype); }
+Tensor FlatParameters::released(DType dtype) const { return Tensor::empty({0}, dtype, device_); }
 
 Tensor FlatParameters::empty_like(DType dtype, MemoryTag tag) const {
   MemoryTagScope scope(tag);
-  return Tensor::zeros({partition_.padded_numel()}, dtype);
+  return Tensor::zeros({partition_.padded_numel()}, dtype, device_);
 }
 
 void FlatParameters::attach_gradients(const Tensor& flat) const {

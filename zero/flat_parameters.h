@@ -38,12 +38,13 @@ class FlatParameters {
   // This rank's owned elements (a view of the buffer, or the shard itself).
   const Tensor& owned() const { return owned_; }
   DType dtype() const { return owned_.dtype(); }
+  Device device() const { return device_; }
   const Partition& partition() const { return partition_; }
   const std::vector<Slot>& slots() const { return slots_; }
   // A buffer laid out like this one (padded), e.g. flat gradients or a staging copy.
   Tensor empty_like(DType dtype, MemoryTag tag) const;
   // What a released parameter's data is: an empty tensor (using it is a shape error).
-  static Tensor released(DType dtype);
+  Tensor released(DType dtype) const;
   // Makes every parameter's grad a view of `flat` (same layout): autograd accumulates there.
   void attach_gradients(const Tensor& flat) const;
 
@@ -52,6 +53,7 @@ class FlatParameters {
   std::vector<Slot> slots_;
   Partition partition_;
   Storage storage_;
+  Device device_ = kCPU;
   Tensor buffer_, owned_;
 };
 

@@ -55,7 +55,7 @@ void ParameterGatherer::start_gather(size_t s) {
   Tensor full;
   {
     MemoryTagScope tag(MemoryTag::Parameters);
-    full = Tensor::empty({slot.numel}, flat_.dtype());
+    full = Tensor::empty({slot.numel}, flat_.dtype(), flat_.device());
   }
   // Ranks own consecutive ranges, so their parts concatenated in rank order are the parameter.
   pending_[s] = {full, group_->all_gather_v_async(input, full, partition.counts_within(slot.range()))};
@@ -83,7 +83,7 @@ void ParameterGatherer::release(size_t s) {
   if (pending_[s].work) finish_gather(s);  // a prefetch nobody used: complete it before dropping
   if (!gathered_[s]) return;
   const FlatParameters::Slot& slot = flat_.slots()[s];
-  slot.param.set_data(FlatParameters::released(flat_.dtype()));
+  slot.param.set_data(flat_.released(flat_.dtype()));
   gathered_[s] = false;
   gathered_elements_ -= slot.numel;
 }

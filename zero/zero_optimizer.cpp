@@ -53,7 +53,7 @@ ZeroOptimizer::ZeroOptimizer(const FlatParameters::Named& params, std::shared_pt
     }
   } else {
     MemoryTagScope tag(MemoryTag::Gradients);
-    gradient_shard_ = Tensor::zeros({owned_.size()}, gradient_dtype_);
+    gradient_shard_ = Tensor::zeros({owned_.size()}, gradient_dtype_, flat_.device());
     build_buckets();
     for (size_t s = 0; s < flat_.slots().size(); ++s)
       flat_.slots()[s].param.add_grad_ready_hook([this, s](const autograd::Variable&) { on_gradient_ready(s); });
@@ -105,7 +105,7 @@ void ZeroOptimizer::on_gradient_ready(size_t s) {
   Bucket& bucket = buckets_[bucket_of_slot_[s]];
   if (!bucket.flat.defined()) {
     MemoryTagScope tag(MemoryTag::Communication);
-    bucket.flat = Tensor::zeros({bucket.range.size()}, flat_.dtype());
+    bucket.flat = Tensor::zeros({bucket.range.size()}, flat_.dtype(), flat_.device());
   }
   Tensor destination = bucket.flat.narrow(0, slot.offset - bucket.range.begin, slot.numel);
   if (const Tensor& grad = slot.param.grad(); grad.defined()) destination.copy_(grad.reshape({slot.numel}));
@@ -123,7 +123,7 @@ void ZeroOptimizer::launch_ready_buckets() {
     const std::vector<int64_t> counts = flat_.partition().counts_within(bucket.range);
     {
       MemoryTagScope tag(MemoryTag::Communication);
-      bucket.received = Tensor::empty({counts[group_->rank()]}, flat_.dtype());
+      bucket.received = Tensor::empty({counts[group_->rank()]}, flat_.dtype(), flat_.device());
     }
     bucket.work = group_->reduce_scatter_v_async(bucket.flat, bucket.received, counts, ReduceOp::Avg);
     ++next_launch_;
@@ -173,14 +173,14 @@ void ZeroOptimizer::reduce_scatter_flat_gradients() {
   Tensor reduced;
   {
     MemoryTagScope tag(MemoryTag::Gradients);
-    reduced = Tensor::empty({shard}, gradient_dtype_);
+    reduced = Tensor::empty({shard}, gradient_dtype_, flat_.device());
   }
   for (int64_t start = 0; start < shard; start += piece) {
     const int64_t n = std::min(piece, shard - start);
     Tensor input = flat_gradients_;  // whole shards: the flat buffer itself
     if (n != shard) {
       MemoryTagScope tag(MemoryTag::Communication);
-      input = Tensor::empty({n * world}, gradient_dtype_);
+      input = Tensor::empty({n * world}, gradient_dtype_, flat_.device());
       for (int r = 0; r < world; ++r)
         input.narrow(0, r * n, n).copy_(flat_gradients_.narrow(0, partition.shard(r).begin + start, n));
     }
@@ -241,7 +241,7 @@ void ZeroOptimizer::all_gather_parameters() {
       group_->all_gather(mine, buffer);  // whole shards: straight into the buffer
       continue;
     }
-    const Tensor gathered = Tensor::empty({n * world}, buffer.dtype());
+    const Tensor gathered = Tensor::empty({n * world}, buffer.dtype(), buffer.device());
     group_->all_gather(mine, gathered);
     for (int r = 0; r < world; ++r)
       buffer.narrow(0, partition.shard(r).begin + start, n).copy_(gathered.narrow(0, r * n, n));

@@ -82,8 +82,9 @@ Modes
               and Catch2 exist, glibc versus the bundle's requirement. Then unpack the bundle
               into a temp dir, set LD_LIBRARY_PATH to its lib dir plus the CUDA library dirs
               found, run the cuda binaries first and the rest after, each under `timeout`, each
-              output saved to the output dir as it runs, run the GPU benchmarks (none yet), and
-              print a summary table, also saved as summary.md.
+              output saved to the output dir as it runs, then the GPU benchmarks (manifest label
+              `benchmark`, each writing its tables under the output dir), and print a summary
+              table, also saved as summary.md.
               Exit status: 0 all passed, 1 something failed, 2 no bundle.
   --help      This text.
 
@@ -169,17 +170,16 @@ PY
 
 bundle_version() { sed -n "s/^$1: //p" "$BUNDLE_ROOT/versions.txt" 2>/dev/null | head -n 1; }
 
-# Prints "name<TAB>labels" for the manifest entries whose labels do (want=cuda) or do not
-# (want=other) include `cuda`.
+# Prints "name<TAB>labels" for the manifest entries of one kind: want=cuda (labelled `cuda`,
+# not `benchmark`), want=other (neither), want=benchmark (GPU benchmarks: `cuda,benchmark`).
 manifest_entries() {
-  local want="$1" name labels is_cuda
+  local want="$1" name labels kind
   while IFS=$'\t' read -r name labels; do
     [[ -z "$name" || "$name" == \#* ]] && continue
-    is_cuda=no
-    [[ ",${labels}," == *,cuda,* ]] && is_cuda=yes
-    if [[ "$want" == cuda && "$is_cuda" == yes ]] || [[ "$want" == other && "$is_cuda" == no ]]; then
-      printf '%s\t%s\n' "$name" "$labels"
-    fi
+    kind=other
+    [[ ",${labels}," == *,cuda,* ]] && kind=cuda
+    [[ ",${labels}," == *,benchmark,* ]] && kind=benchmark
+    [[ "$kind" == "$want" ]] && printf '%s\t%s\n' "$name" "$labels"
   done <"$BUNDLE_ROOT/manifest.tsv"
 }
 
@@ -189,7 +189,10 @@ manifest_entries() {
 # Later issues: adjust here if the manifest grows a different way to say how to launch.
 command_for() {
   local name="$1" labels="$2" np=2 l
-  if [[ ",${labels}," == *,mpi,* ]]; then
+  if [[ ",${labels}," == *,benchmark,* ]]; then
+    # Benchmarks write their tables (markdown and TSV) under the output dir as well as printing them.
+    printf '%s\n' "$BUNDLE_ROOT/bin/$name" --out "$OUT_DIR/$name"
+  elif [[ ",${labels}," == *,mpi,* ]]; then
     for l in ${labels//,/ }; do
       [[ "$l" =~ ^np([0-9]+)$ ]] && np="${BASH_REMATCH[1]}"
     done
@@ -539,7 +542,13 @@ version_le() { [[ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" == "$1"
 # ---------------------------------------------------------------------------------------------
 run_benchmarks() {
   section "GPU benchmarks"
-  log "no GPU benchmarks exist yet; only the cuda-labelled tests above ran"
+  local name labels
+  [[ -n "$(manifest_entries benchmark)" ]] || { log "the bundle has no GPU benchmarks"; return; }
+  while IFS=$'\t' read -r name labels; do
+    run_one "$name" "$labels" pass
+    # The tables themselves, in the log as well as in $OUT_DIR/<name>/.
+    grep -E '^(\||#|[A-Za-z].*:)' "$OUT_DIR/$name.log" | grep -v '^# ' | sed 's/^/  /'
+  done < <(manifest_entries benchmark)
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -573,7 +582,7 @@ mode_local() {
   while IFS=$'\t' read -r name labels; do
     run_one "$name" "$labels" no-gpu
     n=$((n + 1))
-  done < <(manifest_entries cuda)
+  done < <(manifest_entries cuda; manifest_entries benchmark)
   [[ -n "$(manifest_entries cuda)" ]] || log "(no cuda-labelled binaries in the manifest: was the build configured without nvcc?)"
 
   section "rehearsal results ($n binaries; logs in $OUT_DIR)"

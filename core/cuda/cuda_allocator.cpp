@@ -1,63 +1,56 @@
-// The plain device allocator: cudaMalloc/cudaFree per request with exact tagged counters.
-// (A caching allocator with per-stream free lists replaces it with the CUDA-kernels work.)
-#include <cuda_runtime_api.h>
-
+// The device allocators: one CachingAllocator per device over the CUDA runtime backend, and
+// the cuda_runtime.h functions that reach them (empty_cache, record_stream, poison).
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
 
-#include "core/allocator.h"
-#include "core/cuda/cuda_check.h"
+#include "core/cuda/caching_allocator.h"
 #include "core/cuda/cuda_runtime.h"
+#include "core/cuda/device_memory_backend.h"
+#include "core/error.h"
 
 namespace fathom::cuda {
 namespace {
 
-class CudaAllocator final : public Allocator {
- public:
-  explicit CudaAllocator(int index) : index_(index) {}
+std::atomic<bool>& poison_flag() {
+  static std::atomic<bool> flag{CachingAllocator::poison_from_environment()};
+  return flag;
+}
 
-  void* allocate(size_t bytes, MemoryTag tag) override {
-    if (bytes == 0) return nullptr;
-    int previous = 0;
-    FATHOM_CUDA_CHECK(cudaGetDevice(&previous));
-    FATHOM_CUDA_CHECK(cudaSetDevice(index_));
-    void* ptr = nullptr;
-    const cudaError_t status = cudaMalloc(&ptr, bytes);
-    cudaSetDevice(previous);
-    if (status != cudaSuccess) {
-      cudaGetLastError();
-      FATHOM_FAIL("out of memory on cuda:", index_, " allocating ", bytes, " bytes for ", memory_tag_name(tag), " (",
-                  stats_.snapshot().total.current, " bytes in use by Fathom): ", cudaGetErrorString(status));
-    }
-    stats_.on_allocate(tag, static_cast<int64_t>(bytes));
-    stats_.on_reserve(static_cast<int64_t>(bytes));
-    return ptr;
-  }
-
-  void deallocate(void* ptr, size_t bytes, MemoryTag tag) override {
-    if (ptr == nullptr) return;
-    cudaFree(ptr);  // never throws from a destructor path; a failure here means a dead context
-    stats_.on_free(tag, static_cast<int64_t>(bytes));
-    stats_.on_unreserve(static_cast<int64_t>(bytes));
-  }
-
-  Device device() const override { return Device::cuda(index_); }
-
- private:
-  int index_;
-};
+// Created on first use and never destroyed: tensors in static storage may be freed after
+// main returns, in any order relative to this function's statics, and must still find their
+// allocator. The device memory goes back with the process.
+const std::vector<CachingAllocator*>& allocators() {
+  static const std::vector<CachingAllocator*>* list = [] {
+    auto* out = new std::vector<CachingAllocator*>();
+    for (int i = 0; i < device_count(); ++i)
+      out->push_back(new CachingAllocator(i, make_cuda_memory_backend(i), poison_flag().load()));
+    return out;
+  }();
+  return *list;
+}
 
 }  // namespace
 
-Allocator& device_allocator(int index) {
+CachingAllocator& caching_allocator(int index) {
   require_device(index);
-  static std::vector<std::unique_ptr<CudaAllocator>> allocators;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (int i = 0; i < device_count(); ++i) allocators.push_back(std::make_unique<CudaAllocator>(i));
-  });
-  return *allocators[index];
+  return *allocators()[index];
 }
+
+Allocator& device_allocator(int index) { return caching_allocator(index); }
+
+void empty_cache(int device) { caching_allocator(device).empty_cache(); }
+
+void record_stream(void* ptr, const Stream& stream) { record_stream(ptr, stream.device(), stream.handle()); }
+
+void record_stream(void* ptr, int device, void* stream) { caching_allocator(device).record_stream(ptr, stream); }
+
+void set_allocation_poison(bool enabled) {
+  poison_flag() = enabled;
+  for (CachingAllocator* allocator : allocators()) allocator->set_poison(enabled);
+}
+
+bool allocation_poison() { return poison_flag().load(); }
 
 }  // namespace fathom::cuda

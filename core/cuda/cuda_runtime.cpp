@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/cuda/cuda_check.h"
+#include "core/cuda/device_guard.h"
 #include "core/cuda/launch_check.h"
 
 namespace fathom::cuda {
@@ -33,22 +34,6 @@ const Availability& availability() {
   }();
   return result;
 }
-
-class DeviceGuard {  // makes `device` current for a scope
- public:
-  explicit DeviceGuard(int device) {
-    FATHOM_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) FATHOM_CUDA_CHECK(cudaSetDevice(device));
-    device_ = device;
-  }
-  ~DeviceGuard() {
-    if (previous_ != device_) cudaSetDevice(previous_);
-  }
-
- private:
-  int previous_ = 0;
-  int device_ = 0;
-};
 
 }  // namespace
 
@@ -138,10 +123,14 @@ float Event::elapsed_ms(const Event& later) const {
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
   if (bytes == 0) return;
-  cudaMemcpyKind kind = cudaMemcpyDefault;  // unified addressing tells the directions apart
   if (dst_device.is_cuda()) require_device(dst_device.index);
   if (src_device.is_cuda()) require_device(src_device.index);
-  FATHOM_CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
+  // A plain cudaMemcpy runs on the legacy default stream, which does not wait for the
+  // non-blocking streams kernels may run on: the copy joins the current stream instead.
+  // cudaMemcpyDefault: unified addressing tells the directions apart.
+  const auto stream = static_cast<cudaStream_t>(current_stream());
+  FATHOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
+  FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 void set_device(int index) {

@@ -15,6 +15,9 @@
 namespace fathom {
 class Allocator;
 }
+namespace fathom::cuda {
+class CachingAllocator;  // core/cuda/caching_allocator.h
+}
 
 namespace fathom::cuda {
 
@@ -89,9 +92,27 @@ class CurrentStreamGuard {
   void* previous_;
 };
 
-// The plain device allocator of device `index` (cudaMalloc/cudaFree with tagged counters).
+// The allocator of device `index`: a caching allocator with per-stream free lists and exact
+// tagged counters (core/cuda/caching_allocator.h describes it). Allocations are ordered on
+// current_stream().
 Allocator& device_allocator(int index);
-// Copies `bytes` between any two of host and device memory, synchronously.
+CachingAllocator& caching_allocator(int index);
+// Returns every cached (free) block of device `device` to the device; blocks in use, and freed
+// blocks still awaiting another stream's work (record_stream), stay.
+void empty_cache(int device);
+// Declares that the allocation containing `ptr` is used on `stream` as well as on the stream
+// it was allocated on (like PyTorch's Tensor.record_stream): when it is freed, it is reused
+// only after the work enqueued on `stream` until then has completed. Call it for a buffer that
+// a side stream (communication, prefetch) reads or writes. The second form takes a raw
+// cudaStream_t of device `device`.
+void record_stream(void* ptr, const Stream& stream);
+void record_stream(void* ptr, int device, void* stream);
+// Fills every new device allocation with 0xFF bytes (NaN for every float dtype), so a kernel
+// that leaves part of its output unwritten fails its test. Starts as FATHOM_CUDA_POISON=1 says.
+void set_allocation_poison(bool enabled);
+bool allocation_poison();
+// Copies `bytes` between any two of host and device memory; ordered after the work enqueued
+// on current_stream() so far, and complete when it returns.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 void synchronize_device(int index);
 // Makes `index` this thread's current device (cudaSetDevice): Runtime picks one per local rank.

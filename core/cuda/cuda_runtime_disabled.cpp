@@ -33,6 +33,12 @@ void Event::synchronize() const { require_device(0); }
 bool Event::query() const { require_device(0); return true; }
 float Event::elapsed_ms(const Event&) const { require_device(0); return 0; }
 Allocator& device_allocator(int) { no_cuda(); }
+CachingAllocator& caching_allocator(int) { no_cuda(); }
+void empty_cache(int) { no_cuda(); }
+void record_stream(void*, const Stream&) { no_cuda(); }
+void record_stream(void*, int, void*) { no_cuda(); }
+void set_allocation_poison(bool) { no_cuda(); }
+bool allocation_poison() { return false; }
 void copy_bytes(void*, Device, const void*, Device, size_t) { require_device(0); }
 void synchronize_device(int index) { require_device(index); }
 void set_device(int index) { require_device(index); }

@@ -171,3 +171,10 @@ TEST_CASE("op gradients match central finite differences in f64", "[kernels]") {
     }
   }
 }
+
+TEST_CASE("every registry op has a CUDA kernel (checked against its CPU twin by the cuda tests)", "[kernels]") {
+  for (const OpInfo& op : op_registry()) {
+    INFO(op.name);
+    CHECK(op.has_cuda);
+  }
+}

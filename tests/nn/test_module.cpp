@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "autograd/functions.h"
+#include "core/cuda/cuda_runtime.h"
 #include "core/generator.h"
 #include "nn/containers.h"
 #include "nn/dropout.h"
@@ -155,4 +156,15 @@ TEST_CASE("dropout masks follow the global sample index, not the batch position"
   drop.eval();
   CHECK(drop(x).data().shares_storage(x.data()));
   CHECK_THROWS_WITH(Dropout(1.0), Catch::Contains("p must be in [0, 1), got 1"));
+}
+
+TEST_CASE("to(device) keeps the Variables; device() names a split module", "[nn]") {
+  Net net;
+  const Variable weight = net.first->weight;
+  CHECK(net.device() == kCPU);
+  net.to(kCPU);  // already there: nothing moves
+  CHECK(net.first->weight.data().raw_data() == weight.data().raw_data());
+  if (cuda::device_count() == 0)
+    CHECK_THROWS_WITH(net.to(Device::cuda(0)), Catch::Contains("no CUDA device"));
+  CHECK(Module().device() == kCPU);  // no parameters
 }

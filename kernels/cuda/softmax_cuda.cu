@@ -1,0 +1,206 @@
+// CUDA twins of softmax / log_softmax over the last dim (kernels/cpu/softmax_cpu.cpp).
+// Layout: contiguous (N, C) rows; a warp per row up to 1024 elements, else a block per row
+// (launch::row_geometry); 128-bit loads and stores when every row of every operand is 16-byte
+// aligned (launch::vector_width), element by element otherwise.
+// Forward: one read pass keeps each thread's running (max, sum of exp(x - max)) — the online
+// softmax — merged across the row in a fixed tree; a second pass writes exp(x - max) / sum or
+// x - (max + log sum). Backward: one pass for the row sum, one for dinp.
+// Precision: f16/bf16/f32 compute in f32, f64 in f64; exp is the CPU's own f32 approximation
+// (kernels/elementwise_math.h) so both sides round the same function. The sums run in another
+// order than the CPU's lanes and the online rescaling multiplies by exp(old max - new max), so
+// f32 results agree to a few ulp, not bit for bit. Inf/NaN rows come out as on the CPU: a NaN
+// or +Inf anywhere makes the whole row NaN; -Inf entries give 0 (a row of only -Inf is NaN).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <limits>
+
+#include "core/cuda/launch_check.h"
+#include "core/dtype.h"
+#include "kernels/cuda/row_ops.cuh"
+#include "kernels/elementwise_math.h"
+#include "kernels/launch_geometry.h"
+#include "kernels/nn_kernels.h"
+
+namespace fathom::kernels {
+namespace {
+
+using rows::Acc;
+
+template <typename A>
+__device__ A infinity() {
+  return std::numeric_limits<A>::infinity();
+}
+
+__device__ inline float log_acc(float x) { return logf(x); }
+__device__ inline double log_acc(double x) { return ::log(x); }
+
+// Running max m and sum s of exp(x - m) over the values seen.
+template <typename A>
+struct MaxSum {
+  A m, s;
+};
+
+template <typename A>
+__device__ MaxSum<A> shuffle_down(MaxSum<A> v, int offset) {
+  return MaxSum<A>{rows::shuffle_down(v.m, offset), rows::shuffle_down(v.s, offset)};
+}
+template <typename A>
+__device__ MaxSum<A> shuffle_first(MaxSum<A> v) {
+  return MaxSum<A>{rows::shuffle_first(v.m), rows::shuffle_first(v.s)};
+}
+
+template <typename A>
+__device__ void online_add(MaxSum<A>& st, A x) {
+  if (x > st.m) {  // false for NaN: m is never NaN
+    st.s = st.s * math::exp(st.m - x) + A(1);
+    st.m = x;
+  } else if (x != -infinity<A>()) {  // -Inf adds exp(-Inf) = 0; skipping it avoids -Inf - -Inf
+    st.s += math::exp(x - st.m);      // a NaN x makes s NaN, as on the CPU
+  }
+}
+
+struct MergeMaxSum {
+  template <typename A>
+  __device__ MaxSum<A> operator()(MaxSum<A> a, MaxSum<A> b) const {
+    const A m = a.m > b.m ? a.m : b.m;
+    if (m == -infinity<A>()) return MaxSum<A>{m, a.s + b.s};
+    return MaxSum<A>{m, a.s * math::exp(a.m - m) + b.s * math::exp(b.m - m)};
+  }
+};
+
+template <typename T, int V>
+__global__ void __launch_bounds__(launch::kRowBlockMaxThreads)
+    softmax_forward_kernel(T* out, const T* inp, int64_t N, int64_t C, bool log, int threads_per_row) {
+  using A = Acc<T>;
+  __shared__ MaxSum<A> scratch[32];
+  const bool whole_block = threads_per_row > launch::kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % threads_per_row;
+  const int rows_per_block = static_cast<int>(blockDim.x) / threads_per_row;
+  const int64_t packs = C / V;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * rows_per_block + threadIdx.x / threads_per_row; row < N;
+       row += static_cast<int64_t>(gridDim.x) * rows_per_block) {
+    const T* x = inp + row * C;
+    T* y = out + row * C;
+    MaxSum<A> st{-infinity<A>(), A(0)};
+    for (int64_t j = lane; j < packs; j += threads_per_row) {
+      A v[V];
+      rows::load<V>(x, j, v);
+#pragma unroll
+      for (int k = 0; k < V; ++k) online_add(st, v[k]);
+    }
+    st = rows::row_reduce(st, MergeMaxSum{}, whole_block, scratch);
+    const A m = st.m;
+    const A s = m == infinity<A>() ? std::numeric_limits<A>::quiet_NaN() : st.s;  // +Inf - +Inf is NaN on the CPU
+    if (log) {
+      const A shift = m + log_acc(s);
+      for (int64_t j = lane; j < packs; j += threads_per_row) {
+        A v[V];
+        rows::load<V>(x, j, v);
+#pragma unroll
+        for (int k = 0; k < V; ++k) v[k] = v[k] - shift;
+        rows::store<V>(y, j, v, false);
+      }
+    } else {
+      const A inv = A(1) / s;
+      for (int64_t j = lane; j < packs; j += threads_per_row) {
+        A v[V];
+        rows::load<V>(x, j, v);
+#pragma unroll
+        for (int k = 0; k < V; ++k) v[k] = math::exp(v[k] - m) * inv;
+        rows::store<V>(y, j, v, false);
+      }
+    }
+  }
+}
+
+// softmax: dinp (+)= y * (dy - sum(dy * y)); log_softmax: dinp (+)= dy - exp(y) * sum(dy).
+template <typename T, int V>
+__global__ void __launch_bounds__(launch::kRowBlockMaxThreads)
+    softmax_backward_kernel(T* dinp, const T* dout, const T* out, int64_t N, int64_t C, bool log, bool accumulate,
+                            int threads_per_row) {
+  using A = Acc<T>;
+  __shared__ A scratch[32];
+  const bool whole_block = threads_per_row > launch::kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x) % threads_per_row;
+  const int rows_per_block = static_cast<int>(blockDim.x) / threads_per_row;
+  const int64_t packs = C / V;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * rows_per_block + threadIdx.x / threads_per_row; row < N;
+       row += static_cast<int64_t>(gridDim.x) * rows_per_block) {
+    const T* dy_row = dout + row * C;
+    const T* y_row = out + row * C;
+    T* dx_row = dinp + row * C;
+    A partial = A(0);
+    for (int64_t j = lane; j < packs; j += threads_per_row) {
+      A dy[V], y[V];
+      rows::load<V>(dy_row, j, dy);
+      if (!log) rows::load<V>(y_row, j, y);
+#pragma unroll
+      for (int k = 0; k < V; ++k) partial += log ? dy[k] : dy[k] * y[k];
+    }
+    const A s = rows::row_reduce(partial, rows::Plus{}, whole_block, scratch);
+    for (int64_t j = lane; j < packs; j += threads_per_row) {
+      A dy[V], y[V], dx[V];
+      rows::load<V>(dy_row, j, dy);
+      rows::load<V>(y_row, j, y);
+#pragma unroll
+      for (int k = 0; k < V; ++k) dx[k] = log ? dy[k] - math::exp(y[k]) * s : y[k] * (dy[k] - s);
+      rows::store<V>(dx_row, j, dx, accumulate);
+    }
+  }
+}
+
+// Calls fn(T{}, std::integral_constant<int, V>{}) with V the vector width for these pointers.
+template <typename T, typename Fn>
+void with_width(int64_t C, bool aligned, Fn&& fn) {
+  constexpr int kWide = 16 / static_cast<int>(sizeof(T));
+  if (launch::vector_width(C, sizeof(T), aligned) == kWide) fn(T{}, std::integral_constant<int, kWide>{});
+  else fn(T{}, std::integral_constant<int, 1>{});
+}
+
+template <typename Fn>
+void dispatch_floating(DType dtype, const char* op, Fn&& fn) {
+  switch (dtype) {
+    case DType::F32: return fn(float{});
+    case DType::F64: return fn(double{});
+    case DType::F16: return fn(Half{});
+    case DType::BF16: return fn(BFloat16{});
+    default: break;
+  }
+  cuda::fail(op, __FILE__, __LINE__);
+}
+
+}  // namespace
+
+void softmax_forward_cuda(DType dtype, void* out, const void* inp, int64_t N, int64_t C, bool log, void* stream) {
+  if (N == 0 || C == 0) return;
+  const launch::RowGeometry g = launch::row_geometry(N, C);
+  const bool aligned = rows::aligned16(out) && rows::aligned16(inp);
+  dispatch_floating(dtype, "softmax: needs a floating-point dtype on CUDA", [&](auto tag) {
+    using T = decltype(tag);
+    with_width<T>(C, aligned, [&](auto, auto width) {
+      softmax_forward_kernel<T, decltype(width)::value><<<g.blocks, g.block_threads, 0, static_cast<cudaStream_t>(stream)>>>(
+          static_cast<T*>(out), static_cast<const T*>(inp), N, C, log, g.threads_per_row);
+    });
+  });
+  FATHOM_CUDA_CHECK_LAUNCH("softmax_forward_kernel");
+}
+
+void softmax_backward_cuda(DType dtype, void* dinp, const void* dout, const void* out, int64_t N, int64_t C, bool log,
+                           bool accumulate, void* stream) {
+  if (N == 0 || C == 0) return;
+  const launch::RowGeometry g = launch::row_geometry(N, C);
+  const bool aligned = rows::aligned16(dinp) && rows::aligned16(dout) && rows::aligned16(out);
+  dispatch_floating(dtype, "softmax_backward: needs a floating-point dtype on CUDA", [&](auto tag) {
+    using T = decltype(tag);
+    with_width<T>(C, aligned, [&](auto, auto width) {
+      softmax_backward_kernel<T, decltype(width)::value>
+          <<<g.blocks, g.block_threads, 0, static_cast<cudaStream_t>(stream)>>>(
+              static_cast<T*>(dinp), static_cast<const T*>(dout), static_cast<const T*>(out), N, C, log, accumulate,
+              g.threads_per_row);
+    });
+  });
+  FATHOM_CUDA_CHECK_LAUNCH("softmax_backward_kernel");
+}
+
+}  // namespace fathom::kernels

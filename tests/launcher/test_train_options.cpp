@@ -1,0 +1,30 @@
+// fathom-train's command line: the device choice.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "core/cuda/cuda_runtime.h"
+#include "launcher/train_options.h"
+
+using namespace fathom;
+using fathom::launcher::parse_train_options;
+using fathom::launcher::resolve_device;
+
+namespace {
+launcher::TrainOptions parse(std::vector<const char*> args) {
+  args.insert(args.begin(), "fathom-train");
+  return parse_train_options(static_cast<int>(args.size()), args.data());
+}
+}  // namespace
+
+TEST_CASE("fathom-train --device: auto takes the runtime's device, cpu forces the CPU, cuda needs a GPU", "[launcher]") {
+  CHECK(parse({}).device == "auto");
+  CHECK(parse({"--device", "cpu"}).device == "cpu");
+  CHECK_THROWS_WITH(parse({"--device", "gpu"}), Catch::Contains("\"gpu\" is not a device; use auto, cpu or cuda"));
+
+  CHECK(resolve_device("auto", kCPU) == kCPU);
+  CHECK(resolve_device("auto", Device::cuda(1)) == Device::cuda(1));
+  CHECK(resolve_device("cpu", Device::cuda(0)) == kCPU);
+  CHECK(resolve_device("cuda", Device::cuda(0)) == Device::cuda(0));
+  if (cuda::device_count() == 0) CHECK_THROWS_WITH(resolve_device("cuda", kCPU), Catch::Contains("no CUDA device"));
+}
