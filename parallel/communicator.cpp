@@ -60,7 +60,7 @@ void Communicator::check_tensor(const Collective& c, const Tensor& tensor, const
   FATHOM_CHECK(tensor.defined(), op, " on communicator \"", name_, "\": the ", role, " tensor is undefined");
   FATHOM_CHECK(tensor.is_contiguous(), op, " on communicator \"", name_, "\": the ", role,
                " tensor must be contiguous; call .contiguous() first");
-  FATHOM_CHECK(tensor.device() == device(), op, " on communicator \"", name_, "\" (", backend(), "): the ", role,
+  FATHOM_CHECK(accepts(tensor.device()), op, " on communicator \"", name_, "\" (", backend(), "): the ", role,
                " tensor is on ", tensor.device().str(), ", but this communicator's tensors live on ",
                device().str(), "; move it with .to(", device().str(), ")");
   const DType dtype = tensor.dtype();

@@ -74,6 +74,9 @@ class Communicator {
   virtual const char* backend() const = 0;  // "mpi" or "nccl"
   // Where this backend's tensors live: the host for MPI, the rank's GPU for NCCL.
   virtual Device device() const = 0;
+  // Whether tensors on `device` may be passed (the MPI backend also takes device tensors,
+  // staged through host memory; NCCL only its own GPU's).
+  virtual bool accepts(Device device) const { return device == this->device(); }
 
   // In place: every rank ends with op over all ranks' `tensor`.
   WorkHandle all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::Sum);

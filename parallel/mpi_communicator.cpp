@@ -149,6 +149,9 @@ WorkHandle MpiCommunicator::start(Collective collective, bool blocking) {
 }
 
 WorkHandle MpiCommunicator::start_point_to_point(const Collective& c) {
+  const Tensor& buffer = c.kind == CollectiveKind::Send ? c.input : c.output;
+  FATHOM_CHECK(buffer.device().is_cpu(), c.describe(), " on \"", name(), "\": the MPI backend sends host tensors only, got ",
+               buffer.device().str(), "; use the NCCL communicator (Runtime::nccl_world) for device tensors");
   MPI_Request request = MPI_REQUEST_NULL;
   if (c.kind == CollectiveKind::Send) {
     FATHOM_MPI_CHECK(MPI_Isend(c.input.raw_data(), int_count(c.input.numel(), c), mpi_datatype(c.input.dtype()),
@@ -160,7 +163,21 @@ WorkHandle MpiCommunicator::start_point_to_point(const Collective& c) {
   return std::make_shared<RequestWork>(request, c.output, c.describe(), name());
 }
 
+void MpiCommunicator::run_host_staged(Collective& c) {
+  const bool in_place = c.input.defined() && c.output.defined() && c.input.shares_storage(c.output) &&
+                        c.input.raw_data() == c.output.raw_data() && c.input.sizes() == c.output.sizes();
+  MemoryTagScope tag(MemoryTag::Communication);
+  Collective host = c;
+  if (c.output.defined()) host.output = c.output.to(kCPU);
+  if (c.input.defined()) host.input = in_place ? host.output : c.input.to(kCPU);
+  run_collective(host);
+  if (c.output.defined() && c.kind != CollectiveKind::Barrier) c.output.copy_(host.output);
+}
+
 void MpiCommunicator::run_collective(Collective& c) {
+  const bool on_device = (c.input.defined() && !c.input.device().is_cpu()) ||
+                         (c.output.defined() && !c.output.device().is_cpu());
+  if (on_device) return run_host_staged(c);
   MPI_Comm comm = native_->comm;
   if (comm_debug_enabled()) {
     const CollectiveSignature mine = signature_of(c);

@@ -21,6 +21,7 @@ class MpiCommunicator final : public Communicator {
 
   const char* backend() const override { return "mpi"; }
   Device device() const override { return kCPU; }
+  bool accepts(Device device) const override { return device.is_cpu() || device.is_cuda(); }
   std::shared_ptr<Communicator> split(int color, int key, const std::string& name) override;
   const Native& native() const { return *native_; }
 
@@ -29,6 +30,8 @@ class MpiCommunicator final : public Communicator {
 
  private:
   void run_collective(Collective& collective);
+  // Device tensors through host memory (MPI here is not CUDA-aware): copy in, run, copy back.
+  void run_host_staged(Collective& collective);
   WorkHandle start_point_to_point(const Collective& collective);
 
   std::unique_ptr<Native> native_;

@@ -42,7 +42,11 @@ void Runtime::start(int* argc, char*** argv) {
   if (const int gpus = cuda::device_count(); gpus > 0) {
     device_ = Device::cuda(local_rank_ % gpus);
     cuda::set_device(device_.index);
-    if (nccl_available()) nccl_world_ = make_nccl_communicator(*world_, device_.index, "world");
+    // NCCL refuses two ranks on one GPU: then there is no NCCL world, and device tensors go
+    // through the MPI backend's host staging. Every rank must agree (creating it is collective).
+    const bool own_gpu = local_size_ <= gpus && nccl_available();
+    if (world_->all_reduce_scalar(own_gpu ? 1.0 : 0.0, ReduceOp::Min) == 1.0)
+      nccl_world_ = make_nccl_communicator(*world_, device_.index, "world");
   }
 }
 

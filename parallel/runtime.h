@@ -42,7 +42,8 @@ class Runtime {
   // Host collectives over every rank (MPI).
   Communicator& world() const { return *world_; }
   const std::shared_ptr<Communicator>& world_ptr() const { return world_; }
-  // Device collectives over every rank (NCCL); null without a GPU or without the NCCL backend.
+  // Device collectives over every rank (NCCL); null without a GPU, without the NCCL backend,
+  // or when ranks share a GPU (NCCL refuses that; the MPI world then stages device tensors).
   const std::shared_ptr<Communicator>& nccl_world() const { return nccl_world_; }
   // This rank's GPU, or the CPU when there is none.
   Device device() const { return device_; }

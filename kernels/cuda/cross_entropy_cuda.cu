@@ -16,10 +16,11 @@
 
 #include <cstdint>
 #include <limits>
-#include <string>
 
 #include "core/cuda/launch_check.h"
 #include "core/dtype.h"
+#include "kernels/cuda/dispatch_floating.cuh"
+#include "kernels/cuda/online_softmax.cuh"
 #include "kernels/cuda/row_ops.cuh"
 #include "kernels/elementwise_math.h"
 #include "kernels/launch_geometry.h"
@@ -29,50 +30,15 @@ namespace fathom::kernels {
 namespace {
 
 using rows::Acc;
-
-template <typename A>
-__device__ A infinity() {
-  return std::numeric_limits<A>::infinity();
-}
+using rows::infinity;
+using rows::MaxSum;
+using rows::MergeMaxSum;
+using rows::online_add;
 
 __device__ inline float log_acc(float x) { return logf(x); }
 __device__ inline double log_acc(double x) { return ::log(x); }
 __device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 __device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
-
-// Running max m and sum s of exp(x - m) over the values seen.
-template <typename A>
-struct MaxSum {
-  A m, s;
-};
-
-template <typename A>
-__device__ MaxSum<A> shuffle_down(MaxSum<A> v, int offset) {
-  return MaxSum<A>{rows::shuffle_down(v.m, offset), rows::shuffle_down(v.s, offset)};
-}
-template <typename A>
-__device__ MaxSum<A> shuffle_first(MaxSum<A> v) {
-  return MaxSum<A>{rows::shuffle_first(v.m), rows::shuffle_first(v.s)};
-}
-
-template <typename A>
-__device__ void online_add(MaxSum<A>& st, A x) {
-  if (x > st.m) {  // false for NaN: m is never NaN
-    st.s = st.s * math::exp(st.m - x) + A(1);
-    st.m = x;
-  } else if (x != -infinity<A>()) {  // -Inf adds exp(-Inf) = 0; skipping it avoids -Inf - -Inf
-    st.s += math::exp(x - st.m);      // a NaN x makes s NaN, as on the CPU
-  }
-}
-
-struct MergeMaxSum {
-  template <typename A>
-  __device__ MaxSum<A> operator()(MaxSum<A> a, MaxSum<A> b) const {
-    const A m = a.m > b.m ? a.m : b.m;
-    if (m == -infinity<A>()) return MaxSum<A>{m, a.s + b.s};
-    return MaxSum<A>{m, a.s * math::exp(a.m - m) + b.s * math::exp(b.m - m)};
-  }
-};
 
 template <typename T, int W>
 __global__ void __launch_bounds__(launch::kCrossEntropyMaxThreads)
@@ -151,18 +117,6 @@ __global__ void __launch_bounds__(launch::kCrossEntropyMaxThreads)
   }
 }
 
-template <typename Fn>
-void dispatch_floating(DType dtype, const char* op, Fn&& fn) {
-  switch (dtype) {
-    case DType::F32: return fn(float{});
-    case DType::F64: return fn(double{});
-    case DType::F16: return fn(Half{});
-    case DType::BF16: return fn(BFloat16{});
-    default: break;
-  }
-  cuda::fail((std::string(op) + ": needs a floating-point dtype (f32, f64, f16, bf16)").c_str(), __FILE__, __LINE__);
-}
-
 // Calls fn(std::integral_constant<int, W>{}) with W the elements per access for these rows.
 template <typename T, typename Fn>
 void with_width(int64_t V, bool aligned, Fn&& fn) {
@@ -177,7 +131,7 @@ void cross_entropy_forward_cuda(DType dtype, void* loss, void* lse, const void* 
                                 int64_t N, int64_t V, int64_t ignore_index, double normaliser, double* row_losses,
                                 void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
-  dispatch_floating(dtype, "cross_entropy", [&](auto tag) {
+  dispatch_floating(dtype, "cross_entropy: needs f32, f64, f16 or bf16 logits", [&](auto tag) {
     using T = decltype(tag);
     using A = Acc<T>;
     if (N > 0) {
@@ -199,7 +153,7 @@ void cross_entropy_backward_cuda(DType dtype, void* dlogits, const void* dloss, 
   if (N == 0 || V == 0) return;
   const auto s = static_cast<cudaStream_t>(stream);
   const bool aligned = rows::aligned16(dlogits) && rows::aligned16(logits);
-  dispatch_floating(dtype, "cross_entropy_backward", [&](auto tag) {
+  dispatch_floating(dtype, "cross_entropy_backward: needs f32, f64, f16 or bf16 logits", [&](auto tag) {
     using T = decltype(tag);
     using A = Acc<T>;
     with_width<T>(V, aligned, [&](auto width) {

@@ -16,6 +16,7 @@
 #include "core/cuda/launch_check.h"
 #include "core/dtype.h"
 #include "core/philox.h"
+#include "kernels/cuda/dispatch_floating.cuh"
 #include "kernels/launch_geometry.h"
 #include "kernels/nn_kernels.h"
 
@@ -57,17 +58,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename Fn>
-void dispatch_floating(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::F32: return fn(float{});
-    case DType::F64: return fn(double{});
-    case DType::F16: return fn(Half{});
-    case DType::BF16: return fn(BFloat16{});
-    default: break;
-  }
-  cuda::fail("dropout: needs a floating-point dtype (f32, f64, f16, bf16)", __FILE__, __LINE__);
-}
 
 }  // namespace
 
@@ -78,7 +68,7 @@ void dropout_forward_cuda(DType dtype, void* out, const void* inp, const int64_t
   // The CPU's threshold and scale, computed by the same host expressions.
   const uint64_t keep_below = static_cast<uint64_t>(std::ceil((1.0 - p) * 4294967296.0));
   const int blocks = launch::grid_stride_blocks(rows * launch::dropout_groups_per_row(width), kThreads);
-  dispatch_floating(dtype, [&](auto tag) {
+  dispatch_floating(dtype, "dropout: needs a floating-point dtype (f32, f64, f16, bf16)", [&](auto tag) {
     using T = decltype(tag);
     using A = Acc<T>;
     const A scale = p < 1.0 ? static_cast<A>(1.0 / (1.0 - p)) : A(0);

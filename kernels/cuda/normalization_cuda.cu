@@ -17,6 +17,7 @@
 
 #include "core/cuda/launch_check.h"
 #include "core/dtype.h"
+#include "kernels/cuda/dispatch_floating.cuh"
 #include "kernels/cuda/row_ops.cuh"
 #include "kernels/launch_geometry.h"
 #include "kernels/nn_kernels.h"
@@ -270,17 +271,6 @@ void with_width(int64_t C, bool aligned, Fn&& fn) {
   else fn(std::integral_constant<int, 1>{});
 }
 
-template <typename Fn>
-void dispatch_floating(DType dtype, const char* op, Fn&& fn) {
-  switch (dtype) {
-    case DType::F32: return fn(float{});
-    case DType::F64: return fn(double{});
-    case DType::F16: return fn(Half{});
-    case DType::BF16: return fn(BFloat16{});
-    default: break;
-  }
-  cuda::fail(op, __FILE__, __LINE__);
-}
 
 bool all_aligned(std::initializer_list<const void*> pointers) {
   for (const void* p : pointers)

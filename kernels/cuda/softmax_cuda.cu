@@ -17,6 +17,8 @@
 
 #include "core/cuda/launch_check.h"
 #include "core/dtype.h"
+#include "kernels/cuda/dispatch_floating.cuh"
+#include "kernels/cuda/online_softmax.cuh"
 #include "kernels/cuda/row_ops.cuh"
 #include "kernels/elementwise_math.h"
 #include "kernels/launch_geometry.h"
@@ -26,48 +28,13 @@ namespace fathom::kernels {
 namespace {
 
 using rows::Acc;
-
-template <typename A>
-__device__ A infinity() {
-  return std::numeric_limits<A>::infinity();
-}
+using rows::infinity;
+using rows::MaxSum;
+using rows::MergeMaxSum;
+using rows::online_add;
 
 __device__ inline float log_acc(float x) { return logf(x); }
 __device__ inline double log_acc(double x) { return ::log(x); }
-
-// Running max m and sum s of exp(x - m) over the values seen.
-template <typename A>
-struct MaxSum {
-  A m, s;
-};
-
-template <typename A>
-__device__ MaxSum<A> shuffle_down(MaxSum<A> v, int offset) {
-  return MaxSum<A>{rows::shuffle_down(v.m, offset), rows::shuffle_down(v.s, offset)};
-}
-template <typename A>
-__device__ MaxSum<A> shuffle_first(MaxSum<A> v) {
-  return MaxSum<A>{rows::shuffle_first(v.m), rows::shuffle_first(v.s)};
-}
-
-template <typename A>
-__device__ void online_add(MaxSum<A>& st, A x) {
-  if (x > st.m) {  // false for NaN: m is never NaN
-    st.s = st.s * math::exp(st.m - x) + A(1);
-    st.m = x;
-  } else if (x != -infinity<A>()) {  // -Inf adds exp(-Inf) = 0; skipping it avoids -Inf - -Inf
-    st.s += math::exp(x - st.m);      // a NaN x makes s NaN, as on the CPU
-  }
-}
-
-struct MergeMaxSum {
-  template <typename A>
-  __device__ MaxSum<A> operator()(MaxSum<A> a, MaxSum<A> b) const {
-    const A m = a.m > b.m ? a.m : b.m;
-    if (m == -infinity<A>()) return MaxSum<A>{m, a.s + b.s};
-    return MaxSum<A>{m, a.s * math::exp(a.m - m) + b.s * math::exp(b.m - m)};
-  }
-};
 
 template <typename T, int V>
 __global__ void __launch_bounds__(launch::kRowBlockMaxThreads)
@@ -156,18 +123,6 @@ void with_width(int64_t C, bool aligned, Fn&& fn) {
   constexpr int kWide = 16 / static_cast<int>(sizeof(T));
   if (launch::vector_width(C, sizeof(T), aligned) == kWide) fn(T{}, std::integral_constant<int, kWide>{});
   else fn(T{}, std::integral_constant<int, 1>{});
-}
-
-template <typename Fn>
-void dispatch_floating(DType dtype, const char* op, Fn&& fn) {
-  switch (dtype) {
-    case DType::F32: return fn(float{});
-    case DType::F64: return fn(double{});
-    case DType::F16: return fn(Half{});
-    case DType::BF16: return fn(BFloat16{});
-    default: break;
-  }
-  cuda::fail(op, __FILE__, __LINE__);
 }
 
 }  // namespace

@@ -39,21 +39,23 @@ double norm(const std::vector<double>& v) {
 }  // namespace
 
 TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<distributed::Communicator> group, int steps,
-                           bool activation_checkpointing) {
+                           bool activation_checkpointing, Device device) {
   const int rank = group ? group->rank() : 0;
   models::GPTConfig gpt = tiny_gpt();
   gpt.activation_checkpointing = activation_checkpointing;
   auto model = std::make_shared<models::GPT>(gpt, 1000 + rank);
+  model->to(device);
   Initialized init = initialize(Config::from_string(config), model, nullptr, token_data(), group);
   TrainingRun run;
   run.engine = init.engine;
   init.engine->on_step([&](const StepReport& r) { run.losses.push_back(r.loss); });
   while (init.engine->global_steps() < steps) {
     for (const data::Batch& batch : *init.loader) {
-      const autograd::Variable logits = (*init.engine)(autograd::Variable(batch.inputs), batch.sample_index);
+      const autograd::Variable logits =
+          (*init.engine)(autograd::Variable(batch.inputs.to(device)), batch.sample_index);
       const bool boundary = init.engine->is_gradient_accumulation_boundary();
       const int64_t before = group ? group->collectives_issued() : 0;
-      init.engine->backward(nn::cross_entropy(logits, batch.targets, batch.loss_normaliser));
+      init.engine->backward(nn::cross_entropy(logits, batch.targets.to(device), batch.loss_normaliser));
       if (!boundary && group) run.collectives_outside_boundaries += group->collectives_issued() - before;
       init.engine->step();
       if (init.engine->global_steps() >= steps) break;
@@ -63,7 +65,7 @@ TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<distribute
   if (const auto& zero = init.engine->zero_optimizer(); zero && zero->gatherer())
     run.zero3_peak_gathered = zero->gatherer()->peak_gathered_elements();
   if (const auto& zero = init.engine->zero_optimizer()) zero->gather_full_parameters();
-  for (const auto& [name, p] : model->named_parameters()) run.weights.emplace_back(name, p.data().to(DType::F64));
+  for (const auto& [name, p] : model->named_parameters()) run.weights.emplace_back(name, p.data().to(kCPU).to(DType::F64));
   if (const auto& zero = init.engine->zero_optimizer()) zero->release_full_parameters();
   return run;
 }

@@ -25,8 +25,9 @@ struct TrainingRun {
 // initialised with a rank-dependent seed: the engine must broadcast rank 0's weights. `group`
 // null: one process.
 // activation_checkpointing: the GPT recomputes each block in backward.
+// device: where the model and batches live (the GPU tests pass a CUDA device).
 TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<distributed::Communicator> group, int steps,
-                           bool activation_checkpointing = false);
+                           bool activation_checkpointing = false, Device device = kCPU);
 
 
 void require_equivalent(const TrainingRun& alone, const TrainingRun& parallel, double bound);

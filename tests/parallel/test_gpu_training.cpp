@@ -1,0 +1,91 @@
+// Training on the GPU computes the CPU's function (label `cuda`; run under mpirun -np 2 by the
+// GPU check, both ranks sharing one GPU, so data parallelism goes through the MPI backend's host
+// staging — NCCL refuses two ranks on one GPU).
+//   - GPT training on the GPU, TF32 off, against the CPU: f32 rel. diff < 1e-4 over 20 steps,
+//     bf16 < 1e-2;
+//   - ZeRO stages 1-3 at world size 1 on the GPU equal stage 0 on the GPU;
+//   - 2-process DP (stage 0) and ZeRO-2 on the GPU equal the 1-process GPU run;
+//   - NCCL collectives equal the MPI ones (world size 1: each rank's own NCCL communicator).
+#include "core/cuda/cuda_runtime.h"
+#include "core/generator.h"
+#include "gpt_training.h"
+#include "mpi_test_util.h"
+#include "parallel/nccl_communicator.h"
+#include "cuda/require_cuda.h"
+#include "test_util.h"
+
+using namespace fathom;
+using fathom::testing::require_equivalent;
+using fathom::testing::runtime;
+using fathom::testing::train_tiny_gpt;
+
+namespace {
+constexpr int kSteps = 20;
+
+std::string config_text(int stage, bool bf16, int global_batch) {
+  return detail::concat(R"({"train_batch_size": )", global_batch,
+                        R"(, "optimizer": {"type": "AdamW", "params": {"lr": 5e-4, "weight_decay": 0.1}},
+      "gradient_clipping": 1.0, "seed": 7, "bf16": {"enabled": )", bf16 ? "true" : "false",
+                        R"(}, "zero_optimization": {"stage": )", stage, "}}");
+}
+
+Device gpu() { return runtime().device().is_cuda() ? runtime().device() : Device::cuda(0); }
+
+// A one-rank group of this process (ZeRO at world size 1 without the other ranks).
+std::shared_ptr<distributed::Communicator> self_group() {
+  return runtime().world().split(runtime().rank(), 0, "self");
+}
+}  // namespace
+
+TEST_CASE("GPT training on the GPU matches the CPU (TF32 off)", "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  for (bool bf16 : {false, true}) {
+    INFO((bf16 ? "bf16" : "f32"));
+    const auto cpu = train_tiny_gpt(config_text(0, bf16, 4), nullptr, kSteps);
+    const auto device = train_tiny_gpt(config_text(0, bf16, 4), nullptr, kSteps, false, gpu());
+    require_equivalent(cpu, device, bf16 ? 1e-2 : 1e-4);
+  }
+}
+
+TEST_CASE("ZeRO stages 1-3 at world size 1 on the GPU equal stage 0", "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  const auto alone = train_tiny_gpt(config_text(0, false, 4), nullptr, kSteps, false, gpu());
+  for (int stage : {1, 2, 3}) {
+    INFO("stage " << stage);
+    require_equivalent(alone, train_tiny_gpt(config_text(stage, false, 4), self_group(), kSteps, false, gpu()), 1e-5);
+  }
+}
+
+TEST_CASE("data parallel and ZeRO-2 over MPI with host staging equal the one-process GPU run", "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  const auto& world = runtime().world_ptr();
+  const int global_batch = 4 * world->size();
+  const auto alone = train_tiny_gpt(config_text(0, false, global_batch), nullptr, kSteps, false, gpu());
+  for (int stage : {0, 2}) {
+    INFO("stage " << stage << ", " << world->size() << " ranks");
+    require_equivalent(alone, train_tiny_gpt(config_text(stage, false, global_batch), world, kSteps, false, gpu()),
+                       1e-5);
+  }
+}
+
+TEST_CASE("NCCL collectives equal the MPI ones", "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  REQUIRE(distributed::nccl_available());
+  const auto nccl = distributed::make_nccl_communicator(*self_group(), gpu().index, "nccl self");
+  const auto mpi = self_group();
+  Generator gen(5);
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16}) {
+    INFO(dtype_name(dtype));
+    const Tensor host = uniform({1000003}, gen, -1, 1, DType::F64).to(dtype);
+    Tensor on_mpi = host.clone();
+    mpi->all_reduce(on_mpi, distributed::ReduceOp::Avg);
+    Tensor on_nccl = host.to(gpu());
+    nccl->all_reduce(on_nccl, distributed::ReduceOp::Avg);
+    FATHOM_REQUIRE_CLOSE(on_nccl.to(kCPU), on_mpi, 0.0, 0.0);
+    Tensor gathered_mpi = Tensor::empty({host.numel()}, dtype);
+    mpi->all_gather(host, gathered_mpi);
+    Tensor gathered_nccl = Tensor::empty({host.numel()}, dtype, gpu());
+    nccl->all_gather(host.to(gpu()), gathered_nccl);
+    FATHOM_REQUIRE_CLOSE(gathered_nccl.to(kCPU), gathered_mpi, 0.0, 0.0);
+  }
+}
