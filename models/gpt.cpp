@@ -64,7 +64,7 @@ Variable GPT::forward(const Variable& idx) {
                "GPT: expected token ids of shape (B, T) and dtype i64, got ", idx.data().str());
   const int64_t T = idx.size(1);
   FATHOM_CHECK(T <= config_.block_size, "GPT: sequence length ", T, " exceeds block_size ", config_.block_size);
-  const Tensor positions = Tensor::arange(T, DType::I64);
+  const Tensor positions = Tensor::arange(T, DType::I64, idx.device());
   const Variable tokens = (*transformer->wte)(idx);
   const Variable where = (*transformer->wpe)(Variable(positions));
   Variable x = (*transformer->drop)(autograd::add(tokens, where));

@@ -40,7 +40,7 @@ Tensor row_indices(const Tensor& x) {
   } else {
     for (int64_t r = 0; r < rows; ++r) index[r] = r;
   }
-  return out;
+  return x.device().is_cpu() ? out : out.to(x.device());  // the kernel reads it beside x
 }
 
 }  // namespace
