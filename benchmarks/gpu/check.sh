@@ -187,11 +187,19 @@ manifest_entries() {
 # tests (label `mpi`, rank count from a label `np<N>`, default 2) go through the bundled mpirun;
 # --oversubscribe because a 2-core dev machine has fewer slots than -np 4.
 # Later issues: adjust here if the manifest grows a different way to say how to launch.
+# $3: the seconds this run may take; a benchmark labelled `budgeted` is told to fit in less (a
+# quarter or more is left for the PyTorch peer that follows it), at most 120 s.
 command_for() {
-  local name="$1" labels="$2" np=2 l
+  local name="$1" labels="$2" limit="${3:-240}" np=2 l budget
   if [[ ",${labels}," == *,benchmark,* ]]; then
     # Benchmarks write their tables (markdown and TSV) under the output dir as well as printing them.
     printf '%s\n' "$BUNDLE_ROOT/bin/$name" --out "$OUT_DIR/$name"
+    if [[ ",${labels}," == *,budgeted,* ]]; then
+      budget=$(((limit - 15) * 3 / 4))
+      ((budget > 120)) && budget=120
+      ((budget < 10)) && budget=10
+      printf '%s\n' --budget-seconds "$budget"
+    fi
   elif [[ ",${labels}," == *,mpi,* ]]; then
     for l in ${labels//,/ }; do
       [[ "$l" =~ ^np([0-9]+)$ ]] && np="${BASH_REMATCH[1]}"
@@ -220,7 +228,7 @@ run_one() {
     FAILURES=$((FAILURES + 1))
     return
   fi
-  mapfile -t cmd < <(command_for "$name" "$labels")
+  mapfile -t cmd < <(command_for "$name" "$labels" "$limit")
   log "-- $name [$labels] (limit ${limit}s) -> $logf"
   t0=$SECONDS
   # shellcheck disable=SC2030  # the environment is meant for this one run only
@@ -549,6 +557,85 @@ run_benchmarks() {
     # The tables themselves, in the log as well as in $OUT_DIR/<name>/.
     grep -E '^(\||#|[A-Za-z].*:)' "$OUT_DIR/$name.log" | grep -v '^# ' | sed 's/^/  /'
   done < <(manifest_entries benchmark)
+  run_torch_peer
+}
+
+# Column `col` (by header name) of the first row of a TSV whose first column is `key`.
+tsv_value() {
+  local file="$1" key="$2" col="$3"
+  [[ -f "$file" ]] || return 0
+  awk -F'\t' -v key="$key" -v col="$col" 'NR == 1 { for (i = 1; i <= NF; ++i) if ($i == col) c = i; next }
+    c && $1 == key { print $c; exit }' "$file"
+}
+
+# "  Fathom (ZeRO 0) / <peer>: <ratio>  (<fathom> / <peer> tokens/s)", or n/a without both numbers.
+ratio_line() {
+  local fathom="$1" what="$2" peer="$3"
+  if [[ "$fathom" =~ ^[0-9.]+$ && "$peer" =~ ^[0-9.]+$ ]] && awk -v t="$peer" 'BEGIN { exit !(t > 0) }'; then
+    awk -v f="$fathom" -v t="$peer" -v w="$what" 'BEGIN { printf "  Fathom (ZeRO 0) / %s: %.3f  (%.0f / %.0f tokens/s)\n", w, f / t, f, t }'
+  else
+    echo "  Fathom (ZeRO 0) / $what: n/a (Fathom: ${fathom:-no result}, $what: ${peer:-no result})"
+  fi
+}
+
+# The PyTorch peer of fathom_gpt2_bench (torch_gpt2.py, beside this script in the checkout; it is
+# not in the bundle), with the machine's own python3 and environment, not the bundle's. Same
+# batch and sequence as the Fathom stage-0 run (halved there if it ran out of memory), then the
+# ratios of tokens/s. A peer failure is shown but does not fail the check.
+run_torch_peer() {
+  local script="$SCRIPT_DIR/torch_gpt2.py" fathom_tsv="$OUT_DIR/fathom_gpt2_bench/gpt2.tsv"
+  local peer_dir="$OUT_DIR/torch_gpt2" logf="$OUT_DIR/torch_gpt2.log"
+  local left budget batch seq t0 rc secs result fathom eager compiled
+  section "PyTorch peer (torch_gpt2.py)"
+  if [[ ! -f "$script" ]]; then
+    log "skipped: $script not found"
+    return
+  fi
+  if ! command -v python3 >/dev/null 2>&1 || ! timeout 120 python3 -c "import torch" >/dev/null 2>&1; then
+    log "skipped: python3 cannot import torch here"
+    RESULTS+=("torch_gpt2.py"$'\t'"peer"$'\t'"skipped (no torch)"$'\t'"-")
+    return
+  fi
+  left=$((BUDGET_S - (SECONDS - RUN_START_S)))
+  if ((left < 90)); then
+    log "skipped: ${left}s of the ${BUDGET_S}s budget left, the peer needs about 90s"
+    RESULTS+=("torch_gpt2.py"$'\t'"peer"$'\t'"skipped (time budget: ${left}s left)"$'\t'"-")
+    return
+  fi
+  budget=$((left - 15))
+  ((budget > 150)) && budget=150
+  batch="$(tsv_value "$fathom_tsv" 0 batch)"
+  seq="$(tsv_value "$fathom_tsv" 0 seq)"
+  [[ "$batch" =~ ^[0-9]+$ ]] || batch=16
+  [[ "$seq" =~ ^[0-9]+$ ]] || seq=1024
+  log "-- torch_gpt2.py --batch $batch --seq $seq --budget-seconds $budget -> $logf"
+  t0=$SECONDS
+  timeout -k 10 $((budget + 60)) python3 "$script" --batch "$batch" --seq "$seq" --budget-seconds "$budget" \
+    --out "$peer_dir" </dev/null >"$logf" 2>&1
+  rc=$?
+  secs=$((SECONDS - t0))
+  if ((rc == 124 || rc == 137)); then
+    result="TIMEOUT after $((budget + 60))s"
+  elif grep -q '^skipped: ' "$logf"; then
+    result="$(grep -m 1 '^skipped: ' "$logf")"
+  elif ((rc == 0)); then
+    result="pass"
+  else
+    result="FAIL: exit $rc"
+    tail -n 15 "$logf" | sed 's/^/   | /'
+  fi
+  RESULTS+=("torch_gpt2.py"$'\t'"peer"$'\t'"$result (not counted)"$'\t'"$secs")
+  log "   $result (${secs}s)"
+  grep -E '^(\||[A-Za-z].*:)' "$logf" | sed 's/^/  /'
+
+  fathom="$(tsv_value "$fathom_tsv" 0 tokens_per_s)"
+  eager="$(tsv_value "$peer_dir/torch_gpt2.tsv" eager tokens_per_s)"
+  compiled="$(tsv_value "$peer_dir/torch_gpt2.tsv" compile tokens_per_s)"
+  {
+    echo "Fathom vs PyTorch, GPT-2 training step, batch $batch x $seq, bf16, AdamW, tokens/s:"
+    ratio_line "$fathom" torch.compile "$compiled"
+    ratio_line "$fathom" "torch eager" "$eager"
+  } | tee "$OUT_DIR/gpt2_vs_torch.txt"
 }
 
 # ---------------------------------------------------------------------------------------------
