@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda/cuda_runtime.h"
 #include "core/error.h"
 #include "core/threads.h"
+#include "launcher/train_options.h"
 #include "models/gpt_inference.h"
 #include "models/gpt_weights.h"
 #include "nn/safetensors.h"
@@ -27,6 +29,7 @@ struct Options {
   double temperature = 0.8;
   uint64_t seed = 0;
   int threads = 0;
+  std::string device = "auto";
 };
 
 const char* kUsage = R"(usage: fathom-generate --model FILE [options]
@@ -38,6 +41,7 @@ const char* kUsage = R"(usage: fathom-generate --model FILE [options]
   --top-k K           sample among the K most likely tokens; 0 = all (default 40)
   --seed N            sampling seed (default 0)
   --threads N         CPU threads
+  --device D          auto (default: GPU 0 when there is one, else the CPU), cpu or cuda
 )";
 
 Options parse(int argc, char** argv) {
@@ -57,6 +61,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--top-k") o.top_k = std::stoll(value);
     else if (flag == "--seed") o.seed = std::stoull(value);
     else if (flag == "--threads") o.threads = std::stoi(value);
+    else if (flag == "--device") o.device = launcher::device_option(value);
     else FATHOM_FAIL("unknown option ", flag, "; see fathom-generate --help");
   }
   FATHOM_CHECK(!o.model_path.empty(), "--model is required; see fathom-generate --help");
@@ -102,6 +107,7 @@ int main(int argc, char** argv) {
     if (o.threads > 0) set_num_threads(o.threads);
     models::GPT model(config_from_metadata(o.model_path));
     models::load_gpt2_safetensors(model, o.model_path);
+    model.to(launcher::resolve_device(o.device, cuda::device_count() > 0 ? Device::cuda(0) : kCPU));
     model.eval();
     const int64_t vocab = model.config().vocab_size;
     const std::vector<int64_t> prompt = prompt_tokens(o.prompt, vocab);

@@ -28,6 +28,12 @@ void TrainOptions::apply_sizes(models::GPTConfig& config) const {
   config.validate();
 }
 
+std::string device_option(const std::string& value) {
+  FATHOM_CHECK(value == "auto" || value == "cpu" || value == "cuda", "--device: \"", value,
+               "\" is not a device; use auto, cpu or cuda");
+  return value;
+}
+
 Device resolve_device(const std::string& option, Device runtime_device) {
   if (option == "cpu") return kCPU;
   if (option == "cuda" && !runtime_device.is_cuda()) cuda::require_device(0);  // throws with the reason
@@ -58,11 +64,7 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     else if (flag == "--eval-batches") o.eval_batches = static_cast<int>(parse_int(flag, value, 1));
     else if (flag == "--resume") o.resume_dir = value;
     else if (flag == "--save-every") o.save_every = parse_int(flag, value, 0);
-    else if (flag == "--device") {
-      FATHOM_CHECK(value == "auto" || value == "cpu" || value == "cuda", "--device: \"", value,
-                   "\" is not a device; use auto, cpu or cuda");
-      o.device = value;
-    }
+    else if (flag == "--device") o.device = device_option(value);
     else if (flag == "--n-layer") o.n_layer = parse_int(flag, value, 1);
     else if (flag == "--n-head") o.n_head = parse_int(flag, value, 1);
     else if (flag == "--n-embd") o.n_embd = parse_int(flag, value, 1);

@@ -33,6 +33,8 @@ struct TrainOptions {
 // The device `option` names for a rank whose runtime picked `runtime_device` (its GPU, or the
 // CPU when there is none). Throws "no CUDA device: ..." for "cuda" without a GPU.
 Device resolve_device(const std::string& option, Device runtime_device);
+// `value` when it is a --device option (auto, cpu, cuda); throws naming the choices otherwise.
+std::string device_option(const std::string& value);
 
 // Throws fathom::Error naming the bad flag or value.
 TrainOptions parse_train_options(int argc, const char* const* argv);

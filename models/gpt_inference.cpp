@@ -25,12 +25,12 @@ Tensor layernorm(const Tensor& x, const nn::LayerNorm& norm) {
 
 }  // namespace
 
-GPTInference::GPTInference(const GPT& model, int64_t batch) : model_(model), batch_(batch) {
+GPTInference::GPTInference(const GPT& model, int64_t batch) : model_(model), batch_(batch), device_(model.device()) {
   const GPTConfig& c = model.config();
   const int64_t HS = c.n_embd / c.n_head;
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    keys_.push_back(Tensor::zeros({batch, c.n_head, c.block_size, HS}, c.dtype));
-    values_.push_back(Tensor::zeros({batch, c.n_head, c.block_size, HS}, c.dtype));
+    keys_.push_back(Tensor::zeros({batch, c.n_head, c.block_size, HS}, c.dtype, device_));
+    values_.push_back(Tensor::zeros({batch, c.n_head, c.block_size, HS}, c.dtype, device_));
   }
 }
 
@@ -54,7 +54,7 @@ Tensor GPTInference::block_forward(size_t layer, const Tensor& x) {
     float* m = mask.data<float>();
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = position_ + i + 1; j < end; ++j) m[i * end + j] = -INFINITY;
-    scores = add(scores, mask.to(scores.dtype()));
+    scores = add(scores, mask.to(scores.dtype()).to(device_));
   }
   const Tensor attended = matmul(softmax(scores), v);  // [B, NH, n, HS]
   const Tensor merged = attended.permute({0, 2, 1, 3}).contiguous().reshape({B, n, c.n_embd});
@@ -71,8 +71,8 @@ Tensor GPTInference::feed(const Tensor& tokens) {
   const int64_t n = tokens.size(1);
   FATHOM_CHECK(n >= 1 && position_ + n <= c.block_size, "GPTInference.feed: ", position_ + n,
                " positions exceed the model's block_size ", c.block_size, " (start a new sequence with reset())");
-  const Tensor positions = add(Tensor::arange(n, DType::I64), static_cast<double>(position_));
-  Tensor x = add(embedding(tokens, model_.transformer->wte->weight.data()),
+  const Tensor positions = add(Tensor::arange(n, DType::I64, device_), static_cast<double>(position_));
+  Tensor x = add(embedding(tokens.to(device_), model_.transformer->wte->weight.data()),
                  embedding(positions, model_.transformer->wpe->weight.data()));
   for (size_t l = 0; l < keys_.size(); ++l) x = block_forward(l, x);
   position_ += n;

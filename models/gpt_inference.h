@@ -12,10 +12,11 @@ namespace fathom::models {
 
 class GPTInference {
  public:
-  // batch: sequences decoded together.
+  // batch: sequences decoded together. The cache lives on the model's device.
   GPTInference(const GPT& model, int64_t batch = 1);
   // Feeds `tokens` (i64 [batch, n]) at the next n positions; returns the logits of the last one
-  // (f32 [batch, vocab]). Throws when the cache (block_size positions) would overflow.
+  // (f32 [batch, vocab], on the model's device; tokens may be on the host). Throws when the cache
+  // (block_size positions) would overflow.
   Tensor feed(const Tensor& tokens);
   int64_t position() const { return position_; }
   void reset() { position_ = 0; }
@@ -24,6 +25,7 @@ class GPTInference {
   Tensor block_forward(size_t layer, const Tensor& x);  // x: [B, n, C]
   const GPT& model_;
   int64_t batch_;
+  Device device_;
   int64_t position_ = 0;
   std::vector<Tensor> keys_, values_;  // per layer: [B, NH, block_size, HS]
 };
