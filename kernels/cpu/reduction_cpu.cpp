@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/strided_loop.h"
 #include "kernels/reduction_kernels.h"
+#include "kernels/welford.h"
 
 namespace fathom::kernels {
 namespace {
@@ -90,32 +91,12 @@ struct ExtremumReducer {
 
 template <typename T>
 struct VarianceReducer {
-  struct State {
-    int64_t n = 0;
-    double mean = 0, m2 = 0;
-  };
-  State init() const { return {}; }
+  using State = Welford;
+  State init() const { return Welford{}; }
   void consume(State& s, const T* p, int64_t n, int64_t stride, int64_t /*first*/) const {
-    for (int64_t j = 0; j < n; ++j) {
-      const double v = to_double(p[j * stride]);
-      ++s.n;
-      const double delta = v - s.mean;
-      s.mean += delta / static_cast<double>(s.n);
-      s.m2 += delta * (v - s.mean);
-    }
+    for (int64_t j = 0; j < n; ++j) s.add(to_double(p[j * stride]));
   }
-  void merge(State& left, const State& right) const {
-    if (right.n == 0) return;
-    if (left.n == 0) {
-      left = right;
-      return;
-    }
-    const double n = static_cast<double>(left.n + right.n);
-    const double delta = right.mean - left.mean;
-    left.mean += delta * static_cast<double>(right.n) / n;
-    left.m2 += right.m2 + delta * delta * static_cast<double>(left.n) * static_cast<double>(right.n) / n;
-    left.n += right.n;
-  }
+  void merge(State& left, const State& right) const { left.merge(right); }
 };
 
 // Runs one reducer over every output element; `finish(state)` gives the stored value.
@@ -192,8 +173,7 @@ void reduce_typed(ReduceOp op, const T* in, Out* out, const ReduceLayout& layout
     }
     case ReduceOp::Var:
       reduce_all(VarianceReducer<T>{}, in, out, layout, [&](const typename VarianceReducer<T>::State& s) {
-        const double dof = static_cast<double>(s.n - correction);
-        return from_double<Out>(dof > 0 ? s.m2 / dof : nan);
+        return from_double<Out>(s.variance(correction, nan));
       });
       return;
   }

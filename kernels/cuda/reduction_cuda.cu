@@ -20,6 +20,7 @@
 #include "core/dtype.h"
 #include "kernels/launch_geometry.h"
 #include "kernels/reduction_kernels.h"
+#include "kernels/welford.h"
 
 namespace fathom::kernels {
 namespace {
@@ -127,36 +128,15 @@ struct ExtremumReducer {
 
 template <typename T>
 struct VarianceReducer {
-  struct State {
-    int64_t n;
-    double mean, m2;
-  };
+  using State = Welford;
   int64_t correction;
 
-  __device__ State init() const { return State{0, 0.0, 0.0}; }
-  __device__ void consume(State& s, T v, int64_t /*position*/) const {
-    const double x = to_double(v);
-    ++s.n;
-    const double delta = x - s.mean;
-    s.mean += delta / static_cast<double>(s.n);
-    s.m2 += delta * (x - s.mean);
-  }
-  __device__ void merge(State& left, const State& right) const {
-    if (right.n == 0) return;
-    if (left.n == 0) {
-      left = right;
-      return;
-    }
-    const double n = static_cast<double>(left.n + right.n);
-    const double delta = right.mean - left.mean;
-    left.mean += delta * static_cast<double>(right.n) / n;
-    left.m2 += right.m2 + delta * delta * static_cast<double>(left.n) * static_cast<double>(right.n) / n;
-    left.n += right.n;
-  }
+  __device__ State init() const { return Welford{0, 0.0, 0.0}; }
+  __device__ void consume(State& s, T v, int64_t /*position*/) const { s.add(to_double(v)); }
+  __device__ void merge(State& left, const State& right) const { left.merge(right); }
   template <typename Out>
   __device__ Out finish(const State& s) const {
-    const double dof = static_cast<double>(s.n - correction);
-    return from_double<Out>(dof > 0 ? s.m2 / dof : quiet_nan());
+    return from_double<Out>(s.variance(correction, quiet_nan()));
   }
 };
 
