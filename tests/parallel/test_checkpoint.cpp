@@ -207,6 +207,21 @@ TEST_CASE("bad checkpoints are errors naming the file and the tensor", "[checkpo
   CHECK(error_of([&] { job.init.engine->load_checkpoint(dir); }) ==
         "checkpoint " + dir + "/good: rank_00000.param.safetensors is missing (the checkpoint was saved by a job of 1 "
         "ranks); copy the whole folder");
+  // An index from another format version (or another checksum algorithm) is refused by name.
+  const std::string index_path = dir + "/good/index.json";
+  const auto rewrite_index = [&](const std::string& from, const std::string& to) {
+    std::ifstream in(index_path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    text.replace(text.find(from), from.size(), to);
+    std::ofstream(index_path, std::ios::trunc) << text;
+  };
+  rewrite_index("\"checksum\": \"xxh64\"", "\"checksum\": \"fnv1a\"");
+  CHECK(error_of([&] { job.init.engine->load_checkpoint(dir); }).find("checksum algorithm \"fnv1a\", expected \"xxh64\"") !=
+        std::string::npos);
+  rewrite_index("fathom-checkpoint-2", "fathom-checkpoint-1");
+  CHECK(error_of([&] { job.init.engine->load_checkpoint(dir); }).find("it was written by another version of Fathom") !=
+        std::string::npos);
   fs::remove_all(dir);
 }
 
