@@ -163,9 +163,11 @@ std::string shard_table_json(const Tensor& sums, const std::vector<std::string>&
     bool first = true;
     for (size_t i = 0; i < states.size(); ++i, at += 2) {
       if (at[0] == 0) continue;
-      out += std::string(first ? "" : ", ") + "\"" + states[i] + "\": {\"file\": \"" +
-             checkpoint::rank_file_name(r, checkpoint::state_kind(states[i])) + "\", \"checksum\": \"" +
-             checkpoint::checksum_text(static_cast<uint64_t>(at[1])) + "\"}";
+      out += first ? "" : ", ";
+      nn::json::append_quoted(out, states[i]);  // optimizer state names come from user code
+      out += ": {\"file\": ";
+      nn::json::append_quoted(out, checkpoint::rank_file_name(r, checkpoint::state_kind(states[i])));
+      out += ", \"checksum\": \"" + checkpoint::checksum_text(static_cast<uint64_t>(at[1])) + "\"}";
       first = false;
     }
     out += "}}";
