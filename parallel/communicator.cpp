@@ -2,9 +2,11 @@
 
 #include <cstdio>
 #include <numeric>
+#include <utility>
 
 #include "core/error.h"
 #include "core/memory_stats.h"
+#include "parallel/job_abort.h"
 
 namespace fathom::distributed {
 
@@ -119,8 +121,29 @@ WorkHandle Communicator::issue(Collective c, bool blocking) {
       break;
     default: break;
   }
+  FATHOM_CHECK(!(blocking && open_groups_ > 0), "blocking ", op, " on communicator \"", name_,
+               "\" inside a CollectiveGroup: the group launches its collectives only when it closes, so ",
+               "this would wait forever; issue the async form, or close the group first");
   c.sequence = ++sequence_;
   return start(std::move(c), blocking);
+}
+
+CollectiveGroup::CollectiveGroup(Communicator& communicator) : communicator_(&communicator) {
+  if (communicator_->open_groups_++ == 0) communicator_->begin_group();
+}
+
+void CollectiveGroup::close() {
+  if (communicator_ == nullptr) return;
+  Communicator& communicator = *std::exchange(communicator_, nullptr);
+  if (--communicator.open_groups_ == 0) communicator.end_group();
+}
+
+CollectiveGroup::~CollectiveGroup() {
+  try {
+    close();
+  } catch (const std::exception& error) {
+    abort_job(std::string("closing a collective group failed: ") + error.what());
+  }
 }
 
 namespace {

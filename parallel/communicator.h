@@ -115,14 +115,21 @@ class Communicator {
 
   // Collectives issued so far (the sequence number of the last one).
   int64_t collectives_issued() const { return sequence_; }
+  // Whether a CollectiveGroup over this communicator is open.
+  bool in_group() const { return open_groups_ > 0; }
 
  protected:
   Communicator(int rank, int size, std::string name) : rank_(rank), size_(size), name_(std::move(name)) {}
   // Runs `collective` (already validated and numbered) in issue order; returns its handle.
   // `blocking`: the caller waits on the handle at once.
   virtual WorkHandle start(Collective collective, bool blocking) = 0;
+  // The outermost CollectiveGroup opens / closes (see there). Backends without group launches
+  // keep the defaults: every collective starts when issued.
+  virtual void begin_group() {}
+  virtual void end_group() {}
 
  private:
+  friend class CollectiveGroup;
   WorkHandle issue(Collective collective, bool blocking);
   void check_tensor(const Collective& collective, const Tensor& tensor, const char* role) const;
   void check_shard_counts(const Collective& collective, int64_t input_numel, int64_t output_numel) const;
@@ -130,6 +137,34 @@ class Communicator {
   int rank_, size_;
   std::string name_;
   int64_t sequence_ = 0;
+  int open_groups_ = 0;
+};
+
+// Collectives issued while a group is open are launched together when it closes: on NCCL one
+// ncclGroupStart/ncclGroupEnd (a single launch for all of them, which NCCL may fuse), which is
+// what bucketed gradient reductions issue when several buckets are ready at once. On MPI a
+// group changes nothing. Inside a group only the async forms may be issued, and their handles
+// waited on only once it has closed (the collectives do not start before). Groups nest; the
+// outermost one launches.
+//
+//   {
+//     CollectiveGroup group(comm);
+//     for (auto& bucket : buckets) bucket.work = comm.all_reduce_async(bucket.flat);
+//   }  // launched here
+//   for (auto& bucket : buckets) bucket.work->wait();
+class CollectiveGroup {
+ public:
+  explicit CollectiveGroup(Communicator& communicator);
+  // Closes the group if close() was not called; a failure to launch then ends the job
+  // (abort_job), since the ranks would otherwise wait for collectives that never start.
+  ~CollectiveGroup();
+  CollectiveGroup(const CollectiveGroup&) = delete;
+  CollectiveGroup& operator=(const CollectiveGroup&) = delete;
+  // Launches what the group holds; throws the backend's error.
+  void close();
+
+ private:
+  Communicator* communicator_;
 };
 
 }  // namespace fathom::distributed

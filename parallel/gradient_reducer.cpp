@@ -114,7 +114,11 @@ void GradientReducer::finish_backward() {
   const auto start = std::chrono::steady_clock::now();
   // Parameters whose hook did not fire (no gradient this backward, or overlap off) join now.
   for (size_t k = 0; k < parameters_.size(); ++k) copy_in(k);
-  launch_ready_buckets();
+  {
+    // The buckets still to go (all of them when overlap is off) launch as one group.
+    CollectiveGroup launch_together(*group_);
+    launch_ready_buckets();
+  }
   for (size_t b = 0; b < buckets_.size(); ++b) {
     buckets_[b].work->wait();
     buckets_[b].work.reset();

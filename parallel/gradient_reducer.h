@@ -9,7 +9,8 @@
 // strictly in index order, so every rank issues the same collectives in the same order even if
 // gradients become ready in a different order. finish_backward() waits for the buckets and
 // writes the averaged gradients back. Backwards that do not end a cycle communicate nothing.
-// With overlap off, everything is reduced in finish_backward(), as DeepSpeed does at stage 0.
+// With overlap off, everything is reduced in finish_backward(), as DeepSpeed does at stage 0;
+// the buckets launched there go as one CollectiveGroup (a single NCCL launch).
 //
 // The buckets are the gradients' storage: before each backward, every gradient not yet defined
 // becomes a view of its bucket slot (PyTorch DDP's gradient_as_bucket_view), so gradients

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "core/cuda/cuda_check.h"
@@ -46,18 +47,29 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 
 bool reduces_in_f32(DType dtype) { return dtype == DType::F16 || dtype == DType::BF16; }
 
-// Completion of one enqueued operation: an event on the communicator's stream, polled so that
-// wait() can report asynchronous NCCL errors and honour FATHOM_COMM_TIMEOUT.
+// When enqueued collectives are done: an event on the communicator's stream, and the tensors
+// the GPU uses until then. A collective issued inside a CollectiveGroup shares its group's
+// completion, whose event exists only once the group has closed (and launched).
+struct NcclCompletion {
+  cudaEvent_t event = nullptr;
+  std::vector<Tensor> keep_alive;
+  ~NcclCompletion() {
+    if (event == nullptr) return;
+    cudaEventSynchronize(event);  // buffers stay alive until the GPU is done with them
+    cudaEventDestroy(event);
+  }
+};
+
+// Completion polled so that wait() can report asynchronous NCCL errors and honour
+// FATHOM_COMM_TIMEOUT.
 class NcclWork final : public Work {
  public:
-  NcclWork(cudaEvent_t done, ncclComm_t comm, std::vector<Tensor> keep_alive, std::string description)
-      : done_(done), comm_(comm), keep_alive_(std::move(keep_alive)), description_(std::move(description)) {}
-  ~NcclWork() override {
-    cudaEventSynchronize(done_);  // buffers stay alive until the GPU is done with them
-    cudaEventDestroy(done_);
-  }
+  NcclWork(std::shared_ptr<NcclCompletion> completion, ncclComm_t comm, std::string description)
+      : completion_(std::move(completion)), comm_(comm), description_(std::move(description)) {}
   bool test() override {
-    const cudaError_t state = cudaEventQuery(done_);
+    FATHOM_CHECK(completion_->event != nullptr, description_,
+                 " was waited on inside the CollectiveGroup that issued it; close the group first");
+    const cudaError_t state = cudaEventQuery(completion_->event);
     if (state == cudaErrorNotReady) return false;
     FATHOM_CUDA_CHECK(state);
     return true;
@@ -81,9 +93,8 @@ class NcclWork final : public Work {
   }
 
  private:
-  cudaEvent_t done_;
+  std::shared_ptr<NcclCompletion> completion_;
   ncclComm_t comm_;
-  std::vector<Tensor> keep_alive_;
   std::string description_;
 };
 
@@ -113,6 +124,21 @@ class NcclCommunicator final : public Communicator {
 
  protected:
 
+  void begin_group() override {
+    FATHOM_NCCL_CHECK(nccl_library().group_start());
+    group_ = std::make_shared<NcclCompletion>();
+  }
+
+  void end_group() override {
+    std::shared_ptr<NcclCompletion> group = std::move(group_);
+    std::vector<std::function<void()>> after = std::move(after_group_);
+    group_.reset();
+    after_group_.clear();
+    FATHOM_NCCL_CHECK(nccl_library().group_end());  // the group's collectives are enqueued here
+    for (const auto& finish : after) finish();      // then what consumes their results
+    group->event = record_done();
+  }
+
   WorkHandle start(Collective c, bool /*blocking: enqueueing on the stream is already cheap*/) override {
     if (comm_debug_enabled() && c.kind != CollectiveKind::Send && c.kind != CollectiveKind::Recv) cross_check(c);
     const NcclLibrary& nccl = nccl_library();
@@ -125,6 +151,9 @@ class NcclCommunicator final : public Communicator {
     FATHOM_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
     cudaEventDestroy(ready);
 
+    // Work enqueued on stream_ after the collective (narrowing an f32-staged result): in a group
+    // the collective itself is enqueued only when the group closes, so this waits for that.
+    std::vector<std::function<void()>> after;
     std::vector<Tensor> keep_alive{c.input, c.output};
     const bool staged = c.input.defined() && reduces_in_f32(c.input.dtype()) &&
                         (c.kind == CollectiveKind::AllReduce || c.kind == CollectiveKind::ReduceScatter);
@@ -144,9 +173,7 @@ class NcclCommunicator final : public Communicator {
         else
           FATHOM_NCCL_CHECK(nccl.reduce_scatter(in.raw_data(), out.raw_data(), out.numel(),
                                                 nccl_datatype(in.dtype()), nccl_op(c.op), comm_, stream_));
-        if (staged)
-          nccl_convert::narrow_from_f32(out.data<float>(), c.output.raw_data(), c.output.numel(),
-                                        c.output.dtype() == DType::BF16, stream_);
+        if (staged) after.push_back(narrowing(out, c.output));
         break;
       }
       case CollectiveKind::AllGather:
@@ -187,9 +214,7 @@ class NcclCommunicator final : public Communicator {
           offset += c.counts[r];
         }
         FATHOM_NCCL_CHECK(nccl.group_end());
-        if (staged_v)
-          nccl_convert::narrow_from_f32(out.data<float>(), c.output.raw_data(), c.output.numel(),
-                                        c.output.dtype() == DType::BF16, stream_);
+        if (staged_v) after.push_back(narrowing(out, c.output));
         break;
       }
       case CollectiveKind::AllGatherV: {
@@ -208,15 +233,34 @@ class NcclCommunicator final : public Communicator {
         break;
       }
     }
-    cudaEvent_t done = nullptr;
-    FATHOM_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    FATHOM_CUDA_CHECK(cudaEventRecord(done, stream_));
-    auto work = std::make_shared<NcclWork>(done, comm_, std::move(keep_alive), c.describe());
+    if (group_) {
+      group_->keep_alive.insert(group_->keep_alive.end(), keep_alive.begin(), keep_alive.end());
+      after_group_.insert(after_group_.end(), after.begin(), after.end());
+      return std::make_shared<NcclWork>(group_, comm_, c.describe());
+    }
+    for (const auto& finish : after) finish();
+    auto completion = std::make_shared<NcclCompletion>();
+    completion->keep_alive = std::move(keep_alive);
+    completion->event = record_done();
+    auto work = std::make_shared<NcclWork>(std::move(completion), comm_, c.describe());
     if (c.kind == CollectiveKind::Barrier) work->wait();
     return work;
   }
 
  private:
+  cudaEvent_t record_done() {
+    cudaEvent_t done = nullptr;
+    FATHOM_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    FATHOM_CUDA_CHECK(cudaEventRecord(done, stream_));
+    return done;
+  }
+  // Rounds the f32 result of a staged 16-bit reduction into the caller's output.
+  std::function<void()> narrowing(const Tensor& f32, const Tensor& output) {
+    return [this, f32, output] {
+      nccl_convert::narrow_from_f32(f32.data<float>(), output.raw_data(), output.numel(),
+                                    output.dtype() == DType::BF16, stream_);
+    };
+  }
   Tensor widened(const Tensor& half) {
     Tensor f32 = device_buffer(half.numel());
     nccl_convert::widen_to_f32(half.raw_data(), f32.data<float>(), half.numel(), half.dtype() == DType::BF16,
@@ -245,6 +289,9 @@ class NcclCommunicator final : public Communicator {
   int device_;
   std::shared_ptr<Communicator> control_;  // MPI communicator over the same ranks
   cudaStream_t stream_ = nullptr;
+  // While a CollectiveGroup is open: its shared completion and the work to enqueue after it.
+  std::shared_ptr<NcclCompletion> group_;
+  std::vector<std::function<void()>> after_group_;
 };
 }  // namespace
 

@@ -6,7 +6,8 @@
 //
 // Uneven (v) collectives, which NCCL lacks, are grouped per-rank ncclReduce / ncclBroadcast
 // calls. f16/bf16 reductions are widened to f32 on the GPU, reduced in f32 and rounded once, as
-// on MPI.
+// on MPI. Collectives issued inside a CollectiveGroup (parallel/communicator.h) are one NCCL
+// group: enqueued together when it closes, with one completion event.
 
 #include <memory>
 #include <string>

@@ -216,6 +216,43 @@ TEST_CASE("collectives on several communicators issued back to back complete in 
   for (int k = 0; k < 16; ++k) CHECK(buffers[k].to_vector<float>()[0] == static_cast<float>(k * world.size() + rank_sum));
 }
 
+TEST_CASE("a collective group launches what it holds when it closes; waits come after", "[parallel]") {
+  Communicator& world = runtime().world();
+  std::vector<Tensor> buffers;
+  std::vector<WorkHandle> handles;
+  {
+    CollectiveGroup outer(world);
+    CollectiveGroup inner(world);  // groups nest; the outermost one launches
+    for (int k = 0; k < 4; ++k) {
+      buffers.push_back(Tensor::full({100 + k}, k + world.rank(), DType::F32));
+      handles.push_back(world.all_reduce_async(buffers.back(), ReduceOp::Sum));
+    }
+    inner.close();
+    CHECK(world.in_group());
+  }
+  CHECK_FALSE(world.in_group());
+  for (auto& h : handles) h->wait();
+  const double rank_sum = world.size() * (world.size() - 1) / 2.0;
+  for (int k = 0; k < 4; ++k) CHECK(buffers[k].to_vector<float>()[99] == static_cast<float>(k * world.size() + rank_sum));
+}
+
+TEST_CASE("a blocking collective inside a collective group is refused, and nothing is issued", "[parallel]") {
+  Communicator& world = runtime().world();
+  const int64_t issued = world.collectives_issued();
+  {
+    CollectiveGroup group(world);
+    CHECK(error_of([&] { world.all_reduce(Tensor::ones({3})); }) ==
+          "blocking all_reduce on communicator \"world\" inside a CollectiveGroup: the group launches its "
+          "collectives only when it closes, so this would wait forever; issue the async form, or close the group "
+          "first");
+    CHECK(error_of([&] { world.barrier(); }).find("blocking barrier") == 0);
+  }
+  CHECK(world.collectives_issued() == issued);
+  Tensor t = Tensor::ones({3});
+  world.all_reduce(t);  // the ranks still pair up
+  CHECK(t.to_vector<float>()[0] == static_cast<float>(world.size()));
+}
+
 TEST_CASE("process groups: each axis's communicator holds the grid's ranks", "[parallel]") {
   distributed::Runtime& rt = runtime();
   const int tensor_size = rt.size() % 2 == 0 ? 2 : 1;

@@ -89,3 +89,26 @@ TEST_CASE("NCCL collectives equal the MPI ones", "[cuda]") {
     FATHOM_REQUIRE_CLOSE(gathered_nccl.to(kCPU), gathered_mpi, 0.0, 0.0);
   }
 }
+
+TEST_CASE("NCCL collectives in a group equal the same collectives issued one by one on MPI", "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  REQUIRE(distributed::nccl_available());
+  const auto nccl = distributed::make_nccl_communicator(*self_group(), gpu().index, "nccl grouped");
+  const auto mpi = self_group();
+  Generator gen(6);
+  std::vector<Tensor> on_mpi, on_nccl;
+  std::vector<distributed::WorkHandle> handles;
+  {
+    distributed::CollectiveGroup group(*nccl);
+    for (DType dtype : {DType::F32, DType::BF16, DType::F16, DType::F32}) {  // 16-bit: staged in f32
+      const Tensor host = uniform({4099}, gen, -1, 1, DType::F64).to(dtype);
+      on_mpi.push_back(host.clone());
+      mpi->all_reduce(on_mpi.back(), distributed::ReduceOp::Avg);
+      on_nccl.push_back(host.to(gpu()));
+      handles.push_back(nccl->all_reduce_async(on_nccl.back(), distributed::ReduceOp::Avg));
+    }
+    REQUIRE_THROWS_WITH(handles.front()->wait(), Catch::Contains("close the group first"));
+  }
+  for (auto& handle : handles) handle->wait();
+  for (size_t k = 0; k < on_mpi.size(); ++k) FATHOM_REQUIRE_CLOSE(on_nccl[k].to(kCPU), on_mpi[k], 0.0, 0.0);
+}
