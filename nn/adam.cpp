@@ -22,17 +22,31 @@ Adam::Adam(std::string type, std::vector<ParamGroup> groups, AdamOptions options
 
 std::vector<std::string> Adam::state_names() const { return {"exp_avg", "exp_avg_sq"}; }
 
-void Adam::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) {
+AdamHyper Adam::hyper(const ParamGroup& group, int64_t step) const {
   AdamHyper hyper;
   hyper.lr = *group.lr;
   hyper.beta1 = options_.betas[0];
   hyper.beta2 = options_.betas[1];
   hyper.eps = options_.eps;
   hyper.weight_decay = *group.weight_decay;
-  hyper.step = state.step;
+  hyper.step = step;
   hyper.adam_w_mode = options_.adam_w_mode;
   hyper.bias_correction = options_.bias_correction;
-  adam_step(param, grad, state.buffers[0], state.buffers[1], hyper);
+  return hyper;
+}
+
+void Adam::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) {
+  adam_step(param, grad, state.buffers[0], state.buffers[1], hyper(group, state.step));
+}
+
+void Adam::update_group(const ParamGroup& group, const std::vector<Update>& updates) {
+  // Parameters on one device at one step count share every scalar: one multi-tensor update each.
+  // Step counts differ only for parameters that had no gradient in some earlier step.
+  for (const auto& [key, members] : batch_updates(updates, [](const Update& u) { return u.state->step; })) {
+    std::vector<AdamTensors> tensors;
+    for (const Update* u : members) tensors.push_back({u->param, u->grad, u->state->buffers[0], u->state->buffers[1], Tensor()});
+    adam_step_multi(tensors, hyper(group, key.second));
+  }
 }
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions options)

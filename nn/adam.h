@@ -13,6 +13,7 @@
 
 #include <array>
 
+#include "kernels/optimizer_kernels.h"
 #include "nn/optimizer.h"
 
 namespace fathom::nn {
@@ -37,8 +38,10 @@ class Adam : public Optimizer {
   Adam(std::string type, std::vector<ParamGroup> groups, AdamOptions options);
   std::vector<std::string> state_names() const override;
   void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) override;
+  void update_group(const ParamGroup& group, const std::vector<Update>& updates) override;
 
  private:
+  AdamHyper hyper(const ParamGroup& group, int64_t step) const;
   AdamOptions options_;
 };
 

@@ -1,5 +1,6 @@
 #include "nn/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -139,6 +140,7 @@ void Optimizer::step() {
   begin_step();
   const std::vector<std::string> names = state_names();
   for (size_t g = 0; g < groups_.size(); ++g) {
+    std::vector<Update> updates;
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
       const autograd::Variable& param = groups_[g].params[i];
       const std::string& key = keys_[g][i];
@@ -161,9 +163,26 @@ void Optimizer::step() {
           state.buffers.push_back(Tensor::zeros(data.sizes(), DType::F32, data.device()));
       }
       ++state.step;
-      update(groups_[g], data, grad, state);
+      updates.push_back({data, grad, &state});
     }
+    if (!updates.empty()) update_group(groups_[g], updates);
   }
+}
+
+void Optimizer::update_group(const ParamGroup& group, const std::vector<Update>& updates) {
+  for (const Update& u : updates) update(group, u.param, u.grad, *u.state);
+}
+
+std::vector<Optimizer::UpdateBatch> Optimizer::batch_updates(const std::vector<Update>& updates,
+                                                             const std::function<int64_t(const Update&)>& key) {
+  std::vector<UpdateBatch> batches;
+  for (const Update& u : updates) {
+    const std::pair<Device, int64_t> id{u.param.device(), key(u)};
+    auto batch = std::find_if(batches.begin(), batches.end(), [&](const UpdateBatch& b) { return b.first == id; });
+    if (batch == batches.end()) batch = batches.insert(batches.end(), {id, {}});
+    batch->second.push_back(&u);
+  }
+  return batches;
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

@@ -9,6 +9,7 @@
 //
 // Parameters must be f32 (their own master copy): mixed-precision master weights come later.
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -86,6 +87,20 @@ class Optimizer {
   // Updates one parameter. `param` and `grad` are contiguous f32 of one shape; state.step
   // already counts this step (from 1) and state.buffers exist (zeros on the first step).
   virtual void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) = 0;
+  // Every parameter of `group` that has a gradient this step, in order, each as update() gets it.
+  struct Update {
+    Tensor param, grad;
+    ParamState* state;
+  };
+  // Updates them: update() for each by default. Optimizers whose update is elementwise (Adam,
+  // SGD) override it to update the whole list in one multi-tensor kernel, one launch on CUDA
+  // instead of one per parameter.
+  virtual void update_group(const ParamGroup& group, const std::vector<Update>& updates);
+  // `updates` split by (device, key(update)), in order of first appearance: the sets one
+  // multi-tensor kernel can take.
+  using UpdateBatch = std::pair<std::pair<Device, int64_t>, std::vector<const Update*>>;
+  static std::vector<UpdateBatch> batch_updates(const std::vector<Update>& updates,
+                                                const std::function<int64_t(const Update&)>& key);
   // Hook before the first parameter of each step (e.g. Lamb forgets last step's coefficients).
   virtual void begin_step() {}
 

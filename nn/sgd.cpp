@@ -18,16 +18,29 @@ std::vector<std::string> Sgd::state_names() const {
   return {"momentum_buffer"};
 }
 
-void Sgd::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) {
+SgdHyper Sgd::hyper(const ParamGroup& group, bool first_step) const {
   SgdHyper hyper;
   hyper.lr = *group.lr;
   hyper.momentum = options_.momentum;
   hyper.dampening = options_.dampening;
   hyper.weight_decay = *group.weight_decay;
   hyper.nesterov = options_.nesterov;
-  // torch starts the buffer as a copy of the gradient, without dampening.
-  hyper.first_step = state.step == 1;
-  sgd_step(param, grad, state.buffers.empty() ? Tensor() : state.buffers[0], hyper);
+  hyper.first_step = first_step;  // torch starts the buffer as a copy of the gradient, without dampening
+  return hyper;
+}
+
+void Sgd::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) {
+  sgd_step(param, grad, state.buffers.empty() ? Tensor() : state.buffers[0], hyper(group, state.step == 1));
+}
+
+void Sgd::update_group(const ParamGroup& group, const std::vector<Update>& updates) {
+  // One multi-tensor update per device and per "first step or not" (how the buffer starts).
+  for (const auto& [key, members] : batch_updates(updates, [](const Update& u) { return int64_t{u.state->step == 1}; })) {
+    std::vector<SgdTensors> tensors;
+    for (const Update* u : members)
+      tensors.push_back({u->param, u->grad, u->state->buffers.empty() ? Tensor() : u->state->buffers[0], Tensor()});
+    sgd_step_multi(tensors, hyper(group, key.second != 0));
+  }
 }
 
 }  // namespace fathom::nn

@@ -8,6 +8,7 @@
 //
 // One fused pass per parameter (kernels' sgd_step). State: "momentum_buffer" when momentum != 0.
 
+#include "kernels/optimizer_kernels.h"
 #include "nn/optimizer.h"
 
 namespace fathom::nn {
@@ -30,8 +31,10 @@ class Sgd : public Optimizer {
  protected:
   std::vector<std::string> state_names() const override;
   void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) override;
+  void update_group(const ParamGroup& group, const std::vector<Update>& updates) override;
 
  private:
+  SgdHyper hyper(const ParamGroup& group, bool first_step) const;
   SgdOptions options_;
 };
 

@@ -293,6 +293,56 @@ TEST_CASE("Optimizer: skips params without grad, zero_grad, lr per group", "[nn]
   CHECK_THROWS_WITH(sgd.set_lr(2, 0.1), Catch::Contains("SGD: no param group 2 (there are 2)"));
 }
 
+TEST_CASE("Adam and SGD update a group at mixed step counts exactly as one parameter at a time", "[nn]") {
+  // step() hands the whole group to one multi-tensor update per step count; parameter b missed
+  // the first step, so the second step updates a (step 2) and b (step 1) in different batches.
+  Variable a = param(kP0, "a"), b = param(kG3, "b");
+  const std::vector<float> a0 = kP0, b0 = kG3;
+  SECTION("Adam") {
+    const AdamOptions options{.lr = 0.05, .weight_decay = 0.01};
+    Adam adam({a, b}, options);
+    set_grad(a, kG1);
+    adam.step();
+    set_grad(a, kG2);
+    set_grad(b, kG1);
+    adam.step();
+    CHECK(adam.step_count(a) == 2);
+    CHECK(adam.step_count(b) == 1);
+
+    auto reference = [&](const std::vector<float>& start, const std::vector<std::vector<float>>& grads) {
+      Tensor p = Tensor::from_vector(start), m = Tensor::zeros({3}), v = Tensor::zeros({3});
+      AdamHyper hyper{.lr = 0.05, .weight_decay = 0.01};
+      for (size_t k = 0; k < grads.size(); ++k) {
+        hyper.step = static_cast<int64_t>(k) + 1;
+        adam_step(p, Tensor::from_vector(grads[k]), m, v, hyper);
+      }
+      return p;
+    };
+    CHECK(same_bits(a.data(), reference(a0, {kG1, kG2})));
+    CHECK(same_bits(b.data(), reference(b0, {kG1})));
+  }
+  SECTION("SGD with momentum") {
+    Sgd sgd({a, b}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.5});
+    set_grad(a, kG1);
+    sgd.step();
+    set_grad(a, kG2);
+    set_grad(b, kG1);
+    sgd.step();
+
+    auto reference = [&](const std::vector<float>& start, const std::vector<std::vector<float>>& grads) {
+      Tensor p = Tensor::from_vector(start), buffer = Tensor::zeros({3});
+      SgdHyper hyper{.lr = 0.1, .momentum = 0.9, .dampening = 0.5};
+      for (size_t k = 0; k < grads.size(); ++k) {
+        hyper.first_step = k == 0;
+        sgd_step(p, Tensor::from_vector(grads[k]), buffer, hyper);
+      }
+      return p;
+    };
+    CHECK(same_bits(a.data(), reference(a0, {kG1, kG2})));
+    CHECK(same_bits(b.data(), reference(b0, {kG1})));
+  }
+}
+
 TEST_CASE("Optimizer: parameter errors", "[nn]") {
   SECTION("non-f32 parameter") {
     Variable half(Tensor::zeros({3}, DType::BF16), true, "h.0.weight");
