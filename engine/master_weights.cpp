@@ -30,15 +30,20 @@ bool MasterWeights::gradients_overflow() const {
   return has_inf_or_nan(grads);
 }
 
+// The per-parameter passes below are one multi-tensor kernel each (one launch on CUDA).
 void MasterWeights::unscale_gradients(double inv_scale) {
   if (inv_scale == 1.0) return;
+  std::vector<ScaleTensors> grads;
   for (const auto& [name, master] : masters_)
-    if (Tensor grad = master.grad(); grad.defined()) mul_(grad, inv_scale);  // in place
+    if (Tensor grad = master.grad(); grad.defined()) grads.push_back({grad, Tensor()});  // contiguous f32 (the hook)
+  scale_multi(grads, inv_scale);
 }
 
 void MasterWeights::copy_masters_to_model() {
   autograd::NoGradGuard no_grad;
-  for (size_t i = 0; i < model_.size(); ++i) model_[i].second.data().copy_(masters_[i].second.data());
+  std::vector<ScaleTensors> pairs;
+  for (size_t i = 0; i < model_.size(); ++i) pairs.push_back({masters_[i].second.data(), model_[i].second.data()});
+  scale_multi(pairs, 1.0);  // x * 1 is x: a rounding copy
 }
 
 void MasterWeights::zero_grad() {

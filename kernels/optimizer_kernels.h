@@ -58,6 +58,17 @@ struct SgdTensors {
 };
 void sgd_step_multi(const std::vector<SgdTensors>& tensors, const SgdHyper& hyper);
 
+// values *= factor for every entry (f32 arithmetic, the factor rounded to f32) and, where an
+// entry has a copy, copy = the new values rounded once to the copy's dtype (bf16, f16 or f32).
+// Mixed precision's per-parameter passes — unscaling gradients, clipping them, writing the fp32
+// masters into the 16-bit model — as one kernel launch on CUDA for the whole list.
+// values: contiguous f32; all entries on one device.
+struct ScaleTensors {
+  Tensor values;
+  Tensor copy;  // optional
+};
+void scale_multi(const std::vector<ScaleTensors>& tensors, double factor);
+
 // True when any element of any tensor is Inf or NaN (the fp16 overflow test).
 bool has_inf_or_nan(const std::vector<Tensor>& tensors);
 
@@ -66,6 +77,7 @@ void adam_step_cpu(float* params, const float* grads, float* exp_avg, float* exp
                    const AdamHyper& hyper, DType copy_dtype, void* param_copy);
 void sgd_step_cpu(float* params, const float* grads, float* momentum_buffer, int64_t n, const SgdHyper& hyper,
                   DType copy_dtype, void* param_copy);
+void scale_cpu(float* values, int64_t n, float factor, DType copy_dtype, void* copy);
 bool has_inf_or_nan_cpu(DType dtype, const void* data, int64_t n);
 }  // namespace kernels
 

@@ -220,6 +220,34 @@ void sgd_step_multi(const std::vector<SgdTensors>& tensors, const SgdHyper& h) {
   for (const SgdTensors& t : tensors) bump({&t.params, &t.momentum_buffer, &t.param_copy});
 }
 
+void scale_multi(const std::vector<ScaleTensors>& tensors, double factor) {
+  const char* op = "scale_multi";
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    const ScaleTensors& t = tensors[k];
+    const std::string name = std::string(op) + " (tensor " + std::to_string(k) + ")";
+    check_f32_buffer(t.values, t.values, name.c_str(), "values");
+    check_copy(t.copy, t.values, name.c_str());
+    check_one_device(t.values, tensors[0].values, op, k);
+  }
+  if (tensors.empty()) return;
+  const Device device = tensors[0].values.device();
+  const auto f32_factor = static_cast<float>(factor);
+  if (device.is_cpu()) {
+    for (const ScaleTensors& t : tensors)
+      kernels::scale_cpu(t.values.data<float>(), t.values.numel(), f32_factor, copy_dtype(t.copy),
+                         copy_pointer(t.copy));
+  } else if constexpr (kCudaBuilt) {
+    std::vector<kernels::StepTensor> list;
+    for (const ScaleTensors& t : tensors) list.push_back(step_tensor(t.values, t.values, Tensor(), Tensor(), t.copy));
+    const Tensor table = step_table(list.size(), device);
+    kernels::scale_multi_cuda(list.data(), static_cast<int64_t>(list.size()), f32_factor, table.raw_data(),
+                              cuda::current_stream());
+  } else {
+    cuda::require_device(device.index);  // throws: this build has no CUDA backend
+  }
+  for (const ScaleTensors& t : tensors) bump({&t.values, &t.copy});
+}
+
 // CPU tensors are scanned at once. Device tensors each get one kernel that raises a device flag,
 // read back once at the end: the check costs one synchronisation however many tensors there are.
 bool has_inf_or_nan(const std::vector<Tensor>& tensors) {

@@ -46,4 +46,8 @@ void adam_step_multi_cuda(const StepTensor* tensors, int64_t count, const AdamSc
 void sgd_step_multi_cuda(const StepTensor* tensors, int64_t count, const SgdScalars& scalars, void* table,
                          void* stream);
 
+// scale_multi: params *= factor (and the copy written) for all `count` tensors in one launch;
+// each entry's grads must alias its params.
+void scale_multi_cuda(const StepTensor* tensors, int64_t count, float factor, void* table, void* stream);
+
 }  // namespace fathom::kernels

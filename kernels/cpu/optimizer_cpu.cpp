@@ -65,6 +65,15 @@ FATHOM_VECTOR_CLONES void sgd_range(float* __restrict p, const float* __restrict
   }
 }
 
+template <typename Copy>
+FATHOM_VECTOR_CLONES void scale_range(float* __restrict p, Copy* __restrict copy, int64_t n, float factor) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float next = p[i] * factor;
+    p[i] = next;
+    if constexpr (!std::is_same_v<Copy, void>) copy[i] = Copy(next);
+  }
+}
+
 // Calls fn(typed_copy_pointer) with the copy's type (void* when there is no copy).
 template <typename Fn>
 void with_copy_type(DType copy_dtype, void* copy, Fn&& fn) {
@@ -122,6 +131,15 @@ void sgd_step_cpu(float* params, const float* grads, float* momentum_buffer, int
                       advance(copy, begin), end - begin, static_cast<float>(h.lr),
                       static_cast<float>(h.momentum), static_cast<float>(h.dampening),
                       static_cast<float>(h.weight_decay), h.nesterov, h.first_step);
+    });
+  });
+}
+
+void scale_cpu(float* values, int64_t n, float factor, DType copy_dtype, void* copy_data) {
+  with_copy_type(copy_dtype, copy_data, [&](auto* copy) {
+    using Copy = std::remove_pointer_t<decltype(copy)>;
+    parallel_ranges(n, [&](int64_t begin, int64_t end) {
+      scale_range<Copy>(values + begin, advance(copy, begin), end - begin, factor);
     });
   });
 }

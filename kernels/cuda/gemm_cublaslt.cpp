@@ -226,6 +226,7 @@ bool gemm_cublaslt(const GemmProblem& p, const GemmPointers& ptrs, int device, v
   FATHOM_CUBLAS_CHECK(cublasLtMatmul(state.handle, plan.desc, alpha, ptrs.b, plan.a, ptrs.a, plan.b, beta, ptrs.c,
                                      plan.c, ptrs.c, plan.c, &plan.algo, workspace, kCublasLtWorkspaceBytes,
                                      static_cast<cudaStream_t>(stream)));
+  cuda::count_kernel_launch();
   return true;
 }
 

@@ -65,6 +65,15 @@ struct SgdOp {
   }
 };
 
+// The "grads" of a scale are its own values (the launcher aliases them): nothing else is read.
+struct ScaleOp {
+  float factor;
+  __device__ float operator()(float& p, float, float&, float&) const {
+    p = p * factor;
+    return p;
+  }
+};
+
 __device__ int copy_bytes(const StepTensor& t) {
   if (t.copy == nullptr) return 0;
   return t.copy_dtype == DType::F32 ? 4 : 2;
@@ -209,6 +218,10 @@ void adam_step_multi_cuda(const StepTensor* tensors, int64_t count, const AdamSc
 void sgd_step_multi_cuda(const StepTensor* tensors, int64_t count, const SgdScalars& scalars, void* table,
                          void* stream) {
   launch_multi(tensors, count, SgdOp{scalars}, table, stream, "sgd_step_multi_kernel");
+}
+
+void scale_multi_cuda(const StepTensor* tensors, int64_t count, float factor, void* table, void* stream) {
+  launch_multi(tensors, count, ScaleOp{factor}, table, stream, "scale_multi_kernel");
 }
 
 }  // namespace fathom::kernels

@@ -132,3 +132,19 @@ TEST_CASE("CUDA multi-tensor SGD: equal to the CPU and to per-tensor steps", "[c
     }
   }
 }
+
+TEST_CASE("CUDA scale_multi: one launch for the list, bit for bit the CPU's products and copies", "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  Generator gen(33);
+  const std::vector<ScaleTensors> cpu = scale_list(gen);
+  const std::vector<ScaleTensors> gpu = copy_list(cpu, kGpu);
+  for (double factor : {0.7310585786300049, 1.0 / 65536, 1.0}) {
+    scale_multi(cpu, factor);
+    scale_multi(gpu, factor);
+  }
+  for (size_t k = 0; k < cpu.size(); ++k) {
+    INFO("tensor " << k << " of " << cpu[k].values.numel() << " elements at offset " << cpu[k].values.offset());
+    CHECK(same_bits(gpu[k].values, cpu[k].values));  // one f32 multiply: no FMA to differ on
+    CHECK(same_bits(gpu[k].copy, cpu[k].copy));
+  }
+}

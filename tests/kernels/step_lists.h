@@ -74,6 +74,25 @@ inline std::vector<SgdTensors> copy_list(const std::vector<SgdTensors>& list, De
   return out;
 }
 
+inline std::vector<ScaleTensors> scale_list(Generator& gen) {
+  std::vector<ScaleTensors> list;
+  for (const StepCase& c : step_cases()) list.push_back({step_buffer(c, gen, -3, 3), step_copy(c)});
+  return list;
+}
+
+inline std::vector<ScaleTensors> copy_list(const std::vector<ScaleTensors>& list, Device device) {
+  std::vector<ScaleTensors> out;
+  for (const ScaleTensors& t : list) out.push_back({same_on(t.values, device), same_on(t.copy, device)});
+  return out;
+}
+
+// values * factor in f32, element by element: what scale_multi must produce.
+inline Tensor scaled_reference(const Tensor& values, double factor) {
+  std::vector<float> v = values.to(kCPU).to_vector<float>();
+  for (float& x : v) x *= static_cast<float>(factor);
+  return Tensor::from_vector(v).reshape(values.sizes());
+}
+
 inline AdamHyper adam_hyper_for_test(bool adam_w, int64_t step) {
   AdamHyper h;
   h.lr = 1e-2;

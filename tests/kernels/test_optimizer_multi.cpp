@@ -1,4 +1,5 @@
-// The multi-tensor optimizer steps against the single-tensor ones on the CPU: the same list of
+// The multi-tensor optimizer steps against the single-tensor ones on the CPU (and scale_multi
+// against an element-by-element product): the same list of
 // tensors (odd sizes, an empty one, misaligned views, every kind of parameter copy) updated
 // either way must come out bit for bit the same, and a bad entry must stop the whole step
 // before anything is written.
@@ -67,6 +68,24 @@ TEST_CASE("sgd_step_multi equals sgd_step on each tensor, bit for bit", "[kernel
       CHECK(same_bits(multi[k].param_copy, single[k].param_copy));
     }
   }
+}
+
+TEST_CASE("scale_multi scales every tensor in f32 and writes the rounded copies", "[kernels]") {
+  Generator gen(14);
+  const std::vector<ScaleTensors> list = scale_list(gen);
+  const std::vector<ScaleTensors> before = copy_list(list, kCPU);
+  const double factor = 0.7310585786300049;  // not a power of two: the product rounds
+  scale_multi(list, factor);
+  for (size_t k = 0; k < list.size(); ++k) {
+    INFO("tensor " << k);
+    CHECK(same_bits(list[k].values.contiguous(), scaled_reference(before[k].values, factor)));
+    if (list[k].copy.defined()) CHECK(same_bits(list[k].copy, list[k].values.to(list[k].copy.dtype())));
+  }
+  std::vector<ScaleTensors> bad = copy_list(list, kCPU);
+  bad[2].values = bad[2].values.to(DType::BF16);
+  CHECK(error_of([&] { scale_multi(bad, 2.0); }) ==
+        "scale_multi (tensor 2): values must be f32 (fp32 master state), got bf16");
+  CHECK(same_bits(bad[0].values, list[0].values));  // checked before anything was written
 }
 
 TEST_CASE("multi-tensor steps check every entry before updating any", "[kernels]") {
