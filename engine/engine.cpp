@@ -5,6 +5,7 @@
 
 #include "autograd/functions.h"
 #include "core/logging.h"
+#include "kernels/elementwise.h"
 #include "kernels/reduction.h"
 #include "nn/dropout.h"
 #include "nn/grad_clipping.h"
@@ -66,7 +67,8 @@ autograd::Variable Engine::operator()(const autograd::Variable& input, const Ten
 void Engine::backward(const autograd::Variable& loss) {
   FATHOM_CHECK(loss.numel() == 1, "engine.backward: the loss must be a scalar, got shape ", shape_str(loss.sizes()));
   const auto start = Clock::now();
-  loss_sum_ += loss.item();
+  const Tensor loss_value = loss.data().reshape({1}).to(DType::F64);
+  loss_sum_ = loss_sum_.defined() ? add(loss_sum_, loss_value) : loss_value.clone();
   const double scale = loss_scale() / static_cast<double>(options_.gradient_accumulation_steps);
   const bool boundary = is_gradient_accumulation_boundary();
   if (data_parallel_.reducer) data_parallel_.reducer->prepare_backward(boundary);
@@ -163,7 +165,7 @@ void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
   report.step = global_steps_;
   report.samples = global_samples_;
   report.skipped_steps = skipped_steps_;
-  report.loss = loss_sum_ / static_cast<double>(options_.gradient_accumulation_steps);
+  report.loss = (loss_sum_.defined() ? loss_sum_.item() : 0.0) / static_cast<double>(options_.gradient_accumulation_steps);
   if (data_parallel_.group) report.loss = data_parallel_.group->all_reduce_scalar(report.loss, distributed::ReduceOp::Avg);
   report.seconds = cycle_started_ ? ms_since(cycle_start_) / 1000.0 : 0.0;
   if (report.seconds > 0) {
@@ -174,7 +176,7 @@ void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
   report.backward_ms = backward_ms_;
   report.step_ms = ms_since(step_start);
   last_report_ = report;
-  loss_sum_ = 0;
+  loss_sum_ = Tensor();
   tokens_ = 0;
   forward_ms_ = backward_ms_ = 0;
   cycle_started_ = false;

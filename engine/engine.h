@@ -148,7 +148,9 @@ class Engine {
   std::optional<LossScaler> scaler_;
   int64_t skipped_steps_ = 0;
   int64_t global_steps_ = 0, global_samples_ = 0, micro_steps_ = 0;
-  double loss_sum_ = 0.0;   // unscaled losses of this cycle's micro-batches
+  // The sum of this cycle's unscaled micro-batch losses (f64), kept on the loss's device and read
+  // once per step: reading each loss at once would make the host wait for every forward pass.
+  Tensor loss_sum_;
   int64_t tokens_ = 0;      // integer input elements this cycle
   Clock::time_point cycle_start_{};
   bool cycle_started_ = false;
