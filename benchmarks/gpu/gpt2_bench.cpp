@@ -7,7 +7,8 @@
 // DeepSpeed-style config, run warm-up steps, then timed steps. Each step is timed by the wall
 // clock between two device synchronizations. Reported: median ms/step, tokens/s, MFU, the
 // device allocator's peak of live and reserved bytes over the stage (peaks reset at its start),
-// and the last step's loss (a NaN would mean the step is broken, not slow).
+// the kernel launches per step (cuda::kernel_launches: how launch-bound the step can be), and
+// the last step's loss (a NaN would mean the step is broken, not slow).
 //
 // FLOPs per token = 6N + 6·L·C·T (llm.c's count): N = every parameter once (the tied wte/lm_head
 // counted once, position embeddings included: 124,439,808 for GPT-2 124M), L layers, C width,
@@ -146,6 +147,7 @@ struct Row {
   int64_t batch = 0;
   int warmup = 0, timed = 0;
   double setup_s = 0, ms = 0, tokens_per_s = 0, mfu = 0, loss = 0;
+  double launches_per_step = 0;  // kernel launches per timed step (cuda::kernel_launches)
   int64_t peak_bytes = 0, peak_reserved = 0;
   bool measured = false, failed = false;
   std::string note;
@@ -219,6 +221,7 @@ Row run_stage(const Setup& setup, int stage, int64_t batch, double allot_s) {
     if (seconds_since(stage_start) + 2 * last > allot_s) break;
   }
   std::vector<double> times;
+  const int64_t launches_at_start = cuda::kernel_launches();
   while (static_cast<int>(times.size()) < o.max_steps) {
     times.push_back(train_step());
     std::vector<double> sorted = times;
@@ -229,6 +232,7 @@ Row run_stage(const Setup& setup, int stage, int64_t batch, double allot_s) {
   const size_t mid = times.size() / 2;
   const double median_s = times.size() % 2 ? times[mid] : (times[mid - 1] + times[mid]) / 2;
   row.timed = static_cast<int>(times.size());
+  row.launches_per_step = static_cast<double>(cuda::kernel_launches() - launches_at_start) / static_cast<double>(times.size());
   row.ms = median_s * 1e3;
   row.tokens_per_s = static_cast<double>(batch * o.seq) / median_s;
   row.mfu = o.peak_tflops > 0 ? row.tokens_per_s * setup.flops_per_token / (o.peak_tflops * 1e12) : 0;
@@ -284,16 +288,17 @@ std::string markdown(const Setup& s, const std::vector<Row>& rows, const std::st
       << "\n";
   out << "memory: the device allocator's peak of live (and reserved) bytes over each stage, model build included\n\n";
   out << "| ZeRO stage | batch | warm-up + timed steps | ms/step (median) | tokens/s | MFU | peak memory | "
-         "peak reserved | setup (s) | last loss | note |\n";
-  out << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+         "peak reserved | kernel launches/step | setup (s) | last loss | note |\n";
+  out << "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
     out << "| " << r.stage << " | " << r.batch << " | ";
     if (r.measured) {
       out << r.warmup << " + " << r.timed << " | " << fixed(r.ms, 1) << " | " << fixed(r.tokens_per_s, 0) << " | "
           << (o.peak_tflops > 0 ? fixed(100 * r.mfu, 1) + "%" : std::string("-")) << " | " << format_bytes(static_cast<double>(r.peak_bytes))
-          << " | " << format_bytes(static_cast<double>(r.peak_reserved)) << " | " << fixed(r.setup_s, 1) << " | " << fixed(r.loss, 3) << " | ";
+          << " | " << format_bytes(static_cast<double>(r.peak_reserved)) << " | " << fixed(r.launches_per_step, 0)
+          << " | " << fixed(r.setup_s, 1) << " | " << fixed(r.loss, 3) << " | ";
     } else {
-      out << "- | - | - | - | - | - | - | - | ";
+      out << "- | - | - | - | - | - | - | - | - | ";
     }
     std::string note = r.note;
     for (char& c : note)
@@ -305,7 +310,7 @@ std::string markdown(const Setup& s, const std::vector<Row>& rows, const std::st
 
 std::string tsv(const Setup& s, const std::vector<Row>& rows) {
   std::ostringstream out;
-  out << "stage\tbatch\tseq\twarmup\ttimed\tms_per_step\ttokens_per_s\tmfu\tpeak_bytes\tpeak_reserved_bytes\tsetup_s\t"
+  out << "stage\tbatch\tseq\twarmup\ttimed\tms_per_step\ttokens_per_s\tmfu\tpeak_bytes\tpeak_reserved_bytes\tlaunches_per_step\tsetup_s\t"
          "loss\tparameters\tflops_per_token\tnote\n";
   for (const Row& r : rows) {
     std::string note = r.note;
@@ -315,7 +320,8 @@ std::string tsv(const Setup& s, const std::vector<Row>& rows) {
         << (r.measured ? fixed(r.ms, 3) : "-") << "\t" << (r.measured ? fixed(r.tokens_per_s, 1) : "-") << "\t"
         << (r.measured && s.options.peak_tflops > 0 ? fixed(r.mfu, 5) : "-") << "\t"
         << (r.measured ? std::to_string(r.peak_bytes) : "-") << "\t"
-        << (r.measured ? std::to_string(r.peak_reserved) : "-") << "\t" << (r.measured ? fixed(r.setup_s, 2) : "-")
+        << (r.measured ? std::to_string(r.peak_reserved) : "-") << "\t"
+        << (r.measured ? fixed(r.launches_per_step, 1) : "-") << "\t" << (r.measured ? fixed(r.setup_s, 2) : "-")
         << "\t" << (r.measured ? fixed(r.loss, 4) : "-") << "\t" << s.parameters << "\t"
         << fixed(s.flops_per_token, 0) << "\t" << note << "\n";
   }

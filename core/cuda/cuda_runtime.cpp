@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <utility>
 
 #include "core/cuda/cuda_check.h"
@@ -144,7 +145,15 @@ void synchronize_device(int index) {
   FATHOM_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+namespace {
+std::atomic<int64_t> launches_issued{0};
+}  // namespace
+
+int64_t kernel_launches() { return launches_issued.load(std::memory_order_relaxed); }
+void count_kernel_launch() { launches_issued.fetch_add(1, std::memory_order_relaxed); }
+
 void check_last_launch(const char* kernel, const char* file, int line) {
+  count_kernel_launch();
   cudaError_t status = cudaGetLastError();
 #ifndef NDEBUG
   if (status == cudaSuccess) status = cudaDeviceSynchronize();

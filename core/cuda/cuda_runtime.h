@@ -8,6 +8,7 @@
 // cudaErrorInsufficientDriver, ...).
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "core/device.h"
@@ -115,6 +116,13 @@ bool allocation_poison();
 // on current_stream() so far, and complete when it returns.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 void synchronize_device(int index);
+
+// Kernel launches this process has issued so far: Fathom's kernels (each launch passes its
+// launch check) and cuBLASLt GEMMs; library-internal launches (NCCL, a sort's passes) count
+// once or not at all. The GPU benchmark reports launches per step with it: a step of many
+// short kernels is bound by the host's launch rate. 0 without CUDA.
+int64_t kernel_launches();
+void count_kernel_launch();  // for launchers outside core (cuBLASLt)
 // Makes `index` this thread's current device (cudaSetDevice): Runtime picks one per local rank.
 void set_device(int index);
 

@@ -43,6 +43,8 @@ void copy_bytes(void*, Device, const void*, Device, size_t) { require_device(0);
 void synchronize_device(int index) { require_device(index); }
 void set_device(int index) { require_device(index); }
 void* current_stream() { return nullptr; }
+int64_t kernel_launches() { return 0; }
+void count_kernel_launch() {}
 CurrentStreamGuard::CurrentStreamGuard(const Stream& stream) : previous_(nullptr) { require_device(stream.device()); }
 CurrentStreamGuard::~CurrentStreamGuard() = default;
 
