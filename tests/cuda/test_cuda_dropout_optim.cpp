@@ -5,7 +5,10 @@
 #include <cstring>
 
 #include "core/generator.h"
+#include "core/cuda/cuda_runtime.h"
 #include "kernels/dropout.h"
+#include "nn/adam.h"
+#include "nn/sgd.h"
 #include "kernels/step_lists.h"
 #include "require_cuda.h"
 #include "test_util.h"
@@ -140,11 +143,36 @@ TEST_CASE("CUDA scale_multi: one launch for the list, bit for bit the CPU's prod
   const std::vector<ScaleTensors> gpu = copy_list(cpu, kGpu);
   for (double factor : {0.7310585786300049, 1.0 / 65536, 1.0}) {
     scale_multi(cpu, factor);
+    const int64_t launches = cuda::kernel_launches();
     scale_multi(gpu, factor);
+    CHECK(cuda::kernel_launches() - launches == 1);
   }
   for (size_t k = 0; k < cpu.size(); ++k) {
     INFO("tensor " << k << " of " << cpu[k].values.numel() << " elements at offset " << cpu[k].values.offset());
     CHECK(same_bits(gpu[k].values, cpu[k].values));  // one f32 multiply: no FMA to differ on
     CHECK(same_bits(gpu[k].copy, cpu[k].copy));
+  }
+}
+
+TEST_CASE("CUDA: nn::Adam and nn::Sgd step a whole group of device parameters with one kernel launch", "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  Generator gen(34);
+  std::vector<autograd::Variable> params;
+  for (int64_t n : {1, 768, 4099, 3 * 768 * 768, 50257})
+    params.emplace_back(uniform({n}, gen, -1, 1).to(kGpu), true, "p" + std::to_string(n));
+  auto set_grads = [&] {
+    for (const auto& p : params) p.set_grad(uniform({p.numel()}, gen, -1, 1).to(kGpu));
+  };
+  nn::AdamW adam(params, {.lr = 1e-3, .weight_decay = 0.1});
+  nn::Sgd sgd(params, {.lr = 1e-2, .momentum = 0.9});
+  // The first step creates the state buffers (fill kernels); the second is the steady state.
+  for (int step = 0; step < 2; ++step) {
+    set_grads();
+    int64_t launches = cuda::kernel_launches();
+    adam.step();
+    if (step == 1) CHECK(cuda::kernel_launches() - launches == 1);
+    launches = cuda::kernel_launches();
+    sgd.step();
+    if (step == 1) CHECK(cuda::kernel_launches() - launches == 1);
   }
 }
