@@ -55,6 +55,9 @@ Variable matmul(const Variable& a, const Variable& b, bool transpose_a, bool tra
 }
 Variable softmax(const Variable& x) { return apply_op(FATHOM_OP("softmax"), {x})[0]; }
 Variable log_softmax(const Variable& x) { return apply_op(FATHOM_OP("log_softmax"), {x})[0]; }
+Variable causal_softmax(const Variable& scores, double scale) {
+  return apply_op(FATHOM_OP("causal_softmax"), {scores}, Attributes{{"scale", scale}})[0];
+}
 Variable layernorm(const Variable& x, const Variable& weight, const Variable& bias, double eps) {
   return apply_op(FATHOM_OP("layernorm"), {x, weight, bias}, Attributes{{"eps", eps}})[0];
 }

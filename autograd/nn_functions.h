@@ -12,6 +12,8 @@ namespace fathom::autograd {
 Variable matmul(const Variable& a, const Variable& b, bool transpose_a = false, bool transpose_b = false);
 Variable softmax(const Variable& x);
 Variable log_softmax(const Variable& x);
+// Attention's masked, scaled softmax over scores (..., Tq, Tk) (kernels/softmax.h).
+Variable causal_softmax(const Variable& scores, double scale);
 // weight and bias may be undefined Variables (no affine part).
 Variable layernorm(const Variable& x, const Variable& weight, const Variable& bias, double eps = 1e-5);
 Variable rmsnorm(const Variable& x, const Variable& weight, double eps = 1e-6);

@@ -19,17 +19,32 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/half.h"  // FATHOM_HOST_DEVICE
 
 namespace fathom::kernels {
 
 // --- softmax / log_softmax over the last dim of (N, C) ---
-void softmax_forward_cpu(DType dtype, void* out, const void* inp, int64_t N, int64_t C, bool log);
-// dinp (+)= softmax: out * (dout - sum(dout * out)); log_softmax: dout - exp(out) * sum(dout).
+// Attention's scaled and causally masked form (causal_softmax): the values are multiplied by
+// `scale` first, and with causal_rows = Tq > 0 row r is query r % Tq of a (Tq, C) score matrix
+// that sees keys 0 .. r % Tq + C - Tq; the others get probability 0 (log_softmax: -Inf), and
+// their gradient 0. The defaults are the plain softmax (x * 1 is exact: no change in bits).
+struct SoftmaxScaling {
+  double scale = 1.0;
+  int64_t causal_rows = 0;  // 0: no mask
+  // Keys row r sees (C without a mask).
+  FATHOM_HOST_DEVICE int64_t visible(int64_t row, int64_t C) const {
+    return causal_rows == 0 ? C : row % causal_rows + C - causal_rows + 1;
+  }
+};
+void softmax_forward_cpu(DType dtype, void* out, const void* inp, int64_t N, int64_t C, bool log,
+                         const SoftmaxScaling& scaling = {});
+// dinp (+)= softmax: scale * out * (dout - sum(dout * out)); log_softmax: scale * (dout - exp(out) * sum(dout)).
 void softmax_backward_cpu(DType dtype, void* dinp, const void* dout, const void* out, int64_t N, int64_t C, bool log,
-                          bool accumulate);
-void softmax_forward_cuda(DType dtype, void* out, const void* inp, int64_t N, int64_t C, bool log, void* stream);
+                          bool accumulate, const SoftmaxScaling& scaling = {});
+void softmax_forward_cuda(DType dtype, void* out, const void* inp, int64_t N, int64_t C, bool log,
+                          const SoftmaxScaling& scaling, void* stream);
 void softmax_backward_cuda(DType dtype, void* dinp, const void* dout, const void* out, int64_t N, int64_t C, bool log,
-                           bool accumulate, void* stream);
+                           bool accumulate, const SoftmaxScaling& scaling, void* stream);
 
 // --- layernorm over the last dim of (N, C); weight, bias optional (C) ---
 void layernorm_forward_cpu(DType dtype, void* out, void* mean, void* rstd, const void* inp, const void* weight,

@@ -123,6 +123,63 @@ OpInfo softmax_entry(bool log) {
   return info;
 }
 
+// --- causal_softmax (attention's probabilities from its scores) ---
+
+OpInfo causal_softmax_entry() {
+  OpInfo info;
+  info.name = "causal_softmax";
+  info.dtypes = kFloatTypes;
+  info.has_cuda = true;
+  info.run = [](const TensorList& in, const Attributes& a) {
+    return TensorList{causal_softmax(in[0], a.get_double("scale"))};
+  };
+  // Row by row: query i of each (Tq, Tk) matrix over its visible keys, zeros after them.
+  info.reference = [](const TensorList& in, const Attributes& a) {
+    const Rows x(in[0]);
+    const double scale = a.get_double("scale");
+    const int64_t Tq = in[0].size(-2), Tk = in[0].size(-1);
+    std::vector<double> y(x.values.size(), 0.0), scaled(Tk);
+    for (int64_t r = 0; r < x.count; ++r) {
+      const int64_t visible = r % Tq + Tk - Tq + 1;
+      for (int64_t j = 0; j < visible; ++j) scaled[j] = scale * x.row(r)[j];
+      const double lse = row_logsumexp(scaled.data(), visible);
+      for (int64_t j = 0; j < visible; ++j) y[r * Tk + j] = std::exp(scaled[j] - lse);
+    }
+    return TensorList{f64_tensor(y, in[0].sizes())};
+  };
+  info.samples = [](DType dtype, Generator& gen) {
+    auto make = [&](const Shape& shape) { return uniform_tensor(shape, dtype, gen, -3, 3); };
+    const Attributes eighth{{"scale", 0.125}}, one{{"scale", 1.0}};
+    return std::vector<OpSample>{
+        {"square [2, 3, 5, 5], scale 0.125", {make({2, 3, 5, 5})}, eighth},
+        {"fewer queries than keys [3, 4, 9], scale 1", {make({3, 4, 9})}, one},
+        {"one query [2, 1, 7]", {make({2, 1, 7})}, eighth},
+        {"non-contiguous [6, 6]", {non_contiguous(make({6, 6}))}, one},
+        {"warp rows, 16-byte packs [1, 2, 72, 72]", {make({1, 2, 72, 72})}, eighth},
+        {"block rows [1, 1, 3, 1100] (a block per row on CUDA)", {make({1, 1, 3, 1100})}, eighth},
+        {"odd widths [2, 33, 37]", {make({2, 33, 37})}, one}};
+  };
+  info.error_cases = [] {
+    return std::vector<OpErrorCase>{
+        {"1-d scores", {Tensor::zeros({4})}, {{"scale", 1.0}},
+         "causal_softmax: x must be attention scores (..., Tq, Tk), got shape [4]"},
+        {"more queries than keys", {Tensor::zeros({5, 4})}, {{"scale", 1.0}},
+         "causal_softmax: the scores have 5 queries but 4 keys; causal attention needs at least as many keys as "
+         "queries"},
+        {"zero scale", {Tensor::zeros({2, 2})}, {{"scale", 0.0}},
+         "causal_softmax: scale must be positive and finite, got 0"},
+        {"integer scores", {Tensor::zeros({2, 2}, DType::I64)}, {{"scale", 1.0}},
+         "causal_softmax: x must be a floating-point tensor (f32, f64, f16, bf16), got i64"}};
+  };
+  info.gradient = [](const GradientContext& ctx) {
+    return TensorList{causal_softmax_backward(ctx.grad_outputs[0], ctx.outputs[0], ctx.attrs.get_double("scale"))};
+  };
+  info.gradient_uses_inputs = false;
+  info.gradient_uses_outputs = true;
+  info.tolerance = nn_tolerance;
+  return info;
+}
+
 // --- layernorm / rmsnorm ---
 
 OpInfo layernorm_entry() {
@@ -576,6 +633,7 @@ OpInfo attention_entry() {
 void register_nn_ops(std::vector<OpInfo>& registry) {
   registry.push_back(softmax_entry(/*log=*/false));
   registry.push_back(softmax_entry(/*log=*/true));
+  registry.push_back(causal_softmax_entry());
   registry.push_back(layernorm_entry());
   registry.push_back(rmsnorm_entry());
   registry.push_back(embedding_entry());
