@@ -25,6 +25,7 @@ void TrainOptions::apply_sizes(models::GPTConfig& config) const {
   if (n_embd) config.n_embd = n_embd;
   if (block_size) config.block_size = block_size;
   if (vocab_size) config.vocab_size = vocab_size;
+  config.attention = attention;
   config.validate();
 }
 
@@ -65,6 +66,7 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     else if (flag == "--resume") o.resume_dir = value;
     else if (flag == "--save-every") o.save_every = parse_int(flag, value, 0);
     else if (flag == "--device") o.device = device_option(value);
+    else if (flag == "--attention") o.attention = nn::parse_attention_kernel(value, "--attention");
     else if (flag == "--n-layer") o.n_layer = parse_int(flag, value, 1);
     else if (flag == "--n-head") o.n_head = parse_int(flag, value, 1);
     else if (flag == "--n-embd") o.n_embd = parse_int(flag, value, 1);
@@ -98,6 +100,8 @@ and sources), 300 steps, output in runs/latest.
   --save-every N       save a checkpoint to <out>/checkpoints every N steps and at the end
   --resume DIR         continue from the latest checkpoint in DIR (any world size or ZeRO stage)
   --device D           auto (default: this rank's GPU when there is one, else the CPU), cpu or cuda
+  --attention K        auto (default), fused or gemm: how causal attention is computed
+                       (docs/nn.md, "Attention kernels")
 )";
 }
 

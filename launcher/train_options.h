@@ -24,9 +24,10 @@ struct TrainOptions {
   std::string resume_dir;      // resume from the latest checkpoint there
   int64_t save_every = 0;      // save a checkpoint to <out>/checkpoints every N steps (0: never)
   std::string device = "auto";  // "auto" (this rank's GPU when there is one), "cpu" or "cuda"
+  nn::AttentionKernel attention = nn::AttentionKernel::Auto;  // --attention
   bool help = false;
 
-  // The size flags given on the command line, over the preset.
+  // The size flags (and --attention) given on the command line, over the preset.
   void apply_sizes(models::GPTConfig& config) const;
 };
 

@@ -32,7 +32,8 @@ void GPTConfig::validate() const {
 
 GPT::GPT(const GPTConfig& config, uint64_t seed) : config_(config) {
   config.validate();
-  const nn::TransformerConfig block{config.n_embd, config.n_head, config.dropout, config.bias, config.dtype};
+  const nn::TransformerConfig block{config.n_embd, config.n_head, config.dropout, config.bias, config.dtype,
+                                    config.attention};
   transformer = register_module("transformer", std::make_shared<Transformer>());
   Transformer& t = *transformer;
   t.wte = t.register_module("wte", std::make_shared<nn::Embedding>(config.vocab_size, config.n_embd, config.dtype));

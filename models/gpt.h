@@ -31,6 +31,7 @@ struct GPTConfig {
   bool bias = true;
   bool tied_embeddings = true;
   DType dtype = DType::F32;
+  nn::AttentionKernel attention = nn::AttentionKernel::Auto;  // nn/attention_kernel.h
 
   // "tiny", "small" or "gpt2-124M" (GPT-2 small: 124,439,808 parameters with the tied head).
   static GPTConfig preset(const std::string& name);

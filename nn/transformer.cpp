@@ -1,11 +1,14 @@
 #include "nn/transformer.h"
 
+#include <cmath>
+
 #include "autograd/functions.h"
 #include "autograd/nn_functions.h"
 
 namespace fathom::nn {
 
-CausalSelfAttention::CausalSelfAttention(const TransformerConfig& c) : n_head(c.n_head), n_embd(c.n_embd) {
+CausalSelfAttention::CausalSelfAttention(const TransformerConfig& c)
+    : n_head(c.n_head), n_embd(c.n_embd), attention(c.attention) {
   FATHOM_CHECK(c.n_head > 0 && c.n_embd % c.n_head == 0, "CausalSelfAttention: n_embd (", c.n_embd,
                ") must be a multiple of n_head (", c.n_head, ")");
   c_attn = register_module("c_attn", std::make_shared<Linear>(c.n_embd, 3 * c.n_embd, c.bias, c.dtype));
@@ -21,7 +24,15 @@ Variable CausalSelfAttention::forward(const Variable& x) {
   auto heads = [&](const Variable& t) {  // (B, T, C) -> (B, NH, T, HS)
     return autograd::permute(autograd::reshape(t, {B, T, n_head, HS}), {0, 2, 1, 3});
   };
-  const Variable y = autograd::causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]));
+  const Variable q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  Variable y;
+  if (resolve_attention_kernel(attention, q.data()) == AttentionKernel::Gemm) {
+    // Tensor-core GEMMs around a masked softmax; autograd keeps the probabilities for backward.
+    const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
+    y = autograd::matmul(autograd::causal_softmax(autograd::matmul(q, k, false, /*transpose_b=*/true), scale), v);
+  } else {
+    y = autograd::causal_attention(q, k, v);
+  }
   const Variable merged = autograd::reshape(autograd::contiguous(autograd::permute(y, {0, 2, 1, 3})), {B, T, n_embd});
   return (*resid_dropout)((*c_proj)(merged));
 }

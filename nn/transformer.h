@@ -3,6 +3,7 @@
 // MLP, and the pre-LayerNorm residual block. Submodule names follow Hugging Face's GPT-2
 // (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj, ln_1, ln_2), so parameter names match it.
 
+#include "nn/attention_kernel.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
 #include "nn/normalization.h"
@@ -15,6 +16,7 @@ struct TransformerConfig {
   double dropout = 0.0;
   bool bias = true;
   DType dtype = DType::F32;
+  AttentionKernel attention = AttentionKernel::Auto;  // nn/attention_kernel.h
 };
 
 class CausalSelfAttention : public Module {
@@ -28,6 +30,7 @@ class CausalSelfAttention : public Module {
   std::shared_ptr<Linear> c_proj;  // C -> C
   std::shared_ptr<Dropout> resid_dropout;
   const int64_t n_head, n_embd;
+  const AttentionKernel attention;
 };
 
 class MLP : public Module {

@@ -1,4 +1,4 @@
-// fathom-train's command line: the device choice.
+// fathom-train's command line: the device and attention-kernel choices.
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -27,4 +27,14 @@ TEST_CASE("fathom-train --device: auto takes the runtime's device, cpu forces th
   CHECK(resolve_device("cpu", Device::cuda(0)) == kCPU);
   CHECK(resolve_device("cuda", Device::cuda(0)) == Device::cuda(0));
   if (cuda::device_count() == 0) CHECK_THROWS_WITH(resolve_device("cuda", kCPU), Catch::Contains("no CUDA device"));
+}
+
+TEST_CASE("fathom-train --attention sets the model's attention kernel", "[launcher]") {
+  models::GPTConfig config = models::GPTConfig::preset("tiny");
+  parse({"--attention", "gemm"}).apply_sizes(config);
+  CHECK(config.attention == nn::AttentionKernel::Gemm);
+  parse({}).apply_sizes(config);
+  CHECK(config.attention == nn::AttentionKernel::Auto);
+  CHECK_THROWS_WITH(parse({"--attention", "flash"}),
+                    Catch::Contains("--attention: unknown attention kernel \"flash\"; use \"auto\", \"fused\" or \"gemm\""));
 }

@@ -14,6 +14,7 @@
 #include "models/gpt_weights.h"
 #include "nn/safetensors.h"
 #include "test_util.h"
+#include "kernels/elementwise.h"
 #include "kernels/reduction.h"
 #include "nn/loss.h"
 
@@ -50,6 +51,48 @@ TEST_CASE("GPT forward shapes, initialisation and errors", "[models]") {
   CHECK_THROWS_WITH(GPTConfig::preset("huge"), Catch::Contains("unknown GPT preset \"huge\"; use tiny, small or gpt2-124M"));
   config.n_head = 3;
   CHECK_THROWS_WITH(GPT(config), Catch::Contains("n_embd (64) must be a multiple of n_head (3)"));
+}
+
+TEST_CASE("the gemm and fused attention kernels compute the same function (f32 logits and gradients)", "[models]") {
+  GPTConfig config = GPTConfig::preset("tiny");
+  config.n_layer = 2;
+  std::vector<int64_t> tokens;
+  for (int i = 0; i < 3 * 40; ++i) tokens.push_back((i * 11 + i / 3) % 256);
+  const Tensor idx = Tensor::from_vector<int64_t>(tokens, {3, 40});
+  auto run = [&](nn::AttentionKernel kernel) {
+    config.attention = kernel;
+    GPT gpt(config, 5);
+    const Variable logits = gpt(Variable(idx));
+    autograd::sum(autograd::mul(logits, logits)).backward();
+    std::vector<Tensor> out{logits.data().clone()};
+    for (const auto& [name, p] : gpt.named_parameters()) out.push_back(p.grad());
+    return out;
+  };
+  const std::vector<Tensor> fused = run(nn::AttentionKernel::Fused), gemm = run(nn::AttentionKernel::Gemm);
+  REQUIRE(fused.size() == gemm.size());
+  for (size_t i = 0; i < fused.size(); ++i) {
+    INFO((i == 0 ? std::string("logits") : "gradient " + std::to_string(i)));
+    // f32 sums in another order (bias gradients cancel): errors scale with the tensor's largest value.
+    const double largest = max(abs(fused[i])).item();
+    FATHOM_REQUIRE_CLOSE(gemm[i], fused[i], 1e-5 * largest, 1e-4);
+  }
+}
+
+TEST_CASE("attention kernel names: auto, fused, gemm; FATHOM_ATTENTION picks for auto", "[models]") {
+  using nn::AttentionKernel;
+  CHECK(nn::parse_attention_kernel("gemm", "--attention") == AttentionKernel::Gemm);
+  CHECK_THROWS_WITH(nn::parse_attention_kernel("flash", "--attention"),
+                    Catch::Contains("--attention: unknown attention kernel \"flash\"; use \"auto\", \"fused\" or \"gemm\""));
+  const Tensor q = Tensor::zeros({1, 2, 8, 4}, DType::BF16);
+  CHECK(nn::resolve_attention_kernel(AttentionKernel::Auto, q) == AttentionKernel::Fused);  // CPU: no tensor cores
+  CHECK(nn::resolve_attention_kernel(AttentionKernel::Gemm, q) == AttentionKernel::Gemm);
+  setenv("FATHOM_ATTENTION", "gemm", 1);
+  CHECK(nn::resolve_attention_kernel(AttentionKernel::Auto, q) == AttentionKernel::Gemm);
+  CHECK(nn::resolve_attention_kernel(AttentionKernel::Fused, q) == AttentionKernel::Fused);  // explicit wins
+  setenv("FATHOM_ATTENTION", "sdpa", 1);
+  CHECK_THROWS_WITH(nn::resolve_attention_kernel(AttentionKernel::Auto, q),
+                    Catch::Contains("FATHOM_ATTENTION: unknown attention kernel \"sdpa\""));
+  unsetenv("FATHOM_ATTENTION");
 }
 
 TEST_CASE("a tiny GPT learns a repeated sequence", "[models]") {

@@ -2,6 +2,7 @@
 // 20 steps on the same global batch reproduces, at every world size, the loss trajectory and
 // final weights each rank also computes alone (f32: rel. diff < 1e-5; bf16: < 1e-2).
 #include <cmath>
+#include <cstdlib>
 
 #include "gpt_training.h"
 #include "mpi_test_util.h"
@@ -47,6 +48,17 @@ TEST_CASE("DP in bf16 with fp32 masters follows one process within the 16-bit bo
   const TrainingRun alone = train(1, nullptr, bf16);
   const TrainingRun parallel = train(kGlobalBatch % (2 * world->size()) == 0 ? 2 : 1, world, bf16);
   require_equivalent(alone, parallel, 1e-2);
+}
+
+TEST_CASE("the gemm attention kernel trains like the fused one (bf16, one process)", "[parallel]") {
+  // What the GPU runs for bf16 by default (nn/attention_kernel.h), here on the CPU: the scores
+  // are rounded to bf16 before the softmax, so the bound is the 16-bit one.
+  const std::string bf16 = R"(, "bf16": {"enabled": true})";
+  const TrainingRun fused = train(1, nullptr, bf16);
+  setenv("FATHOM_ATTENTION", "gemm", 1);
+  const TrainingRun gemm = train(1, nullptr, bf16);
+  unsetenv("FATHOM_ATTENTION");
+  require_equivalent(fused, gemm, 1e-2);
 }
 
 TEST_CASE("overlap: the first bucket's all-reduce is issued before backward ends; off, after", "[parallel]") {

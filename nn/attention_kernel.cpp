@@ -1,0 +1,33 @@
+#include "nn/attention_kernel.h"
+
+#include <cstdlib>
+
+namespace fathom::nn {
+
+AttentionKernel parse_attention_kernel(const std::string& name, const std::string& source) {
+  if (name == "auto") return AttentionKernel::Auto;
+  if (name == "fused") return AttentionKernel::Fused;
+  if (name == "gemm") return AttentionKernel::Gemm;
+  FATHOM_FAIL(source, ": unknown attention kernel \"", name, "\"; use \"auto\", \"fused\" or \"gemm\"");
+}
+
+const char* attention_kernel_name(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::Auto: return "auto";
+    case AttentionKernel::Fused: return "fused";
+    case AttentionKernel::Gemm: return "gemm";
+  }
+  return "?";
+}
+
+AttentionKernel resolve_attention_kernel(AttentionKernel requested, const Tensor& q) {
+  if (requested != AttentionKernel::Auto) return requested;
+  if (const char* env = std::getenv("FATHOM_ATTENTION"); env != nullptr && *env != '\0') {
+    const AttentionKernel from_env = parse_attention_kernel(env, "FATHOM_ATTENTION");
+    if (from_env != AttentionKernel::Auto) return from_env;
+  }
+  const bool tensor_cores = q.device().is_cuda() && (q.dtype() == DType::BF16 || q.dtype() == DType::F16);
+  return tensor_cores && q.size(-2) <= kAutoGemmAttentionMaxT ? AttentionKernel::Gemm : AttentionKernel::Fused;
+}
+
+}  // namespace fathom::nn
