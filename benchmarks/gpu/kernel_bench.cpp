@@ -7,7 +7,8 @@
 //     write, counted below) beside a device-to-device cudaMemcpyAsync moving as many bytes (a
 //     copy of S bytes reads S and writes S), with their ratio;
 //   - causal attention (B = 16, H = 12, T = 1024, D = 64, bf16) in TFLOP/s, counting the causal
-//     half: forward 2 * 2 * B*H*T^2*D / 2, backward 2.5 times that (five products to two).
+//     half: forward 2 * 2 * B*H*T^2*D / 2, backward 2.5 times that (five products to two); the
+//     fused kernel beside the gemm attention kernel (cuBLASLt products around causal_softmax).
 // Each row is the median of --runs timed runs (cuda::Event pairs on one stream; a run repeats a
 // short kernel to span about 1 ms) after --warmup untimed ones. A kernel that fails (e.g. an op without a CUDA kernel yet) gets an error row; the
 // others still run. The table is printed and written to DIR/kernel_bench.md and .tsv (--out DIR).
@@ -333,15 +334,28 @@ void memory_rows(std::vector<Row>& rows, Timer& timer, const cuda::Stream& strea
   }
 }
 
+// The fused (flash-style, SIMT) kernel beside the gemm attention kernel of nn/attention_kernel.h
+// (cuBLASLt products around causal_softmax, keeping the T x T probabilities) as the peer.
 void attention_rows(std::vector<Row>& rows, Timer& timer) {
-  const Shape shape{kBatch, kHeads, kSeq, kEmbd / kHeads};
-  const double forward_flops = 2.0 * 2.0 * kBatch * kHeads * static_cast<double>(kSeq) * kSeq * (kEmbd / kHeads) / 2;
+  const int64_t head_size = kEmbd / kHeads;
+  const Shape shape{kBatch, kHeads, kSeq, head_size};
+  const double forward_flops = 2.0 * 2.0 * kBatch * kHeads * static_cast<double>(kSeq) * kSeq * head_size / 2;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_size));
   const std::string shape_text = "[16, 12, 1024, 64] bf16";
-  Tensor q, k, v, dout;
+  Tensor q, k, v, dout, probs;
   AttentionOutputs saved;
-  auto run = [&](const char* name, double flops, const std::function<void()>& fn) {
+  auto gemm_forward = [&] { return matmul(causal_softmax(matmul(q, k, false, true), scale), v); };
+  auto gemm_backward = [&] {
+    const Tensor dscores = causal_softmax_backward(matmul(dout, v, false, true), probs, scale);
+    matmul(dscores, k);                 // dq
+    matmul(dscores, q, true, false);    // dk
+    matmul(probs, dout, true, false);   // dv
+  };
+  auto run = [&](const char* name, double flops, const std::function<void()>& fused,
+                 const std::function<void()>& gemm) {
     Row row{"attention", name, shape_text};
-    row.unit = "TFLOP/s";
+    row.unit = "TFLOP/s (causal half)";
+    row.peer = "gemm kernel: cuBLASLt + causal_softmax";
     try {
       if (!q.defined()) {
         q = random_device(shape, DType::BF16, 501);
@@ -349,17 +363,20 @@ void attention_rows(std::vector<Row>& rows, Timer& timer) {
         v = random_device(shape, DType::BF16, 503);
         dout = random_device(shape, DType::BF16, 504);
         saved = causal_attention(q, k, v);
+        probs = causal_softmax(matmul(q, k, false, true), scale);
       }
-      row.fathom_ms = timer.median_ms(fn);
+      row.fathom_ms = timer.median_ms(fused);
       row.fathom_rate = flops / (row.fathom_ms * 1e-3) / 1e12;
+      row.peer_ms = timer.median_ms(gemm);
+      row.peer_rate = flops / (row.peer_ms * 1e-3) / 1e12;
     } catch (const std::exception& e) {
       row.error = e.what();
     }
     rows.push_back(row);
   };
-  run("causal attention forward", forward_flops, [&] { causal_attention(q, k, v); });
+  run("causal attention forward", forward_flops, [&] { causal_attention(q, k, v); }, gemm_forward);
   run("causal attention backward", 2.5 * forward_flops,
-      [&] { causal_attention_backward(dout, q, k, v, saved.out, saved.lse); });
+      [&] { causal_attention_backward(dout, q, k, v, saved.out, saved.lse); }, gemm_backward);
 }
 
 std::string one_line(std::string s) {
