@@ -26,7 +26,7 @@
 //
 //   fathom_gpt2_bench [--out DIR] [--device cuda|cpu] [--preset NAME] [--batch B] [--seq T]
 //                     [--warmup N] [--max-steps N] [--budget-seconds S] [--stages 0,1,2,3]
-//                     [--peak-tflops X]
+//                     [--peak-tflops X] [--attention auto|fused|gemm]
 // Without a GPU (and --device cuda, the default) it fails with "no CUDA device: ...".
 // --device cpu (default preset tiny, batch 4 x 64) runs the same logic on the host, as a smoke
 // test; its MFU column is empty unless --peak-tflops is given.
@@ -69,11 +69,13 @@ struct Options {
   double budget_s = 0;     // 0 = 120 on cuda, 20 on cpu
   std::vector<int> stages = {0, 1, 2, 3};
   double peak_tflops = -1;  // < 0: 989 on cuda, none on cpu
+  nn::AttentionKernel attention = nn::AttentionKernel::Auto;
 };
 
 const char* kUsage =
     "usage: fathom_gpt2_bench [--out DIR] [--device cuda|cpu] [--preset tiny|small|gpt2-124M] [--batch B] [--seq T] "
-    "[--warmup N] [--max-steps N] [--budget-seconds S] [--stages 0,1,2,3] [--peak-tflops X]";
+    "[--warmup N] [--max-steps N] [--budget-seconds S] [--stages 0,1,2,3] [--peak-tflops X] "
+    "[--attention auto|fused|gemm]";
 
 std::vector<int> parse_stages(const std::string& list) {
   std::vector<int> out;
@@ -115,6 +117,7 @@ Options parse(int argc, char** argv) {
     if (arg == "--out") o.out_dir = value();
     else if (arg == "--device") o.device = Device::parse(value());
     else if (arg == "--preset") o.preset = value();
+    else if (arg == "--attention") o.attention = nn::parse_attention_kernel(value(), "--attention");
     else if (arg == "--batch") o.batch = positive(parse_number(arg, value()));
     else if (arg == "--seq") o.seq = positive(parse_number(arg, value()));
     else if (arg == "--warmup") o.warmup = static_cast<int>(std::max(0.0, parse_number(arg, value())));
@@ -283,6 +286,10 @@ std::string markdown(const Setup& s, const std::vector<Row>& rows, const std::st
   out << "step: bf16 mixed precision, AdamW (lr 6e-4, betas 0.9/0.95, weight decay 0.1, no clipping) through "
          "fathom::initialize, world size 1, batch "
       << o.batch << " x " << o.seq << " tokens requested (the batch column says what ran; random tokens, one batch reused), wall clock between device synchronizations\n";
+  const Tensor query_like = Tensor::empty({1, m.n_head, o.seq, m.n_embd / m.n_head}, DType::BF16, o.device);
+  out << "attention kernel: "
+      << nn::attention_kernel_name(nn::resolve_attention_kernel(m.attention, query_like))
+      << " (nn/attention_kernel.h; --attention or FATHOM_ATTENTION to choose)\n";
   out << "flops: 6N + 6*L*C*T = " << fixed(s.flops_per_token / 1e6, 1) << " MFLOP per token; MFU against "
       << (o.peak_tflops > 0 ? fixed(o.peak_tflops, 0) + " TFLOP/s (dense bf16, H100/H200 SXM)" : std::string("no peak (cpu)"))
       << "\n";
@@ -363,6 +370,7 @@ int run(const Options& options) {
   Setup s;
   s.options = options;
   s.model = models::GPTConfig::preset(options.preset);
+  s.model.attention = options.attention;
   s.model.dtype = DType::BF16;  // built in bf16, so no f32 copy of the model ever exists
   FATHOM_CHECK(options.seq <= s.model.block_size, "fathom_gpt2_bench: --seq ", options.seq,
                " is longer than the model's block size ", s.model.block_size);
