@@ -44,7 +44,8 @@ void Adam::update_group(const ParamGroup& group, const std::vector<Update>& upda
   // Step counts differ only for parameters that had no gradient in some earlier step.
   for (const auto& [key, members] : batch_updates(updates, [](const Update& u) { return u.state->step; })) {
     std::vector<AdamTensors> tensors;
-    for (const Update* u : members) tensors.push_back({u->param, u->grad, u->state->buffers[0], u->state->buffers[1], Tensor()});
+    for (const Update* u : members)
+      tensors.push_back({u->param, u->grad, u->state->buffers[0], u->state->buffers[1], Tensor()});
     adam_step_multi(tensors, hyper(group, key.second));
   }
 }

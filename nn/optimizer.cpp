@@ -156,14 +156,17 @@ void Optimizer::step() {
                    grad.device().str(), " but the parameter on ", data.device().str());
       // A gradient may be a strided view into someone's flat buffer; the kernels want it dense.
       if (!grad.is_contiguous()) grad = grad.contiguous();
-      ParamState& state = states_[g][i];
+      updates.push_back({data, grad, &states_[g][i]});
+    }
+    // Every parameter of the group passed its checks: only now does any state change.
+    for (Update& u : updates) {
+      ParamState& state = *u.state;
       if (state.buffers.size() != names.size()) {
         state.buffers.clear();
         for (size_t s = 0; s < names.size(); ++s)
-          state.buffers.push_back(Tensor::zeros(data.sizes(), DType::F32, data.device()));
+          state.buffers.push_back(Tensor::zeros(u.param.sizes(), DType::F32, u.param.device()));
       }
       ++state.step;
-      updates.push_back({data, grad, &state});
     }
     if (!updates.empty()) update_group(groups_[g], updates);
   }

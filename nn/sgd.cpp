@@ -35,7 +35,8 @@ void Sgd::update(const ParamGroup& group, const Tensor& param, const Tensor& gra
 
 void Sgd::update_group(const ParamGroup& group, const std::vector<Update>& updates) {
   // One multi-tensor update per device and per "first step or not" (how the buffer starts).
-  for (const auto& [key, members] : batch_updates(updates, [](const Update& u) { return int64_t{u.state->step == 1}; })) {
+  auto first_step = [](const Update& u) { return int64_t{u.state->step == 1}; };
+  for (const auto& [key, members] : batch_updates(updates, first_step)) {
     std::vector<SgdTensors> tensors;
     for (const Update* u : members)
       tensors.push_back({u->param, u->grad, u->state->buffers.empty() ? Tensor() : u->state->buffers[0], Tensor()});

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <thread>
+#include <utility>
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_runtime.h"
@@ -130,10 +131,8 @@ class NcclCommunicator final : public Communicator {
   }
 
   void end_group() override {
-    std::shared_ptr<NcclCompletion> group = std::move(group_);
-    std::vector<std::function<void()>> after = std::move(after_group_);
-    group_.reset();
-    after_group_.clear();
+    const std::shared_ptr<NcclCompletion> group = std::exchange(group_, nullptr);
+    const std::vector<std::function<void()>> after = std::exchange(after_group_, {});
     FATHOM_NCCL_CHECK(nccl_library().group_end());  // the group's collectives are enqueued here
     for (const auto& finish : after) finish();      // then what consumes their results
     group->event = record_done();

@@ -343,6 +343,17 @@ TEST_CASE("Adam and SGD update a group at mixed step counts exactly as one param
   }
 }
 
+TEST_CASE("Optimizer: a bad gradient anywhere in a group stops the step before any parameter changes", "[nn]") {
+  Variable a = param(kP0, "a"), b = param(kP0, "b");
+  Adam adam({a, b});
+  set_grad(a, kG1);
+  b.set_grad(Tensor::from_vector<float>(kG1).to(DType::F64));  // the wrong dtype, after a good one
+  CHECK_THROWS_WITH(adam.step(), Catch::Contains("is f64 but must be f32 like its parameter"));
+  CHECK(values(a) == std::vector<double>{1.0, -2.0, 0.5});
+  CHECK(adam.step_count(a) == 0);
+  CHECK(!adam.state(a, "exp_avg").defined());
+}
+
 TEST_CASE("Optimizer: parameter errors", "[nn]") {
   SECTION("non-f32 parameter") {
     Variable half(Tensor::zeros({3}, DType::BF16), true, "h.0.weight");
