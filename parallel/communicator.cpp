@@ -129,7 +129,8 @@ WorkHandle Communicator::issue(Collective c, bool blocking) {
 }
 
 CollectiveGroup::CollectiveGroup(Communicator& communicator) : communicator_(&communicator) {
-  if (communicator_->open_groups_++ == 0) communicator_->begin_group();
+  if (communicator_->open_groups_ == 0) communicator_->begin_group();  // may throw: then no group is open
+  ++communicator_->open_groups_;
 }
 
 void CollectiveGroup::close() {
