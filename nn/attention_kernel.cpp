@@ -26,8 +26,8 @@ AttentionKernel resolve_attention_kernel(AttentionKernel requested, const Tensor
     const AttentionKernel from_env = parse_attention_kernel(env, "FATHOM_ATTENTION");
     if (from_env != AttentionKernel::Auto) return from_env;
   }
-  const bool tensor_cores = q.device().is_cuda() && (q.dtype() == DType::BF16 || q.dtype() == DType::F16);
-  return tensor_cores && q.size(-2) <= kAutoGemmAttentionMaxT ? AttentionKernel::Gemm : AttentionKernel::Fused;
+  const bool half_precision = q.dtype() == DType::BF16 || q.dtype() == DType::F16;
+  return half_precision && q.size(-2) <= kAutoGemmAttentionMaxT ? AttentionKernel::Gemm : AttentionKernel::Fused;
 }
 
 }  // namespace fathom::nn

@@ -8,8 +8,9 @@
 //          (16-bit for bf16/f16 models: 403 MB per layer for GPT-2 at batch 16 x 1024) and of
 //          computing the masked upper triangle too. The scores are rounded to the model's dtype
 //          before the softmax (f32 inside it), as in PyTorch's math attention.
-//   auto   FATHOM_ATTENTION when it is set; otherwise gemm for f16/bf16 on CUDA with T <= 2048
-//          (where tensor cores win and the probabilities stay small), fused everywhere else.
+//   auto   FATHOM_ATTENTION when it is set; otherwise gemm for f16/bf16 models with T <= 2048
+//          (tensor cores on CUDA; on the CPU too the GEMMs beat the fused loops for bf16, see
+//          docs/benchmarks.md) while the probabilities stay small, fused for f32/f64 and longer T.
 
 #include <string>
 

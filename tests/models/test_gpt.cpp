@@ -84,11 +84,14 @@ TEST_CASE("attention kernel names: auto, fused, gemm; FATHOM_ATTENTION picks for
   CHECK_THROWS_WITH(nn::parse_attention_kernel("flash", "--attention"),
                     Catch::Contains("--attention: unknown attention kernel \"flash\"; use \"auto\", \"fused\" or \"gemm\""));
   const Tensor q = Tensor::zeros({1, 2, 8, 4}, DType::BF16);
-  CHECK(nn::resolve_attention_kernel(AttentionKernel::Auto, q) == AttentionKernel::Fused);  // CPU: no tensor cores
-  CHECK(nn::resolve_attention_kernel(AttentionKernel::Gemm, q) == AttentionKernel::Gemm);
-  setenv("FATHOM_ATTENTION", "gemm", 1);
   CHECK(nn::resolve_attention_kernel(AttentionKernel::Auto, q) == AttentionKernel::Gemm);
-  CHECK(nn::resolve_attention_kernel(AttentionKernel::Fused, q) == AttentionKernel::Fused);  // explicit wins
+  CHECK(nn::resolve_attention_kernel(AttentionKernel::Auto, q.to(DType::F32)) == AttentionKernel::Fused);
+  const Tensor long_q = Tensor::zeros({1, 1, nn::kAutoGemmAttentionMaxT + 1, 4}, DType::BF16);
+  CHECK(nn::resolve_attention_kernel(AttentionKernel::Auto, long_q) == AttentionKernel::Fused);
+  CHECK(nn::resolve_attention_kernel(AttentionKernel::Gemm, long_q) == AttentionKernel::Gemm);
+  setenv("FATHOM_ATTENTION", "fused", 1);
+  CHECK(nn::resolve_attention_kernel(AttentionKernel::Auto, q) == AttentionKernel::Fused);
+  CHECK(nn::resolve_attention_kernel(AttentionKernel::Gemm, q) == AttentionKernel::Gemm);  // explicit wins
   setenv("FATHOM_ATTENTION", "sdpa", 1);
   CHECK_THROWS_WITH(nn::resolve_attention_kernel(AttentionKernel::Auto, q),
                     Catch::Contains("FATHOM_ATTENTION: unknown attention kernel \"sdpa\""));
