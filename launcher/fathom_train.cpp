@@ -7,6 +7,7 @@
 // --eval-interval steps, and writes model.safetensors (GPT-2 layout) and config.json to --out.
 // Under `mpirun -np N` (or the fathom launcher) the same command trains data-parallel on N
 // ranks with the same global batch; rank 0 prints and writes.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -38,7 +39,7 @@ const char* kDefaultConfig = R"({
   "train_micro_batch_size_per_gpu": 16,
   "gradient_accumulation_steps": 1,
   "optimizer": {"type": "AdamW", "params": {"lr": 2e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}},
-  "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": @STEPS@, "warmup_num_steps": 20,
+  "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": @STEPS@, "warmup_num_steps": @WARMUP@,
                                                      "warmup_type": "linear", "cos_min_ratio": 0.1}},
   "gradient_clipping": 1.0,
   "steps_per_print": 10,
@@ -71,8 +72,13 @@ double validation_loss(models::GPT& model, data::DataLoader& loader, int max_bat
 int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) {
   const bool main_rank = runtime.is_main_process();
   if (opt.threads > 0) set_num_threads(opt.threads);
-  std::string builtin = kDefaultConfig;  // its schedule spans the run: --steps fills total_num_steps
+  // The built-in schedule spans the run: --steps fills total_num_steps, and the warm-up is a tenth
+  // of it, 2 to 20 steps (WarmupCosineLR wants at least 2, and a cosine phase of nonzero length).
+  int64_t warmup = std::clamp<int64_t>(opt.steps / 10, 2, 20);
+  if (warmup == opt.steps) ++warmup;
+  std::string builtin = kDefaultConfig;
   builtin.replace(builtin.find("@STEPS@"), 7, std::to_string(opt.steps));
+  builtin.replace(builtin.find("@WARMUP@"), 8, std::to_string(warmup));
   Config config = opt.config_path.empty() ? Config::from_string(builtin) : Config::from_file(opt.config_path);
   if (opt.seed) config.seed = *opt.seed;
 
@@ -150,7 +156,7 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
       engine.step();
       if (batch.micro_step + 1 < engine.options().gradient_accumulation_steps) continue;
       const int64_t step = engine.global_steps();
-      if (opt.eval_interval > 0 && (step % opt.eval_interval == 0 || step == opt.steps)) {
+      if (step == opt.steps || (opt.eval_interval > 0 && step % opt.eval_interval == 0)) {
         last_val = validation_loss(*model, val_loader, opt.eval_batches);
         if (main_rank) std::printf("step %lld/%lld | val loss %.3f\n", (long long)step, (long long)opt.steps, last_val);
         std::fflush(stdout);

@@ -20,14 +20,18 @@ const char* attention_kernel_name(AttentionKernel kernel) {
   return "?";
 }
 
+int64_t attention_probability_bytes(const Tensor& q) {
+  const int64_t rows = q.size(-1) == 0 ? 0 : q.numel() / q.size(-1);  // B * NH * T
+  return rows * q.size(-2) * static_cast<int64_t>(q.element_size());
+}
+
 AttentionKernel resolve_attention_kernel(AttentionKernel requested, const Tensor& q) {
   if (requested != AttentionKernel::Auto) return requested;
   if (const char* env = std::getenv("FATHOM_ATTENTION"); env != nullptr && *env != '\0') {
     const AttentionKernel from_env = parse_attention_kernel(env, "FATHOM_ATTENTION");
     if (from_env != AttentionKernel::Auto) return from_env;
   }
-  const bool half_precision = q.dtype() == DType::BF16 || q.dtype() == DType::F16;
-  return half_precision && q.size(-2) <= kAutoGemmAttentionMaxT ? AttentionKernel::Gemm : AttentionKernel::Fused;
+  return attention_probability_bytes(q) <= kAutoGemmAttentionMaxBytes ? AttentionKernel::Gemm : AttentionKernel::Fused;
 }
 
 }  // namespace fathom::nn

@@ -8,9 +8,11 @@
 //          (16-bit for bf16/f16 models: 403 MB per layer for GPT-2 at batch 16 x 1024) and of
 //          computing the masked upper triangle too. The scores are rounded to the model's dtype
 //          before the softmax (f32 inside it), as in PyTorch's math attention.
-//   auto   FATHOM_ATTENTION when it is set; otherwise gemm for f16/bf16 models with T <= 2048
-//          (tensor cores on CUDA; on the CPU too the GEMMs beat the fused loops for bf16, see
-//          docs/benchmarks.md) while the probabilities stay small, fused for f32/f64 and longer T.
+//   auto   FATHOM_ATTENTION when it is set; otherwise gemm while one layer's probabilities take at
+//          most kAutoGemmAttentionMaxBytes (1 GiB: GPT-2 at batch 16 x 1024 in bf16 takes 403 MB),
+//          fused beyond. The GEMMs win wherever they were measured — tensor cores on CUDA, and on
+//          the CPU 1.1-1.3x per training step in f32 and bf16 (docs/benchmarks.md) — so the fused
+//          kernel is the choice for memory, not speed.
 
 #include <string>
 
@@ -27,7 +29,10 @@ const char* attention_kernel_name(AttentionKernel kernel);
 // The kernel for queries `q` (B, NH, T, HS) when `requested` was asked for: never Auto.
 AttentionKernel resolve_attention_kernel(AttentionKernel requested, const Tensor& q);
 
-// Longest sequence auto sends to the gemm kernel.
-inline constexpr int64_t kAutoGemmAttentionMaxT = 2048;
+// The bytes of the probabilities the gemm kernel keeps for one layer: B * NH * T * T elements
+// of q's dtype, for q = (B, NH, T, HS).
+int64_t attention_probability_bytes(const Tensor& q);
+// The most auto lets the gemm kernel keep per layer.
+inline constexpr int64_t kAutoGemmAttentionMaxBytes = int64_t{1} << 30;
 
 }  // namespace fathom::nn

@@ -286,7 +286,9 @@ std::string markdown(const Setup& s, const std::vector<Row>& rows, const std::st
   out << "step: bf16 mixed precision, AdamW (lr 6e-4, betas 0.9/0.95, weight decay 0.1, no clipping) through "
          "fathom::initialize, world size 1, batch "
       << o.batch << " x " << o.seq << " tokens requested (the batch column says what ran; random tokens, one batch reused), wall clock between device synchronizations\n";
-  const Tensor query_like = Tensor::empty({1, m.n_head, o.seq, m.n_embd / m.n_head}, DType::BF16, o.device);
+  // The shape of one layer's queries decides auto's choice (a broadcast view: nothing allocated).
+  const Tensor query_like =
+      Tensor::zeros({1, 1, 1, 1}, DType::BF16).expand({o.batch, m.n_head, o.seq, m.n_embd / m.n_head});
   out << "attention kernel: "
       << nn::attention_kernel_name(nn::resolve_attention_kernel(m.attention, query_like))
       << " (nn/attention_kernel.h; --attention or FATHOM_ATTENTION to choose)\n";

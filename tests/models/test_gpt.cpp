@@ -84,9 +84,13 @@ TEST_CASE("attention kernel names: auto, fused, gemm; FATHOM_ATTENTION picks for
   CHECK_THROWS_WITH(nn::parse_attention_kernel("flash", "--attention"),
                     Catch::Contains("--attention: unknown attention kernel \"flash\"; use \"auto\", \"fused\" or \"gemm\""));
   const Tensor q = Tensor::zeros({1, 2, 8, 4}, DType::BF16);
+  CHECK(nn::attention_probability_bytes(q) == 1 * 2 * 8 * 8 * 2);
   CHECK(nn::resolve_attention_kernel(AttentionKernel::Auto, q) == AttentionKernel::Gemm);
-  CHECK(nn::resolve_attention_kernel(AttentionKernel::Auto, q.to(DType::F32)) == AttentionKernel::Fused);
-  const Tensor long_q = Tensor::zeros({1, 1, nn::kAutoGemmAttentionMaxT + 1, 4}, DType::BF16);
+  CHECK(nn::resolve_attention_kernel(AttentionKernel::Auto, q.to(DType::F32)) == AttentionKernel::Gemm);
+  // 2 x 16 x 8192^2 bf16 probabilities are 4 GiB: too many to keep, the fused kernel takes over
+  // (a broadcast view: the shape is all that matters).
+  const Tensor long_q = Tensor::zeros({1, 1, 1, 1}, DType::BF16).expand({2, 16, 8192, 64});
+  CHECK(nn::attention_probability_bytes(long_q) == int64_t{4} << 30);
   CHECK(nn::resolve_attention_kernel(AttentionKernel::Auto, long_q) == AttentionKernel::Fused);
   CHECK(nn::resolve_attention_kernel(AttentionKernel::Gemm, long_q) == AttentionKernel::Gemm);
   setenv("FATHOM_ATTENTION", "fused", 1);
