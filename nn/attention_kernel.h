@@ -4,15 +4,15 @@
 //   fused  kernels/attention.h: flash-style tiles that keep only each row's logsumexp for the
 //          backward (memory linear in T); SIMT arithmetic on CUDA, no tensor cores.
 //   gemm   matmul(q, k^T) -> causal_softmax -> matmul(., v), and their backward: every product is
-//          a cuBLASLt GEMM on tensor cores, at the price of keeping the (B, NH, T, T) probabilities
-//          (16-bit for bf16/f16 models: 403 MB per layer for GPT-2 at batch 16 x 1024) and of
-//          computing the masked upper triangle too. The scores are rounded to the model's dtype
-//          before the softmax (f32 inside it), as in PyTorch's math attention.
+//          a GEMM (cuBLASLt on CUDA, on tensor cores for bf16/f16), at the price of keeping the
+//          (B, NH, T, T) probabilities (403 MB per layer for GPT-2 at batch 16 x 1024 in bf16)
+//          and of computing the masked upper triangle too. The scores are rounded to the model's
+//          dtype before the softmax (f32 inside it), as in PyTorch's math attention.
 //   auto   FATHOM_ATTENTION when it is set; otherwise gemm while one layer's probabilities take at
-//          most kAutoGemmAttentionMaxBytes (1 GiB: GPT-2 at batch 16 x 1024 in bf16 takes 403 MB),
-//          fused beyond. The GEMMs win wherever they were measured — tensor cores on CUDA, and on
-//          the CPU 1.1-1.3x per training step in f32 and bf16 (docs/benchmarks.md) — so the fused
-//          kernel is the choice for memory, not speed.
+//          most kAutoGemmAttentionMaxBytes (1 GiB), fused beyond. On the CPU the gemm kernel made
+//          the training step 1.1-1.3x faster in f32 and bf16 (docs/benchmarks.md); on CUDA its
+//          16-bit products run on tensor cores, which the fused kernel does not use (fathom_kernel_bench
+//          compares the two there). The fused kernel is the choice for memory, not speed.
 
 #include <string>
 
