@@ -167,8 +167,9 @@ Tensor norm(const Tensor& x) {
 }
 
 // Device tensors write their sums of squares into one device vector that is read back once, so
-// the norm costs one synchronisation however many tensors there are. The sum over tensors is
-// in list order on the host, as for CPU tensors.
+// the norm costs one synchronisation however many tensors there are; contiguous f32 ones (fp32
+// master gradients, ZeRO's flat shards) take two kernel launches for the whole list, the others
+// one reduction each. The sum over tensors is in list order on the host, as for CPU tensors.
 double global_norm(const std::vector<Tensor>& tensors) {
   std::vector<double> squares(tensors.size(), 0.0);
   std::vector<size_t> on_device;
@@ -181,11 +182,27 @@ double global_norm(const std::vector<Tensor>& tensors) {
   if (!on_device.empty()) {
     const Tensor& first = tensors[on_device.front()];
     const Tensor slots = Tensor::empty({static_cast<int64_t>(on_device.size())}, DType::F64, first.device());
+    [[maybe_unused]] std::vector<kernels::SquaresTensor> list;  // reduced together below
     for (size_t k = 0; k < on_device.size(); ++k) {
       const Tensor& t = tensors[on_device[k]];
       check_same_device(t, first, "global_norm");
+      if (kCudaBuilt && t.dtype() == DType::F32 && t.is_contiguous()) {
+        list.push_back({t.data<float>(), t.numel(), slots.data<double>() + k, 0});
+        continue;
+      }
       const ReducePlanHost plan = plan_reduce(ReduceOp::SumOfSquares, t, {}, false, 0);
       reduce_into(ReduceOp::SumOfSquares, t, plan.layout, DType::F64, slots.data<double>() + k, 0);
+    }
+    if constexpr (kCudaBuilt) {
+      if (!list.empty()) {
+        int64_t chunks = 0;
+        for (const kernels::SquaresTensor& t : list) chunks += kernels::squares_chunks(t.n);
+        const int64_t table_words = launch::ceil_div(static_cast<int64_t>(list.size() * sizeof(list[0])), 8);
+        const Tensor table = Tensor::empty({table_words}, DType::I64, first.device());
+        const Tensor partials = Tensor::empty({chunks}, DType::F64, first.device());
+        kernels::sum_of_squares_multi_cuda(list.data(), static_cast<int64_t>(list.size()), table.raw_data(),
+                                           partials.data<double>(), cuda::current_stream());
+      }
     }
     const std::vector<double> host = slots.to_vector<double>();
     for (size_t k = 0; k < on_device.size(); ++k) squares[on_device[k]] = host[k];

@@ -58,4 +58,21 @@ inline launch::ReducePlan reduce_plan(const ReduceLayoutCuda& layout) {
 void reduce_cuda(ReduceOp op, DType in_dtype, DType out_dtype, void* out, const void* in,
                  const ReduceLayoutCuda& layout, int64_t correction, void* workspace, void* stream);
 
+// global_norm's multi-tensor form: the sum of squares (f64) of each of `count` contiguous f32
+// tensors (a host array), written to each entry's `out`, in two launches for the whole list.
+// Each tensor is cut into chunks of kSquaresChunk elements; a block reduces a chunk in a fixed
+// tree into partials[chunk], then one thread per tensor adds its chunks in order:
+// deterministic, no atomics. table: count * sizeof(SquaresTensor) bytes of device memory (the
+// list is copied there on `stream`); partials: the list's total squares_chunks doubles.
+inline constexpr int64_t kSquaresChunk = int64_t{1} << 16;
+inline constexpr int64_t squares_chunks(int64_t n) { return (n + kSquaresChunk - 1) / kSquaresChunk; }
+struct SquaresTensor {
+  const float* data = nullptr;
+  int64_t n = 0;            // > 0
+  double* out = nullptr;    // device memory
+  int64_t first_chunk = 0;  // filled in by the launcher
+};
+void sum_of_squares_multi_cuda(const SquaresTensor* tensors, int64_t count, void* table, double* partials,
+                               void* stream);
+
 }  // namespace fathom::kernels

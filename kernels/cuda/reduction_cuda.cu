@@ -14,7 +14,9 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/cuda/launch_check.h"
 #include "core/dtype.h"
@@ -308,6 +310,72 @@ void reduce_cuda(ReduceOp op, DType in_dtype, DType out_dtype, void* out, const 
     case DType::Bool: break;
   }
   bad_output("reduce: bool tensors are not supported");
+}
+
+namespace {
+
+// partials[c] = sum of squares of chunk c of the list (f64, fixed thread order and tree).
+__global__ void __launch_bounds__(kThreads)
+    squares_chunk_kernel(const SquaresTensor* table, int64_t count, int64_t total_chunks, double* partials) {
+  __shared__ double shared[kThreads];
+  for (int64_t c = blockIdx.x; c < total_chunks; c += gridDim.x) {
+    const int64_t owner = launch::chunk_owner([table](int64_t k) { return table[k].first_chunk; }, count, c);
+    const SquaresTensor t = table[owner];
+    const int64_t start = (c - t.first_chunk) * kSquaresChunk;
+    const int64_t end = start + kSquaresChunk < t.n ? start + kSquaresChunk : t.n;
+    double sum = 0;
+    for (int64_t i = start + threadIdx.x; i < end; i += kThreads) {
+      const double v = t.data[i];
+      sum += v * v;
+    }
+    shared[threadIdx.x] = sum;
+    __syncthreads();
+    for (int width = kThreads / 2; width > 0; width /= 2) {
+      if (static_cast<int>(threadIdx.x) < width) shared[threadIdx.x] += shared[threadIdx.x + width];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) partials[c] = shared[0];
+    __syncthreads();  // shared[0] is read before the next chunk overwrites the array
+  }
+}
+
+// *table[k].out = tensor k's chunks summed in order.
+__global__ void __launch_bounds__(kThreads)
+    squares_combine_kernel(const SquaresTensor* table, int64_t count, const double* partials) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < count; k += stride) {
+    const SquaresTensor t = table[k];
+    double sum = 0;
+    for (int64_t c = 0; c < squares_chunks(t.n); ++c) sum += partials[t.first_chunk + c];
+    *t.out = sum;
+  }
+}
+
+}  // namespace
+
+void sum_of_squares_multi_cuda(const SquaresTensor* tensors, int64_t count, void* table, double* partials,
+                               void* stream) {
+  if (count == 0) return;
+  std::vector<SquaresTensor> entries(tensors, tensors + count);
+  int64_t total_chunks = 0;
+  for (SquaresTensor& entry : entries) {
+    entry.first_chunk = total_chunks;
+    total_chunks += squares_chunks(entry.n);
+  }
+  const auto s = static_cast<cudaStream_t>(stream);
+  // A pageable source: the call returns once `entries` has been read, so it may go out of scope.
+  const cudaError_t status =
+      cudaMemcpyAsync(table, entries.data(), entries.size() * sizeof(SquaresTensor), cudaMemcpyHostToDevice, s);
+  if (status != cudaSuccess)
+    cuda::fail((std::string("global_norm: copying the tensor table failed: ") + cudaGetErrorString(status)).c_str(),
+               __FILE__, __LINE__);
+  const auto* device_table = static_cast<const SquaresTensor*>(table);
+  squares_chunk_kernel<<<launch::grid_stride_blocks(total_chunks, 1), kThreads, 0, s>>>(device_table, count,
+                                                                                        total_chunks, partials);
+  FATHOM_CUDA_CHECK_LAUNCH("squares_chunk_kernel");
+  squares_combine_kernel<<<launch::grid_stride_blocks(count, kThreads), kThreads, 0, s>>>(device_table, count,
+                                                                                          partials);
+  FATHOM_CUDA_CHECK_LAUNCH("squares_combine_kernel");
 }
 
 }  // namespace fathom::kernels

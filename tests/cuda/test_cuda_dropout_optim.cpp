@@ -7,6 +7,8 @@
 #include "core/generator.h"
 #include "core/cuda/cuda_runtime.h"
 #include "kernels/dropout.h"
+#include "kernels/reduction.h"
+#include "kernels/reduction_kernels.h"
 #include "nn/adam.h"
 #include "nn/sgd.h"
 #include "kernels/step_lists.h"
@@ -175,4 +177,23 @@ TEST_CASE("CUDA: nn::Adam and nn::Sgd step a whole group of device parameters wi
     sgd.step();
     if (step == 1) CHECK(cuda::kernel_launches() - launches == 1);
   }
+}
+
+TEST_CASE("CUDA global_norm: a list of contiguous f32 tensors in two launches, equal to the CPU", "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  Generator gen(35);
+  std::vector<Tensor> cpu;
+  for (int64_t n : {int64_t{1}, int64_t{4099}, kernels::kSquaresChunk, 3 * kernels::kSquaresChunk + 17, int64_t{0}})
+    cpu.push_back(uniform({n}, gen, -2, 2));
+  cpu.push_back(uniform({300, 7}, gen, -1, 1).transpose(0, 1));  // strided: its own reduction
+  cpu.push_back(uniform({513}, gen, -1, 1).to(DType::BF16));     // not f32: its own reduction
+  std::vector<Tensor> gpu;
+  for (const Tensor& t : cpu) gpu.push_back(t.to(kGpu));
+  CHECK(global_norm(gpu) == Approx(global_norm(cpu)).epsilon(1e-12));
+
+  const std::vector<Tensor> f32_only(gpu.begin(), gpu.begin() + 5);
+  const int64_t launches = cuda::kernel_launches();
+  const double norm = global_norm(f32_only);
+  CHECK(cuda::kernel_launches() - launches == 2);
+  CHECK(norm == Approx(global_norm(std::vector<Tensor>(cpu.begin(), cpu.begin() + 5))).epsilon(1e-12));
 }
