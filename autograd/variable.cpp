@@ -66,11 +66,19 @@ void Variable::set_name(std::string name) const {
 
 Variable Variable::detach() const { return Variable(data(), false, name()); }
 
-void Variable::add_grad_ready_hook(GradReadyHook hook) const {
+HookHandle Variable::add_grad_ready_hook(GradReadyHook hook) const {
   checked(impl_);
   FATHOM_CHECK(is_leaf(), "add_grad_ready_hook on \"", impl_->name, "\": grad-ready hooks are for leaf Variables");
-  impl_->grad_ready_hooks.push_back(std::move(hook));
+  const int id = impl_->next_hook_id++;
+  impl_->grad_ready_hooks.emplace_back(id, std::move(hook));
+  // The handle must not keep the parameter alive, nor fail once it is gone.
+  return HookHandle([weak = std::weak_ptr<VariableImpl>(impl_), id] {
+    if (const auto impl = weak.lock())
+      std::erase_if(impl->grad_ready_hooks, [id](const auto& entry) { return entry.first == id; });
+  });
 }
+
+size_t Variable::grad_ready_hook_count() const { return checked(impl_).grad_ready_hooks.size(); }
 
 void Variable::backward(const Tensor& grad_output, bool retain_graph) const {
   autograd::backward({*this}, {grad_output}, retain_graph);
@@ -107,7 +115,9 @@ TensorList AccumulateGrad::apply(TensorList&& grad_outputs) {
     }
   }
   const Variable leaf = Variable::from_impl(leaf_);
-  for (const GradReadyHook& hook : leaf_->grad_ready_hooks) hook(leaf);
+  // A copy: a hook may remove itself (or others) while running.
+  const auto hooks = leaf_->grad_ready_hooks;
+  for (const auto& [id, hook] : hooks) hook(leaf);
   return {};
 }
 

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "autograd/hook_handle.h"
 #include "autograd/node.h"
 #include "core/tensor.h"
 
@@ -32,7 +33,8 @@ struct VariableImpl {
   bool requires_grad = false;
   std::string name;
   std::weak_ptr<Node> grad_accumulator;  // a leaf's AccumulateGrad, shared by every use
-  std::vector<GradReadyHook> grad_ready_hooks;
+  std::vector<std::pair<int, GradReadyHook>> grad_ready_hooks;  // (id, hook), in install order
+  int next_hook_id = 0;
 };
 
 class Variable {
@@ -61,8 +63,10 @@ class Variable {
   void set_name(std::string name) const;
   // The same data, cut from the graph.
   Variable detach() const;
-  // Runs `hook` each backward once this leaf's gradient is final.
-  void add_grad_ready_hook(GradReadyHook hook) const;
+  // Runs `hook` each backward once this leaf's gradient is final, until the handle is reset or
+  // destroyed. Hooks run in the order they were installed.
+  HookHandle add_grad_ready_hook(GradReadyHook hook) const;
+  size_t grad_ready_hook_count() const;
   // backward from this scalar (or with an explicit gradient of the same shape).
   void backward(const Tensor& grad_output = Tensor(), bool retain_graph = false) const;
 

@@ -15,12 +15,6 @@
 
 namespace fathom::checkpoint {
 
-struct TensorSlot {
-  std::string name;
-  Shape shape;
-  int64_t offset = 0, numel = 0;
-};
-
 // The range of flat coordinates rank `rank` of `world` writes at ZeRO stage `stage`: its shard
 // (stages 1-3), or everything on rank 0 and nothing elsewhere (stage 0, where every rank holds
 // the same full state).

@@ -3,12 +3,15 @@
 #include <cmath>
 #include <cstdio>
 
+#include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "core/logging.h"
+#include "engine/schedule.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduction.h"
 #include "nn/dropout.h"
-#include "nn/grad_clipping.h"
+#include "nn/loss.h"
+#include "zero/replicated_state.h"
 
 namespace fathom {
 namespace {
@@ -17,39 +20,56 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }
 }  // namespace
 
-Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
-               std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options, MixedPrecision mixed,
-               DataParallel data_parallel)
-    : model_(std::move(model)), optimizer_(std::move(optimizer)), scheduler_(std::move(scheduler)),
-      options_(options), mixed_(std::move(mixed)), data_parallel_(std::move(data_parallel)) {
-  if (mixed_.fp16) {
-    FATHOM_CHECK(mixed_.masters != nullptr || data_parallel_.zero != nullptr,
-                 "Engine: fp16 loss scaling needs fp32 master weights");
-    scaler_.emplace(*mixed_.fp16);
-  }
+Engine::Engine(std::shared_ptr<nn::Module> model, std::unique_ptr<zero::TrainingState> state,
+               std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options,
+               std::optional<LossScalerOptions> fp16)
+    : model_(std::move(model)), state_(std::move(state)), scheduler_(std::move(scheduler)), options_(options),
+      schedule_(std::make_unique<GradientAccumulation>()) {
   FATHOM_CHECK(model_ != nullptr, "Engine: no model");
-  FATHOM_CHECK(optimizer_ != nullptr, "Engine: no optimizer");
+  FATHOM_CHECK(state_ != nullptr, "Engine: no training state");
+  claim_ = model_->claim("an engine");
+  if (fp16) {
+    FATHOM_CHECK(state_->keeps_masters(), "Engine: fp16 loss scaling needs fp32 master weights (a 16-bit model)");
+    scaler_.emplace(*fp16);
+  }
   FATHOM_CHECK(options_.gradient_accumulation_steps >= 1 && options_.micro_batch_size >= 1 &&
                    options_.dp_world_size >= 1,
                "Engine: micro_batch_size, gradient_accumulation_steps and dp_world_size must be >= 1");
-  const int64_t dp_ranks = data_parallel_.group ? data_parallel_.group->size() : 1;
-  FATHOM_CHECK(options_.dp_world_size == dp_ranks, "Engine: dp_world_size is ", options_.dp_world_size,
-               " but the data-parallel communicator has ", dp_ranks, " ranks");
-  FATHOM_CHECK(dp_ranks == 1 || data_parallel_.reducer || data_parallel_.zero,
-               "Engine: data parallelism needs a gradient reducer or a ZeRO optimizer");
+  FATHOM_CHECK(options_.dp_world_size == state_->data_group().size(), "Engine: dp_world_size is ",
+               options_.dp_world_size, " but the data-parallel group has ", state_->data_group().size(), " ranks");
   FATHOM_CHECK(options_.gradient_clipping >= 0, "Engine: gradient_clipping must be >= 0, got ",
                options_.gradient_clipping);
-  apply_scheduled_lr();  // the lr in force before the first step, as DeepSpeed sets it
+  if (optimizer()) apply_scheduled_lr();  // the lr in force before the first step, as DeepSpeed sets it
   nn::assign_dropout_streams(*model_);  // dropout masks keyed by module name, the same everywhere
 }
+
+namespace {
+std::unique_ptr<zero::TrainingState> single_process_state(const std::shared_ptr<nn::Module>& model,
+                                                          std::shared_ptr<nn::Optimizer> optimizer) {
+  FATHOM_CHECK(optimizer != nullptr, "Engine: no optimizer");
+  FATHOM_CHECK(model != nullptr, "Engine: no model");
+  const auto named = model->named_parameters();
+  return std::make_unique<zero::ReplicatedState>(named, zero::single_process_layout(named.size()),
+                                                 zero::ReplicatedOptions{},
+                                                 [&](const zero::NamedParameters&) { return optimizer; });
+}
+}  // namespace
+
+Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
+               std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options)
+    : Engine(model, single_process_state(model, std::move(optimizer)), std::move(scheduler), options) {}
+
+// The state goes first: its hooks point into it, and the claim is released last.
+Engine::~Engine() { state_.reset(); }
 
 void Engine::apply_scheduled_lr() {
   if (!scheduler_) return;
   const std::vector<double>& lrs = scheduler_->get_lrs();
-  for (size_t g = 0; g < lrs.size() && g < optimizer_->param_groups().size(); ++g) optimizer_->set_lr(g, lrs[g]);
+  nn::Optimizer& opt = *optimizer();
+  for (size_t g = 0; g < lrs.size() && g < opt.param_groups().size(); ++g) opt.set_lr(g, lrs[g]);
 }
 
-double Engine::lr() const { return optimizer_->lr(0); }
+double Engine::lr() const { return optimizer() ? optimizer()->lr(0) : 0.0; }
 
 autograd::Variable Engine::operator()(const autograd::Variable& input, const Tensor& sample_index) {
   if (!cycle_started_) {
@@ -65,97 +85,104 @@ autograd::Variable Engine::operator()(const autograd::Variable& input, const Ten
 }
 
 void Engine::backward(const autograd::Variable& loss) {
-  FATHOM_CHECK(loss.numel() == 1, "engine.backward: the loss must be a scalar, got shape ", shape_str(loss.sizes()));
-  const auto start = Clock::now();
+  FATHOM_CHECK(loss.numel() == 1, "engine.backward: the loss must be a scalar, got shape ", shape_str(loss.sizes()),
+               "; for other outputs pass their gradients: backward(outputs, grad_outputs)");
   const Tensor loss_value = loss.data().reshape({1}).to(DType::F64);
   loss_sum_ = loss_sum_.defined() ? add(loss_sum_, loss_value) : loss_value.clone();
+  run_backward({loss}, {Tensor()});
+}
+
+void Engine::backward(const autograd::VariableList& outputs, const autograd::TensorList& grad_outputs) {
+  FATHOM_CHECK(!outputs.empty() && outputs.size() == grad_outputs.size(), "engine.backward: ", outputs.size(),
+               " outputs but ", grad_outputs.size(), " gradients; pass one gradient per output");
+  run_backward(outputs, grad_outputs);
+}
+
+void Engine::run_backward(const autograd::VariableList& outputs, const autograd::TensorList& grad_outputs) {
+  const auto start = Clock::now();
   const double scale = loss_scale() / static_cast<double>(options_.gradient_accumulation_steps);
-  const bool boundary = is_gradient_accumulation_boundary();
-  if (data_parallel_.reducer) data_parallel_.reducer->prepare_backward(boundary);
-  if (data_parallel_.zero) data_parallel_.zero->prepare_backward(boundary);
-  (scale == 1.0 ? loss : autograd::mul(loss, scale)).backward();
-  if (data_parallel_.reducer) data_parallel_.reducer->finish_backward();
-  if (data_parallel_.zero) data_parallel_.zero->finish_backward();
+  state_->begin_backward(is_gradient_accumulation_boundary());
+  autograd::VariableList scaled;
+  for (const autograd::Variable& output : outputs) scaled.push_back(scale == 1.0 ? output : autograd::mul(output, scale));
+  autograd::backward(scaled, grad_outputs);
+  state_->end_backward();
   backward_ms_ += ms_since(start);
 }
 
 bool Engine::is_gradient_accumulation_boundary() const {
+  if (boundary_override_) return *boundary_override_;
   return (micro_steps_ + 1) % options_.gradient_accumulation_steps == 0;
-}
-
-autograd::VariableList Engine::optimizer_parameters() const {
-  if (!mixed_.masters) return model_->parameters();
-  autograd::VariableList out;
-  for (const auto& [name, master] : mixed_.masters->masters()) out.push_back(master);
-  return out;
 }
 
 void Engine::step() {
   const bool boundary = is_gradient_accumulation_boundary();
   ++micro_steps_;
-  if (!boundary) return;
+  if (boundary) optimizer_step();
+}
+
+void Engine::optimizer_step() {
+  FATHOM_CHECK(optimizer() != nullptr, "engine: an optimizer step on an engine without an optimizer (it was "
+               "initialized for evaluation); give the config an \"optimizer\" section to train");
   const auto start = Clock::now();
   StepReport report;
   report.loss_scale = loss_scale();
 
-  // fp16: an overflow anywhere skips the whole step; nothing but the scaler changes.
-  if (scaler_ && gradients_overflow()) {
+  // fp16: an overflow anywhere in the job skips the whole step; nothing but the scaler changes.
+  if (scaler_ && state_->gradients_overflow()) {
     report.skipped = true;
     ++skipped_steps_;
     scaler_->update(/*overflow=*/true);
-    zero_gradients();
-    report.lr = optimizer_->lr(0);
+    state_->zero_grad();
+    report.lr = lr();
     finish_cycle(report, start);
     return;
   }
-  unscale_gradients();
+  if (loss_scale() != 1.0) state_->scale_gradients(1.0 / loss_scale());
   report.grad_norm = clip_gradients();
-  if (data_parallel_.zero) data_parallel_.zero->step();  // the shard's step, then all-gather
-  else optimizer_->step();
-  report.lr = optimizer_->lr(0);  // the lr this step used
-  if (mixed_.masters) mixed_.masters->copy_masters_to_model();
+  state_->step();  // at ZeRO 1-2 the shard's step, then the all-gather
+  report.lr = lr();  // the lr this step used
   if (scaler_) scaler_->update(/*overflow=*/false);
   if (scheduler_) {
     scheduler_->step();
     apply_scheduled_lr();
   }
-  zero_gradients();
+  state_->zero_grad();
   finish_cycle(report, start);
 }
 
-bool Engine::gradients_overflow() const {
-  if (data_parallel_.zero) return data_parallel_.zero->gradients_overflow();
-  return mixed_.masters->gradients_overflow();
-}
-
-void Engine::unscale_gradients() {
-  if (loss_scale() == 1.0) return;
-  if (data_parallel_.zero) data_parallel_.zero->unscale_gradients(1.0 / loss_scale());
-  else if (mixed_.masters) mixed_.masters->unscale_gradients(1.0 / loss_scale());
-}
-
+// The global norm over the whole job; torch's and DeepSpeed's clipping coefficient.
 double Engine::clip_gradients() {
-  if (data_parallel_.zero) {
-    // The global norm over every rank's shard; torch's and DeepSpeed's clipping coefficient.
-    const double norm = data_parallel_.zero->gradient_norm();
-    if (options_.gradient_clipping > 0 && std::isfinite(norm)) {
-      const double coefficient = options_.gradient_clipping / (norm + 1e-6);
-      if (coefficient < 1.0) data_parallel_.zero->scale_gradients(coefficient);
-    }
-    return norm;
+  const double norm = state_->gradient_norm();
+  if (options_.gradient_clipping > 0 && std::isfinite(norm)) {
+    const double coefficient = options_.gradient_clipping / (norm + 1e-6);
+    if (coefficient < 1.0) state_->scale_gradients(coefficient);
   }
-  const auto params = optimizer_parameters();
-  if (options_.gradient_clipping > 0) return nn::clip_grad_norm(params, options_.gradient_clipping);
-  std::vector<Tensor> grads;
-  for (const auto& p : params)
-    if (p.grad().defined()) grads.push_back(p.grad());
-  return global_norm(grads);
+  return norm;
 }
 
-void Engine::zero_gradients() {
-  if (data_parallel_.zero) data_parallel_.zero->zero_grad();
-  else if (mixed_.masters) mixed_.masters->zero_grad();
-  else optimizer_->zero_grad();
+const StepReport& Engine::train_batch(const NextBatch& next, const LossFunction& loss) {
+  FATHOM_CHECK(next != nullptr, "engine.train_batch: no batch source");
+  const int64_t steps_before = global_steps_;
+  const LossFunction default_loss = [](const autograd::Variable& output, const data::Batch& batch) {
+    return nn::cross_entropy(output, batch.targets.to(output.device()), batch.loss_normaliser);
+  };
+  schedule_->run(*this, next, loss ? loss : default_loss);
+  FATHOM_CHECK(global_steps_ == steps_before + 1, "engine.train_batch: the schedule ran ", global_steps_ - steps_before,
+               " optimizer steps; it must run exactly one");
+  return last_report_;
+}
+
+void Engine::set_schedule(std::unique_ptr<Schedule> schedule) {
+  FATHOM_CHECK(schedule != nullptr, "engine.set_schedule: no schedule");
+  schedule_ = std::move(schedule);
+}
+
+nn::NamedTensors Engine::consolidated_state_dict() {
+  state_->gather_full_parameters();
+  nn::NamedTensors out;
+  for (const auto& [name, param] : model_->named_parameters()) out.emplace_back(name, param.data().to(kCPU).clone());
+  state_->release_full_parameters();
+  return out;
 }
 
 void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
@@ -166,7 +193,8 @@ void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
   report.samples = global_samples_;
   report.skipped_steps = skipped_steps_;
   report.loss = (loss_sum_.defined() ? loss_sum_.item() : 0.0) / static_cast<double>(options_.gradient_accumulation_steps);
-  if (data_parallel_.group) report.loss = data_parallel_.group->all_reduce_scalar(report.loss, distributed::ReduceOp::Avg);
+  if (state_->data_group().size() > 1)
+    report.loss = state_->data_group().all_reduce_scalar(report.loss, distributed::ReduceOp::Avg);
   report.seconds = cycle_started_ ? ms_since(cycle_start_) / 1000.0 : 0.0;
   if (report.seconds > 0) {
     report.samples_per_second = static_cast<double>(options_.train_batch_size()) / report.seconds;

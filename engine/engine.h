@@ -11,17 +11,22 @@
 // micro-batch and, at a boundary, clips by the global gradient norm, runs the optimizer,
 // advances the LR schedule (and writes its lr into the optimizer) and zeroes the gradients.
 //
-// Mixed precision (bf16/fp16, set up by fathom::initialize): the model computes in 16 bits,
-// the optimizer updates fp32 master weights. For fp16, backward also multiplies the loss by
-// the loss scale; at the boundary an Inf/NaN gradient skips the step (weights, optimizer state
-// and LR schedule untouched; the step still counts, as in DeepSpeed) and the scaler adapts.
+// Gradients, fp32 master weights and optimizer state belong to one zero::TrainingState
+// (zero/training_state.h) — replicated at stage 0 (with data-parallel averaging when the data
+// group has several ranks), sharded at ZeRO 1-3, with fp32 masters for a 16-bit model — and the
+// engine drives it without knowing which it is (docs/architecture.md). For fp16, backward also
+// multiplies the loss by the loss scale; at the boundary an Inf/NaN gradient anywhere in the
+// job skips the step (weights, optimizer state and LR schedule untouched; the step still
+// counts, as in DeepSpeed) and the scaler adapts. The reported loss is the mean over the
+// data-parallel ranks.
 //
-// Data parallelism (set up by fathom::initialize with a communicator): the backward that ends
-// an accumulation cycle averages gradients over the data-parallel ranks in buckets that start
-// while backward runs (parallel/gradient_reducer.h); other backwards communicate nothing. The
-// reported loss is the mean over the ranks.
+// The micro-step API, for schedules that are not one backward per micro-batch (a pipeline
+// stage): backward(outputs, grad_outputs) with the gradient received from the next stage,
+// set_gradient_accumulation_boundary, and optimizer_step() — the boundary's body. train_batch
+// runs one whole optimizer step through a schedule (gradient accumulation by default).
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <memory>
@@ -29,14 +34,15 @@
 
 #include "engine/data_loader.h"
 #include "engine/loss_scaler.h"
-#include "engine/master_weights.h"
 #include "nn/lr_schedule.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
-#include "parallel/gradient_reducer.h"
-#include "zero/zero_optimizer.h"
+#include "zero/training_state.h"
 
 namespace fathom {
+
+// The seed of dropout and data shuffling when the config has none ("seed").
+inline constexpr uint64_t kDefaultSeed = 1234;
 
 struct EngineOptions {
   int64_t micro_batch_size = 1;
@@ -45,7 +51,7 @@ struct EngineOptions {
   double gradient_clipping = 0.0;  // 0: off
   int64_t steps_per_print = 10;    // 0: never
   bool wall_clock_breakdown = false;
-  uint64_t seed = 1234;            // dropout's seed
+  uint64_t seed = kDefaultSeed;    // dropout's seed
   int64_t train_batch_size() const { return micro_batch_size * gradient_accumulation_steps * dp_world_size; }
 };
 
@@ -65,34 +71,56 @@ struct StepReport {
   int64_t skipped_steps = 0;     // fp16: skipped so far
 };
 
-// What initialize() sets up for bf16/fp16 training.
-struct MixedPrecision {
-  std::shared_ptr<MasterWeights> masters;     // the optimizer updates these
-  std::optional<LossScalerOptions> fp16;      // set for fp16: dynamic (or static) loss scaling
-};
-
-// What initialize() sets up for data parallelism: at stage 0 a gradient reducer (more than one
-// rank), at ZeRO stages 1-2 the sharded optimizer (any number of ranks).
-struct DataParallel {
-  std::shared_ptr<distributed::Communicator> group;          // the data-parallel ranks
-  std::shared_ptr<distributed::GradientReducer> reducer;     // stage 0: averages gradients
-  std::shared_ptr<zero::ZeroOptimizer> zero;                 // stages 1-2: shards states (and grads)
+class Engine;
+// A source of micro-batches and the loss of one, for train_batch.
+using NextBatch = std::function<data::Batch()>;
+using LossFunction = std::function<autograd::Variable(const autograd::Variable& output, const data::Batch& batch)>;
+// Drives the micro-batches of one optimizer step through the engine's micro-step API.
+class Schedule {
+ public:
+  virtual ~Schedule() = default;
+  virtual void run(Engine& engine, const NextBatch& next, const LossFunction& loss) = 0;
 };
 
 class Engine {
  public:
+  // The engine over `state` (fathom::initialize builds it from the config). `fp16`: dynamic or
+  // static loss scaling (the state must keep fp32 masters).
+  Engine(std::shared_ptr<nn::Module> model, std::unique_ptr<zero::TrainingState> state,
+         std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options,
+         std::optional<LossScalerOptions> fp16 = std::nullopt);
+  // One process, the model's own parameters updated by `optimizer` (the simple case).
   Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
-         std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options, MixedPrecision mixed = {},
-         DataParallel data_parallel = {});
+         std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
   // Forward through the model. `sample_index` (i64 [B]: the batch rows' global sample indices)
   // makes dropout reproduce the single-process run under any parallel layout.
   autograd::Variable operator()(const autograd::Variable& input, const Tensor& sample_index = Tensor());
+  // Backward from the micro-batch's loss, scaled by 1/gradient_accumulation_steps (and the fp16
+  // loss scale); the loss is recorded for the step's report.
   void backward(const autograd::Variable& loss);
+  // Backward from outputs with given gradients (a pipeline stage's output and the gradient the
+  // next stage sent), scaled like the loss would be. Records no loss.
+  void backward(const autograd::VariableList& outputs, const autograd::TensorList& grad_outputs);
+  // After every micro-batch: counts it and, at an accumulation boundary, runs optimizer_step().
   void step();
+  // The boundary's body: overflow check (fp16), unscale, clip by the global norm, optimizer
+  // step, LR schedule, zero gradients, report. Public for schedules that count micro-batches
+  // themselves.
+  void optimizer_step();
+  // One whole optimizer step: gradient_accumulation_steps micro-batches from `next` through the
+  // schedule (set_schedule; gradient accumulation by default). `loss` default: cross-entropy of
+  // the output against batch.targets with batch.loss_normaliser. Returns the step's report.
+  const StepReport& train_batch(const NextBatch& next, const LossFunction& loss = nullptr);
+  void set_schedule(std::unique_ptr<Schedule> schedule);
 
-  // True when the next step() completes an accumulation cycle (DeepSpeed's definition).
+  // True when the next step() completes an accumulation cycle (DeepSpeed's definition), unless
+  // set explicitly (DeepSpeed's set_gradient_accumulation_boundary; std::nullopt: counted again).
   bool is_gradient_accumulation_boundary() const;
+  void set_gradient_accumulation_boundary(std::optional<bool> boundary) { boundary_override_ = boundary; }
   int64_t global_steps() const { return global_steps_; }
   int64_t global_samples() const { return global_samples_; }
   int64_t micro_steps() const { return micro_steps_; }
@@ -100,14 +128,14 @@ class Engine {
   double lr() const;
   double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
   int64_t skipped_steps() const { return skipped_steps_; }
-  const std::shared_ptr<MasterWeights>& master_weights() const { return mixed_.masters; }
-  // Null with one data-parallel rank.
-  const std::shared_ptr<distributed::GradientReducer>& gradient_reducer() const { return data_parallel_.reducer; }
-  // Null unless ZeRO stage 1 or 2 is on.
-  const std::shared_ptr<zero::ZeroOptimizer>& zero_optimizer() const { return data_parallel_.zero; }
+  // The owner of gradients and optimizer state (its concrete type says the mode).
+  zero::TrainingState& training_state() const { return *state_; }
+  // Every parameter whole on every rank, in the model's order, on the host: the consolidated
+  // state dict (gathers at ZeRO-3; collective: every rank calls it).
+  nn::NamedTensors consolidated_state_dict();
 
   nn::Module& module() { return *model_; }
-  const std::shared_ptr<nn::Optimizer>& optimizer() const { return optimizer_; }
+  const std::shared_ptr<nn::Optimizer>& optimizer() const { return state_->optimizer(); }
   const std::shared_ptr<nn::LRScheduler>& scheduler() const { return scheduler_; }
   const EngineOptions& options() const { return options_; }
   // DeepSpeed's save_checkpoint / load_checkpoint (docs/checkpoints.md). Collective: every rank
@@ -130,22 +158,18 @@ class Engine {
  private:
   using Clock = std::chrono::steady_clock;
   void apply_scheduled_lr();
-  // Gradients the optimizer and clipping see: the fp32 masters' in mixed precision.
-  autograd::VariableList optimizer_parameters() const;
-  // The boundary's gradient checks, on whichever holds the gradients (ZeRO shards, masters, model).
-  bool gradients_overflow() const;
-  void unscale_gradients();
   double clip_gradients();  // returns the norm before clipping
-  void zero_gradients();
+  void run_backward(const autograd::VariableList& outputs, const autograd::TensorList& grad_outputs);
   void finish_cycle(StepReport& report, Clock::time_point step_start);
 
   std::shared_ptr<nn::Module> model_;
-  std::shared_ptr<nn::Optimizer> optimizer_;
+  std::unique_ptr<zero::TrainingState> state_;
+  autograd::HookHandle claim_;  // the model is this engine's while it lives
   std::shared_ptr<nn::LRScheduler> scheduler_;
   EngineOptions options_;
-  MixedPrecision mixed_;
-  DataParallel data_parallel_;
   std::optional<LossScaler> scaler_;
+  std::unique_ptr<Schedule> schedule_;
+  std::optional<bool> boundary_override_;
   int64_t skipped_steps_ = 0;
   int64_t global_steps_ = 0, global_samples_ = 0, micro_steps_ = 0;
   // The sum of this cycle's unscaled micro-batch losses (f64), kept on the loss's device and read

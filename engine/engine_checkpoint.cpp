@@ -31,7 +31,7 @@
 
 namespace fathom {
 namespace fs = std::filesystem;
-using checkpoint::TensorSlot;
+using TensorSlot = zero::FlatSlot;
 using zero::Range;
 
 namespace {
@@ -66,35 +66,6 @@ void write_atomically(const fs::path& path, const std::string& text) {
   fsync_path(path.parent_path());
 }
 
-// The slots' tensors, flattened and concatenated in flat order.
-Tensor concatenated(const std::vector<TensorSlot>& slots, const std::function<Tensor(size_t)>& tensor_of, DType dtype) {
-  const int64_t total = slots.empty() ? 0 : slots.back().offset + slots.back().numel;
-  Tensor flat = Tensor::empty({total}, dtype);
-  for (size_t s = 0; s < slots.size(); ++s)
-    flat.narrow(0, slots[s].offset, slots[s].numel).copy_(tensor_of(s).contiguous().view({slots[s].numel}));
-  return flat;
-}
-
-void scatter(const std::vector<TensorSlot>& slots, const Tensor& flat, const std::function<Tensor(size_t)>& target_of) {
-  for (size_t s = 0; s < slots.size(); ++s)
-    target_of(s).copy_(flat.narrow(0, slots[s].offset, slots[s].numel).view(slots[s].shape));
-}
-
-// The per-element tensor table of the engine's model: names, shapes and flat offsets.
-std::vector<TensorSlot> slots_of(nn::Module& model, const std::shared_ptr<zero::ZeroOptimizer>& zero) {
-  std::vector<TensorSlot> slots;
-  if (zero) {
-    for (const auto& slot : zero->flat_parameters().slots()) slots.push_back({slot.name, slot.shape, slot.offset, slot.numel});
-    return slots;
-  }
-  int64_t offset = 0;
-  for (const auto& [name, param] : model.named_parameters()) {
-    slots.push_back({name, param.sizes(), offset, param.numel()});
-    offset += param.numel();
-  }
-  return slots;
-}
-
 std::string shape_json(const Shape& shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
@@ -106,30 +77,6 @@ std::string number_json(double value) {
   out.precision(17);
   out << value;
   return out.str();
-}
-
-// Optimizer states by name ("exp_avg", ...), each a flat f32 tensor over `range`, from
-// state_dict keys "<param key>.<state>".
-std::map<std::string, Tensor> optimizer_states(const nn::OptimizerStateDict& dict, const std::vector<std::string>& keys,
-                                               const std::vector<TensorSlot>& slots, int64_t numel) {
-  std::map<std::string, Tensor> out;
-  const std::string prefix = keys.front() + ".";
-  for (const auto& [name, tensor] : dict.tensors)
-    if (name.rfind(prefix, 0) == 0) out[name.substr(prefix.size())] = Tensor();
-  for (auto& [state, flat] : out) {
-    if (keys.size() == 1) {  // one flat shard (ZeRO)
-      flat = dict.find_tensor(keys.front() + "." + state)->contiguous().view({-1});
-      continue;
-    }
-    flat = concatenated(slots, [&](size_t s) {
-      const Tensor* t = dict.find_tensor(keys[s] + "." + state);
-      FATHOM_CHECK(t != nullptr, "checkpoint: parameter \"", keys[s], "\" has no optimizer state \"", state,
-                   "\" (it never got a gradient); every parameter must have stepped before a checkpoint");
-      return *t;
-    }, DType::F32);
-    FATHOM_CHECK(flat.numel() == numel, "checkpoint: optimizer state size mismatch");
-  }
-  return out;
 }
 
 // Every rank's checksum of each state in `states` (the same list on every rank), gathered on
@@ -178,18 +125,22 @@ std::string shard_table_json(const Tensor& sums, const std::vector<std::string>&
 
 void Engine::save_checkpoint(const std::string& dir, std::string tag, const std::string& client_state) {
   nn::json::parse(client_state, "checkpoint client_state");  // must be JSON
+  FATHOM_CHECK(optimizer() != nullptr, "save_checkpoint: this engine has no optimizer (it evaluates only); "
+               "save its model with consolidated_state_dict() instead");
   if (tag.empty()) tag = "global_step" + std::to_string(global_steps_);
   FATHOM_CHECK(tag.find('/') == std::string::npos && tag != "latest" && !tag.empty(),
                "save_checkpoint: tag \"", tag, "\" must be a plain folder name (no '/', not \"latest\")");
-  distributed::Communicator* group = data_parallel_.group.get();
-  const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
-  const auto& zero = data_parallel_.zero;
-  const int stage = zero ? zero->stage() : 0;
-  const std::vector<TensorSlot> slots = slots_of(*model_, zero);
+  FATHOM_CHECK(state_->groups().tensor().size() == 1 && state_->groups().pipeline().size() == 1,
+               "save_checkpoint: checkpoints of tensor- or pipeline-parallel jobs are not supported yet (shard files "
+               "are named by data-parallel rank only); save from a data-parallel job");
+  distributed::Communicator* group = &state_->data_group();
+  const int rank = group->rank(), world = group->size();
+  const int stage = state_->stage();
+  const std::vector<TensorSlot> slots = state_->flat_slots();
   const int64_t numel = slots.empty() ? 0 : slots.back().offset + slots.back().numel;
   const Range mine = checkpoint::saved_range(numel, world, rank, stage);
-  const DType param_dtype = zero ? zero->flat_parameters().dtype() : model_->parameter(slots.front().name).dtype();
-  const bool has_master = param_dtype != DType::F32;  // mixed precision keeps fp32 masters
+  const DType param_dtype = state_->parameter_dtype();
+  const bool has_master = state_->keeps_masters();
   const fs::path final_dir = fs::path(dir) / tag, tmp_dir = fs::path(dir) / (tag + ".tmp");
 
   if (rank == 0) {
@@ -197,41 +148,17 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
     fs::remove_all(tmp_dir);  // a previous attempt's leftovers
     fs::create_directories(tmp_dir);
   }
-  if (group) group->barrier();
+  group->barrier();
 
   // This rank's range of every per-element state.
   std::vector<std::pair<std::string, Tensor>> tensors;
   autograd::NoGradGuard no_grad;
-  const auto add = [&](const std::string& name, const Tensor& flat, Range covers) {
-    const Tensor part = flat.narrow(0, mine.begin - covers.begin, mine.size());
-    tensors.emplace_back(name, part.device().is_cpu() ? part : part.to(kCPU));  // files are written from host memory
-  };
-  if (zero && stage == 3) add("param", zero->flat_parameters().owned(), zero->flat_parameters().partition().owned(rank));
-  else if (zero) add("param", zero->flat_parameters().buffer(), {0, zero->flat_parameters().partition().padded_numel()});
-  else if (mine.size() > 0)
-    add("param", concatenated(slots, [&](size_t s) { return model_->parameter(slots[s].name).data(); }, param_dtype),
-        {0, numel});
-  std::vector<std::string> state_names;
-  int64_t optimizer_step = 0;
-  {
-    const nn::OptimizerStateDict dict = optimizer_->state_dict();
-    std::vector<std::string> keys;
-    if (zero) keys = {"zero_shard"};
-    else for (const auto& slot : slots) keys.push_back(slot.name);
-    if (const double* step = dict.find_scalar(keys.front() + ".step")) optimizer_step = static_cast<int64_t>(*step);
-    if (optimizer_step > 0) {
-      const Range covers = zero ? zero->flat_parameters().partition().owned(rank) : Range{0, numel};
-      for (auto& [state, flat] : optimizer_states(dict, keys, slots, numel)) {
-        state_names.push_back(state);
-        if (mine.size() > 0 || zero) add("optim." + state, flat, covers);
-      }
-    }
+  for (const zero::FlatRange& state : state_->flat_ranges(mine)) {
+    const Tensor part = state.values.narrow(0, mine.begin - state.covers.begin, mine.size());
+    tensors.emplace_back(state.name, part.device().is_cpu() ? part : part.to(kCPU));  // files are written from host memory
   }
-  if (zero && has_master)
-    add("master", zero->master().data(), zero->flat_parameters().partition().owned(rank));
-  else if (mixed_.masters && mine.size() > 0)
-    add("master", concatenated(slots, [&](size_t s) { return mixed_.masters->masters()[s].second.data(); }, DType::F32),
-        {0, numel});
+  const int64_t optimizer_step = state_->optimizer_steps();
+  const std::vector<std::string> state_names = state_->optimizer_state_names();  // "exp_avg", ...
   // One file per kind of state; the checksums go to rank 0 for the index.
   std::map<std::string, std::vector<std::pair<std::string, Tensor>>> by_kind;
   for (const auto& entry : tensors) by_kind[checkpoint::state_kind(entry.first)].push_back(entry);
@@ -243,7 +170,7 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   if (has_master) states.push_back("master");
   for (const std::string& state : state_names) states.push_back("optim." + state);
   const Tensor sums = gathered_checksums(group, tensors, states);
-  if (group) group->barrier();
+  group->barrier();
 
   if (rank == 0) {
     std::string index = "{\n  \"format\": \"" + std::string(kFormat) + "\",\n  \"tag\": ";
@@ -260,18 +187,18 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
                "\", \"offset\": " + std::to_string(slots[s].offset) + "}";
     }
     index += "\n  ],\n  \"optimizer\": {\"type\": ";
-    nn::json::append_quoted(index, optimizer_->type());
+    nn::json::append_quoted(index, optimizer()->type());
     index += ", \"step\": " + std::to_string(optimizer_step) + ", \"states\": [";
     for (size_t i = 0; i < state_names.size(); ++i) {
       index += i ? ", " : "";
       nn::json::append_quoted(index, state_names[i]);
     }
     index += "], \"lr\": [";
-    for (size_t g = 0; g < optimizer_->param_groups().size(); ++g)
-      index += (g ? ", " : "") + number_json(optimizer_->lr(g));
+    for (size_t g = 0; g < optimizer()->param_groups().size(); ++g)
+      index += (g ? ", " : "") + number_json(optimizer()->lr(g));
     index += "], \"weight_decay\": [";
-    for (size_t g = 0; g < optimizer_->param_groups().size(); ++g)
-      index += (g ? ", " : "") + number_json(optimizer_->weight_decay(g));
+    for (size_t g = 0; g < optimizer()->param_groups().size(); ++g)
+      index += (g ? ", " : "") + number_json(optimizer()->weight_decay(g));
     index += "]},\n  \"engine\": {\"global_steps\": " + std::to_string(global_steps_) +
              ", \"global_samples\": " + std::to_string(global_samples_) + ", \"micro_steps\": " +
              std::to_string(micro_steps_) + ", \"skipped_steps\": " + std::to_string(skipped_steps_) + "}";
@@ -303,18 +230,16 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
     fsync_path(dir);
     write_atomically(fs::path(dir) / "latest", tag);
   }
-  if (group) group->barrier();
+  group->barrier();
 }
 
 std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
+  FATHOM_CHECK(optimizer() != nullptr, "load_checkpoint: this engine has no optimizer (it evaluates only); load "
+               "the model's weights with Module::load_state_dict instead");
   checkpoint::CheckpointReader saved(dir, tag);
   const nn::json::Value& index = saved.index();
   const std::string index_path = saved.index_path();
-  const auto& zero = data_parallel_.zero;
-  distributed::Communicator* group = data_parallel_.group.get();
-  const int rank = group ? group->rank() : 0;
-  const std::vector<TensorSlot> slots = slots_of(*model_, zero);
-  const int64_t numel = slots.empty() ? 0 : slots.back().offset + slots.back().numel;
+  const std::vector<TensorSlot> slots = state_->flat_slots();
   // The model must be the one saved: same tensors, same shapes, same order.
   const auto& saved_tensors = index.at("tensors").as_array();
   FATHOM_CHECK(saved_tensors.size() == slots.size(), "checkpoint ", index_path, " holds ",
@@ -327,62 +252,27 @@ std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
                  s, " is \"", name, "\" ", shape_str(shape), " but the model's is \"", slots[s].name, "\" ",
                  shape_str(slots[s].shape), "; it was saved from another model");
   }
-  const bool saved_master = index.at("mixed_precision").as_bool();
-  autograd::NoGradGuard no_grad;
-
-  // Parameters (an f32 model takes the fp32 masters when the checkpoint has them).
-  const std::string param_source = saved_master && !mixed_.masters && !(zero && zero->flat_parameters().dtype() != DType::F32)
-                                       ? "master" : "param";
-  if (zero && zero->stage() == 3) {
-    saved.read(param_source, zero->flat_parameters().owned(), zero->flat_parameters().partition().owned(rank));
-  } else if (zero) {
-    saved.read(param_source, zero->flat_parameters().buffer().narrow(0, 0, numel), {0, numel});
-  } else {
-    Tensor flat = Tensor::empty({numel}, model_->parameter(slots.front().name).dtype());
-    saved.read(param_source, flat, {0, numel});
-    scatter(slots, flat, [&](size_t s) { return model_->parameter(slots[s].name).data(); });
-  }
-  // fp32 master weights (from the saved parameters when the checkpoint was f32).
-  const std::string master_source = saved_master ? "master" : "param";
-  if (zero && zero->flat_parameters().dtype() != DType::F32) {
-    saved.read(master_source, zero->master().data(), zero->flat_parameters().partition().owned(rank));
-  } else if (mixed_.masters) {
-    Tensor flat = Tensor::empty({numel}, DType::F32);
-    saved.read(master_source, flat, {0, numel});
-    scatter(slots, flat, [&](size_t s) { return mixed_.masters->masters()[s].second.data(); });
-  }
-  if (zero) zero->reload_parameters();
-
-  // Optimizer states, resharded for this rank.
-  const nn::json::Value& optimizer = index.at("optimizer");
-  nn::OptimizerStateDict dict;
-  const auto& lrs = optimizer.at("lr").as_array();
-  const auto& decays = optimizer.at("weight_decay").as_array();
-  FATHOM_CHECK(optimizer.at("type").as_string() == optimizer_->type(), "checkpoint ", index_path,
-               ": its optimizer is ", optimizer.at("type").as_string(), " but this engine's is ", optimizer_->type());
-  FATHOM_CHECK(lrs.size() == optimizer_->param_groups().size(), "checkpoint ", index_path, ": ", lrs.size(),
-               " parameter groups saved, ", optimizer_->param_groups().size(), " in this optimizer");
+  const nn::json::Value& optimizer_index = index.at("optimizer");
+  nn::Optimizer& opt = *optimizer();
+  const auto& lrs = optimizer_index.at("lr").as_array();
+  const auto& decays = optimizer_index.at("weight_decay").as_array();
+  FATHOM_CHECK(optimizer_index.at("type").as_string() == opt.type(), "checkpoint ", index_path, ": its optimizer is ",
+               optimizer_index.at("type").as_string(), " but this engine's is ", opt.type());
+  FATHOM_CHECK(lrs.size() == opt.param_groups().size(), "checkpoint ", index_path, ": ", lrs.size(),
+               " parameter groups saved, ", opt.param_groups().size(), " in this optimizer");
+  zero::SavedStates saved_states;
+  saved_states.has_master = index.at("mixed_precision").as_bool();
+  saved_states.optimizer_step = optimizer_index.at("step").as_int64();
+  for (const auto& state : optimizer_index.at("states").as_array()) saved_states.optimizer_states.push_back(state.as_string());
   for (size_t g = 0; g < lrs.size(); ++g) {
-    dict.scalars.emplace_back("param_groups." + std::to_string(g) + ".lr", lrs[g].as_double());
-    dict.scalars.emplace_back("param_groups." + std::to_string(g) + ".weight_decay", decays.at(g).as_double());
+    saved_states.scalars.scalars.emplace_back("param_groups." + std::to_string(g) + ".lr", lrs[g].as_double());
+    saved_states.scalars.scalars.emplace_back("param_groups." + std::to_string(g) + ".weight_decay",
+                                              decays.at(g).as_double());
   }
-  const double step = static_cast<double>(optimizer.at("step").as_int64());
-  if (step > 0) {
-    const Range range = zero ? zero->flat_parameters().partition().owned(rank) : Range{0, numel};
-    for (const auto& state : optimizer.at("states").as_array()) {
-      Tensor flat = Tensor::empty({range.size()}, DType::F32);
-      saved.read("optim." + state.as_string(), flat, range);
-      if (zero) {
-        dict.tensors.emplace_back("zero_shard." + state.as_string(), flat);
-        continue;
-      }
-      for (const auto& slot : slots)
-        dict.tensors.emplace_back(slot.name + "." + state.as_string(), flat.narrow(0, slot.offset, slot.numel).view(slot.shape));
-    }
-    if (zero) dict.scalars.emplace_back("zero_shard.step", step);
-    else for (const auto& slot : slots) dict.scalars.emplace_back(slot.name + ".step", step);
-  }
-  optimizer_->load_state_dict(dict);
+  // Parameters, fp32 masters and optimizer states, resharded for this rank's layout.
+  state_->load_flat_ranges(
+      [&](const std::string& name, const Tensor& target, Range covers) { saved.read(name, target, covers); },
+      saved_states);
 
   // Schedule, loss scaler, counters, data position.
   const nn::json::Value& engine = index.at("engine");

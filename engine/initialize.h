@@ -23,10 +23,15 @@ struct Initialized {
   std::shared_ptr<nn::LRScheduler> scheduler;  // null without a "scheduler" section
 };
 
-// data_parallel_group: the ranks that train on different data (runtime.groups().data_ptr(), or
-// runtime.world_ptr() without model parallelism); null for one process. With it, the batch
-// sizes are checked against its size, the model's parameters are broadcast from its rank 0,
-// the loader gives each rank its part of every global batch, and the engine averages gradients.
+// groups: the job's process groups (runtime.groups(pp, tp)). The batch sizes are checked against
+// the data group's size, the model's parameters are broadcast from rank 0 of their data group
+// (and of the tensor group for replicated ones, nn/placement.h), the loader gives each data rank
+// its part of every global batch, and the training state reduces over the groups.
+Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
+                       std::shared_ptr<const data::Dataset> training_data, const distributed::ProcessGroups& groups);
+
+// Data parallelism only: data_parallel_group is the ranks that train on different data
+// (runtime.world_ptr()); null for one process.
 Initialized initialize(Config config, std::shared_ptr<nn::Module> model,
                        std::shared_ptr<nn::Optimizer> optimizer = nullptr,
                        std::shared_ptr<const data::Dataset> training_data = nullptr,

@@ -170,15 +170,12 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
     }
   }
 
-  // ZeRO-3 keeps shards only: every rank joins the gather, rank 0 writes the whole model.
-  if (const auto& zero = engine.zero_optimizer()) zero->gather_full_parameters();
-  if (!main_rank) {
-    if (const auto& zero = engine.zero_optimizer()) zero->release_full_parameters();
-    return 0;
-  }
+  // Every rank joins the consolidation (ZeRO-3 gathers its shards); rank 0 writes the model.
+  const nn::NamedTensors weights = engine.consolidated_state_dict();
+  if (!main_rank) return 0;
   std::filesystem::create_directories(opt.out_dir);
   const std::string model_path = (std::filesystem::path(opt.out_dir) / "model.safetensors").string();
-  models::save_gpt2_safetensors(*model, model_path);
+  models::save_gpt2_safetensors(model->config(), weights, model_path);
   std::ofstream(std::filesystem::path(opt.out_dir) / "config.json") << config.to_json() << "\n";
   std::printf("fathom-train: done in %s: train loss %.3f, val loss %.3f; wrote %s and config.json\n",
               clock_text(elapsed()).c_str(), engine.last_report().loss, last_val, model_path.c_str());

@@ -27,12 +27,15 @@ bool is_mask_buffer(const std::string& name) {
 }  // namespace
 
 void save_gpt2_safetensors(const GPT& model, const std::string& path) {
+  nn::NamedTensors weights;
+  for (const auto& [name, parameter] : model.named_parameters()) weights.emplace_back(name, parameter.data());
+  save_gpt2_safetensors(model.config(), weights, path);
+}
+
+void save_gpt2_safetensors(const GPTConfig& c, const nn::NamedTensors& weights, const std::string& path) {
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& [name, parameter] : model.named_parameters()) {
-    const Tensor& data = parameter.data();
+  for (const auto& [name, data] : weights)
     tensors.emplace_back(name, is_conv1d_weight(name) ? data.t() : data);  // the writer copies views
-  }
-  const GPTConfig& c = model.config();
   nn::save_safetensors(path, tensors,
                    {{"fathom.model", "gpt"},
                     {"n_layer", std::to_string(c.n_layer)},

@@ -15,6 +15,8 @@
 namespace fathom::models {
 
 void save_gpt2_safetensors(const GPT& model, const std::string& path);
+// The same from named weights in the model's order (an engine's consolidated_state_dict()).
+void save_gpt2_safetensors(const GPTConfig& config, const nn::NamedTensors& weights, const std::string& path);
 void load_gpt2_safetensors(GPT& model, const std::string& path);
 
 }  // namespace fathom::models

@@ -20,14 +20,14 @@ VariableList Module::forward(const VariableList& inputs) {
 
 VariableList Module::operator()(const VariableList& inputs) {
   VariableList in = inputs;
-  for (auto& [id, hook] : pre_hooks_) hook(*this, in);
+  for (auto& [id, hook] : hooks_->pre) hook(*this, in);
   VariableList out = forward(in);
-  for (auto& [id, hook] : post_hooks_) hook(*this, in, out);
+  for (auto& [id, hook] : hooks_->post) hook(*this, in, out);
   return out;
 }
 
 Variable Module::operator()(const Variable& input) {
-  if (pre_hooks_.empty() && post_hooks_.empty()) return forward(input);
+  if (hooks_->pre.empty() && hooks_->post.empty()) return forward(input);
   const VariableList out = (*this)(VariableList{input});
   FATHOM_CHECK(out.size() == 1, type_name(), ": returned ", out.size(), " outputs where one was expected");
   return out[0];
@@ -136,6 +136,30 @@ Variable Module::parameter(const std::string& dotted_name) const {
   FATHOM_FAIL(type_name(), ": no parameter named \"", dotted_name, "\"", close.empty() ? "" : "; similar: " + close);
 }
 
+void Module::set_placement(const std::string& name, Placement placement) {
+  const bool known = std::any_of(parameters_.begin(), parameters_.end(), [&](const auto& p) { return p.first == name; });
+  FATHOM_CHECK(known, type_name(), ": set_placement: no parameter \"", name, "\" registered here");
+  FATHOM_CHECK(placement.num_shards >= 1 && placement.shard_index >= 0 && placement.shard_index < placement.num_shards,
+               type_name(), ": placement of \"", name, "\": shard ", placement.shard_index, " of ",
+               placement.num_shards, " does not exist");
+  placements_[name] = std::move(placement);
+}
+
+Placement Module::placement(const std::string& dotted_name) const {
+  const Module* owner = this;
+  std::string rest = dotted_name;
+  for (size_t dot; (dot = rest.find('.')) != std::string::npos;) {
+    const std::string child = rest.substr(0, dot);
+    const auto it = std::find_if(owner->children_.begin(), owner->children_.end(),
+                                 [&](const auto& entry) { return entry.first == child; });
+    if (it == owner->children_.end()) return {};
+    owner = it->second.get();
+    rest = rest.substr(dot + 1);
+  }
+  const auto found = owner->placements_.find(rest);
+  return found == owner->placements_.end() ? Placement{} : found->second;
+}
+
 int64_t Module::parameter_count() const {
   int64_t total = 0;
   for (const auto& [name, parameter] : named_parameters()) total += parameter.numel();
@@ -238,19 +262,38 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   for (const auto& [target, source] : copies) target->copy_(source->to(target->device()));
 }
 
-int Module::register_forward_pre_hook(ForwardPreHook hook) {
-  pre_hooks_[next_hook_id_] = std::move(hook);
-  return next_hook_id_++;
+namespace {
+template <typename Map>
+autograd::HookHandle remover(const std::shared_ptr<Map>& hooks, int id) {
+  return autograd::HookHandle([weak = std::weak_ptr<Map>(hooks), id] {
+    if (const auto alive = weak.lock()) {
+      alive->pre.erase(id);
+      alive->post.erase(id);
+    }
+  });
+}
+}  // namespace
+
+autograd::HookHandle Module::claim(const std::string& by) {
+  FATHOM_CHECK(claimed_by_->empty(), type_name(), ": this model is already trained by ", *claimed_by_,
+               "; one engine per model: destroy the first engine before initializing another on the same model (for "
+               "several models side by side, e.g. actor and critic, give each engine its own model)");
+  *claimed_by_ = by;
+  return autograd::HookHandle([weak = std::weak_ptr<std::string>(claimed_by_)] {
+    if (const auto claimed = weak.lock()) claimed->clear();
+  });
 }
 
-int Module::register_forward_hook(ForwardHook hook) {
-  post_hooks_[next_hook_id_] = std::move(hook);
-  return next_hook_id_++;
+autograd::HookHandle Module::register_forward_pre_hook(ForwardPreHook hook) {
+  const int id = hooks_->next_id++;
+  hooks_->pre[id] = std::move(hook);
+  return remover(hooks_, id);
 }
 
-void Module::remove_hook(int id) {
-  pre_hooks_.erase(id);
-  post_hooks_.erase(id);
+autograd::HookHandle Module::register_forward_hook(ForwardHook hook) {
+  const int id = hooks_->next_id++;
+  hooks_->post[id] = std::move(hook);
+  return remover(hooks_, id);
 }
 
 }  // namespace fathom::nn

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "nn/placement.h"
 
 namespace fathom::nn {
 
@@ -63,6 +64,10 @@ class Module {
   std::vector<std::pair<std::string, Module*>> named_modules();
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const { return children_; }
   Variable parameter(const std::string& dotted_name) const;  // throws naming close matches
+  // A parameter's parallel placement (nn/placement.h), set by the layer that registered it;
+  // replicated unless set. `name` is local to this module; `dotted_name` as named_parameters.
+  void set_placement(const std::string& name, Placement placement);
+  Placement placement(const std::string& dotted_name) const;
   int64_t parameter_count() const;
 
   void train(bool training = true);
@@ -88,9 +93,15 @@ class Module {
 
   using ForwardPreHook = std::function<void(Module&, VariableList& inputs)>;
   using ForwardHook = std::function<void(Module&, const VariableList& inputs, VariableList& outputs)>;
-  int register_forward_pre_hook(ForwardPreHook hook);
-  int register_forward_hook(ForwardHook hook);
-  void remove_hook(int id);
+  // One trainer at a time: an engine claims the model it trains and holds the claim while it
+  // lives. A second claim is an error naming the first (two engines would both install
+  // gradient hooks and reduce every gradient twice); destroying the first releases it.
+  autograd::HookHandle claim(const std::string& by);
+
+  // Installed until the returned handle is reset or destroyed (which may outlive the module).
+  autograd::HookHandle register_forward_pre_hook(ForwardPreHook hook);
+  autograd::HookHandle register_forward_hook(ForwardHook hook);
+  size_t forward_hook_count() const { return hooks_->pre.size() + hooks_->post.size(); }
 
  protected:
   // Points an existing parameter name at another Variable (weight tying).
@@ -103,12 +114,18 @@ class Module {
                           std::vector<const void*>& seen) const;
 
   std::vector<std::pair<std::string, Variable>> parameters_;
+  std::map<std::string, Placement> placements_;  // by local parameter name; absent: replicated
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
-  std::map<int, ForwardPreHook> pre_hooks_;
-  std::map<int, ForwardHook> post_hooks_;
-  int next_hook_id_ = 0;
+  // Shared with the handles (weakly), so a handle outliving the module removes nothing.
+  struct Hooks {
+    std::map<int, ForwardPreHook> pre;
+    std::map<int, ForwardHook> post;
+    int next_id = 0;
+  };
+  std::shared_ptr<Hooks> hooks_ = std::make_shared<Hooks>();
+  std::shared_ptr<std::string> claimed_by_ = std::make_shared<std::string>();  // "" unclaimed
 };
 
 }  // namespace fathom::nn

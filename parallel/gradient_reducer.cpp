@@ -36,8 +36,6 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> group, std::vecto
   MemoryTagScope tag(MemoryTag::Gradients);
   for (size_t b = 0; b < buckets_.size(); ++b)
     buckets_[b].flat = Tensor::zeros({sizes[b]}, dtypes[b], parameters_.front().holder.device());
-  for (size_t k = 0; k < parameters_.size(); ++k)
-    parameters_[k].hooked.add_grad_ready_hook([this, k](const autograd::Variable&) { on_gradient_ready(k); });
 }
 
 void GradientReducer::record(Event::Kind kind, int bucket) {
@@ -91,7 +89,7 @@ void GradientReducer::copy_in(size_t k) {
   ++buckets_[bucket_of_[k]].ready;
 }
 
-void GradientReducer::on_gradient_ready(size_t k) {
+void GradientReducer::gradient_ready(size_t k) {
   if (!reducing_ || !options_.overlap) return;
   copy_in(k);
   launch_ready_buckets();

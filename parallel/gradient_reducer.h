@@ -3,8 +3,8 @@
 //
 // Parameters are packed, in reverse order (the order backward produces their gradients), into
 // buckets of about `bucket_elements` (zero_optimization.reduce_bucket_size). As each
-// parameter's gradient becomes final in a backward that ends an accumulation cycle (its
-// grad-ready hook), it is copied into its bucket; a full bucket's all-reduce (avg) starts at
+// parameter's gradient becomes final in a backward that ends an accumulation cycle (the owner's
+// grad-ready hook calls gradient_ready), it is copied into its bucket; a full bucket's all-reduce (avg) starts at
 // once on the communicator's progress thread while backward goes on computing. Buckets start
 // strictly in index order, so every rank issues the same collectives in the same order even if
 // gradients become ready in a different order. finish_backward() waits for the buckets and
@@ -32,7 +32,6 @@ namespace fathom::distributed {
 
 struct ReducedParameter {
   std::string name;
-  autograd::Variable hooked;  // the parameter whose grad-ready hook signals readiness
   autograd::Variable holder;  // whose grad() is reduced (the fp32 master in mixed precision)
 };
 
@@ -50,6 +49,8 @@ class GradientReducer {
 
   // Before each micro-batch's backward: whether this backward ends an accumulation cycle.
   void prepare_backward(bool reduce);
+  // During it: parameter `index`'s gradient is final (its owner's grad-ready hook).
+  void gradient_ready(size_t index);
   // After it: averaged gradients in every holder (a no-op when not reducing).
   void finish_backward();
 
@@ -75,7 +76,6 @@ class GradientReducer {
     size_t ready = 0;
     WorkHandle work;
   };
-  void on_gradient_ready(size_t parameter);
   Tensor slot_of(size_t parameter) const;  // the parameter's slice of its bucket (flat)
   bool is_view(size_t parameter) const;    // its gradient is that slice
   void attach_gradient_views();

@@ -1,5 +1,7 @@
 #include "parallel/topology.h"
 
+#include "parallel/local_communicator.h"
+
 #include "core/error.h"
 
 namespace fathom::distributed {
@@ -80,6 +82,38 @@ ProcessGroups::ProcessGroups(const std::shared_ptr<Communicator>& world, const T
   pipeline_ = split(Axis::Pipeline);
   data_ = split(Axis::Data);
   tensor_ = split(Axis::Tensor);
+}
+
+ProcessGroups ProcessGroups::data_parallel(std::shared_ptr<Communicator> data) {
+  FATHOM_CHECK(data != nullptr, "process groups: no data-parallel communicator");
+  ProcessGroups groups(Topology(data->size()));
+  groups.coord_ = {0, data->rank(), 0};
+  groups.pipeline_ = std::make_shared<LocalCommunicator>();
+  groups.tensor_ = std::make_shared<LocalCommunicator>();
+  groups.data_ = std::move(data);
+  return groups;
+}
+
+void ProcessGroups::set_device_groups(std::shared_ptr<Communicator> pipeline, std::shared_ptr<Communicator> data,
+                                      std::shared_ptr<Communicator> tensor) {
+  FATHOM_CHECK(pipeline && data && tensor, "process groups: a device communicator for every axis, or none");
+  const auto check = [](const Communicator& device, const Communicator& host) {
+    FATHOM_CHECK(device.size() == host.size() && device.rank() == host.rank(), "process groups: the device "
+                 "communicator \"", device.name(), "\" has rank ", device.rank(), " of ", device.size(),
+                 " but its host group has rank ", host.rank(), " of ", host.size());
+  };
+  check(*pipeline, *pipeline_);
+  check(*data, *data_);
+  check(*tensor, *tensor_);
+  device_pipeline_ = std::move(pipeline);
+  device_data_ = std::move(data);
+  device_tensor_ = std::move(tensor);
+}
+
+const std::shared_ptr<Communicator>& ProcessGroups::for_device(Axis axis, Device device) const {
+  const std::shared_ptr<Communicator>& on_device =
+      axis == Axis::Pipeline ? device_pipeline_ : axis == Axis::Data ? device_data_ : device_tensor_;
+  return on_device && on_device->accepts(device) ? on_device : group_ptr(axis);
 }
 
 const std::shared_ptr<Communicator>& ProcessGroups::group_ptr(Axis axis) const {

@@ -5,7 +5,9 @@
 //   rank = (pipeline * data_size + data) * tensor_size + tensor
 //
 // Topology is pure arithmetic (testable anywhere); ProcessGroups holds this rank's
-// communicator along each axis, made by splitting the world.
+// communicator along each axis, made by splitting the world: an MPI one for host tensors
+// (checkpoint checksums, config agreement, scalars) and, when every rank has its own GPU, an
+// NCCL one for device tensors (gradient reductions, ZeRO's gathers). for_device() picks.
 
 #include <memory>
 #include <string>
@@ -48,6 +50,9 @@ class ProcessGroups {
  public:
   // Collective over `world`: splits it into one communicator per axis.
   ProcessGroups(const std::shared_ptr<Communicator>& world, const Topology& topology);
+  // Data parallelism only, over an existing communicator (the tensor and pipeline groups are
+  // one-rank local communicators). Not collective.
+  static ProcessGroups data_parallel(std::shared_ptr<Communicator> data);
 
   const Topology& topology() const { return topology_; }
   GridCoord coord() const { return coord_; }
@@ -55,13 +60,26 @@ class ProcessGroups {
   const std::shared_ptr<Communicator>& group_ptr(Axis axis) const;
   Communicator& data() const { return group(Axis::Data); }
   const std::shared_ptr<Communicator>& data_ptr() const { return group_ptr(Axis::Data); }
+  const std::shared_ptr<Communicator>& tensor_ptr() const { return group_ptr(Axis::Tensor); }
+  const std::shared_ptr<Communicator>& pipeline_ptr() const { return group_ptr(Axis::Pipeline); }
   Communicator& tensor() const { return group(Axis::Tensor); }
   Communicator& pipeline() const { return group(Axis::Pipeline); }
 
+  // The communicator for tensors on `device` along `axis`: the axis's device communicator when
+  // it takes tensors on that device, the host one otherwise (MPI also takes device tensors,
+  // staged through host memory).
+  const std::shared_ptr<Communicator>& for_device(Axis axis, Device device) const;
+  // Device (NCCL) communicators, one per axis, with the same ranks as the host ones.
+  void set_device_groups(std::shared_ptr<Communicator> pipeline, std::shared_ptr<Communicator> data,
+                         std::shared_ptr<Communicator> tensor);
+  bool has_device_groups() const { return device_data_ != nullptr; }
+
  private:
+  explicit ProcessGroups(const Topology& topology) : topology_(topology) {}
   Topology topology_;
   GridCoord coord_;
   std::shared_ptr<Communicator> pipeline_, data_, tensor_;
+  std::shared_ptr<Communicator> device_pipeline_, device_data_, device_tensor_;  // null without
 };
 
 }  // namespace fathom::distributed

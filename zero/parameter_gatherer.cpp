@@ -120,8 +120,10 @@ void ParameterGatherer::install_hooks(nn::Module& model) {
     if (slots.empty()) continue;
     const size_t m = module_slots_.size();
     module_slots_.push_back(slots);
-    module->register_forward_pre_hook([this, m](nn::Module&, autograd::VariableList&) { on_module_forward(m, true); });
-    module->register_forward_hook([this, m](nn::Module&, const autograd::VariableList&, autograd::VariableList& outputs) {
+    hooks_.push_back(module->register_forward_pre_hook(
+        [this, m](nn::Module&, autograd::VariableList&) { on_module_forward(m, true); }));
+    hooks_.push_back(module->register_forward_hook([this, m](nn::Module&, const autograd::VariableList&,
+                                                             autograd::VariableList& outputs) {
       on_module_forward(m, false);
       autograd::VariableList needs_grad;
       std::vector<size_t> where;
@@ -131,7 +133,7 @@ void ParameterGatherer::install_hooks(nn::Module& model) {
       const autograd::VariableList wrapped =
           autograd::apply_function(std::make_shared<GatherBeforeBackward>(*this, module_slots_[m]), needs_grad);
       for (size_t i = 0; i < where.size(); ++i) outputs[where[i]] = wrapped[i];
-    });
+    }));
   }
 }
 

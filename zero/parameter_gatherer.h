@@ -36,7 +36,7 @@ class ParameterGatherer {
   ParameterGatherer(const FlatParameters& flat, std::shared_ptr<distributed::Communicator> group,
                     GatherOptions options);
 
-  // Forward pre/post hooks on every module with parameters of its own.
+  // Forward pre/post hooks on every module with parameters of its own, removed with the gatherer.
   void install_hooks(nn::Module& model);
 
   void gather(size_t slot);    // full data in the parameter (waits for a prefetch in flight)
@@ -83,6 +83,7 @@ class ParameterGatherer {
   int64_t in_flight_elements_ = 0;  // gathers started and not yet installed
   int64_t gathers_issued_ = 0;
   std::vector<Event> events_, last_step_events_;
+  std::vector<autograd::HookHandle> hooks_;
 };
 
 }  // namespace fathom::zero

@@ -12,6 +12,7 @@
 #include "engine/initialize.h"
 #include "models/gpt.h"
 #include "nn/loss.h"
+#include "zero/replicated_state.h"
 #include "parallel/runtime.h"
 
 using namespace fathom;
@@ -40,10 +41,12 @@ Timing measure(distributed::Runtime& runtime, bool overlap, int steps) {
   Initialized init = initialize(Config::from_string(config), model, nullptr, dataset, runtime.world_ptr());
   std::vector<double> step_ms, communication_ms;
   init.engine->on_step([&](const StepReport& r) { step_ms.push_back(r.seconds * 1e3); });
+  const auto* state = dynamic_cast<const zero::ReplicatedState*>(&init.engine->training_state());
+  const distributed::GradientReducer* reducer = state ? state->reducer() : nullptr;
   for (const data::Batch& batch : *init.loader) {
     init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs), batch.sample_index),
                                             batch.targets, batch.loss_normaliser));
-    if (init.engine->gradient_reducer()) communication_ms.push_back(init.engine->gradient_reducer()->last_communication_seconds() * 1e3);
+    if (reducer) communication_ms.push_back(reducer->last_communication_seconds() * 1e3);
     init.engine->step();
     if (init.engine->global_steps() >= steps) break;
   }

@@ -34,7 +34,7 @@
 #include "nn/loss.h"
 #include "parallel/runtime.h"
 #include "zero/memory_estimate.h"
-#include "zero/zero_optimizer.h"
+#include "zero/sharded_state.h"
 
 using namespace fathom;
 
@@ -119,7 +119,7 @@ Result run_stage(distributed::Runtime& runtime, int stage, const Options& option
   r.measured.optimizer_states = max_over_ranks(world, m.optimizer_states);
   r.communication_peak = max_over_ranks(world, model_state_bytes(/*peak=*/true).communication);
   r.peak_live = max_over_ranks(world, std::max(peak_through_warmup, cpu.stats().snapshot().total.peak));
-  if (const zero::ParameterGatherer* gatherer = stage == 3 ? init.engine->zero_optimizer()->gatherer() : nullptr)
+  if (const zero::ParameterGatherer* gatherer = stage == 3 ? zero::as_sharded(init.engine->training_state())->gatherer() : nullptr)
     r.peak_gathered_elements = max_over_ranks(world, gatherer->peak_gathered_elements());
   r.formula = zero::estimate_model_states({.parameters = psi,
                                            .world_size = runtime.size(),

@@ -40,7 +40,8 @@ Run run(bool use_checkpoint) {
   const Variable w1(uniform({256}, init, -1, 1), true, "w1");
   const Variable w2(uniform({256}, init, -1, 1), true, "w2");
   Run r;
-  for (const Variable& w : {w1, w2}) w.add_grad_ready_hook([&](const Variable&) { ++r.hook_calls; });
+  std::vector<HookHandle> hooks;
+  for (const Variable& w : {w1, w2}) hooks.push_back(w.add_grad_ready_hook([&](const Variable&) { ++r.hook_calls; }));
   g_dropout_rng.set_state(1234, 0);
   allocator_for(kCPU).stats().reset_peak();
   const int64_t before = memory_snapshot()[MemoryTag::Activations].current;

@@ -15,11 +15,12 @@ TEST_CASE("grad-ready hooks run once per backward, when the gradient is final", 
   const Variable w2(Tensor::ones({2}, DType::F64), true, "w2");
   std::vector<std::string> events;
   std::vector<double> seen;
+  std::vector<HookHandle> handles;
   for (const Variable& w : {w1, w2})
-    w.add_grad_ready_hook([&](const Variable& v) {
+    handles.push_back(w.add_grad_ready_hook([&](const Variable& v) {
       events.push_back(v.name());
       seen.push_back(v.grad().to_vector<double>()[0]);
-    });
+    }));
   const Variable x(Tensor::full({2}, 3.0, DType::F64));
   for (int micro = 0; micro < 3; ++micro) {
     // w1 is used twice in the graph; its hook must still run once, after both contributions.
@@ -53,7 +54,7 @@ TEST_CASE("node pre-hooks see and may change incoming gradients", "[autograd]") 
 TEST_CASE("end-of-backward callbacks run after every node and hook", "[autograd]") {
   const Variable w(Tensor::ones({2}, DType::F64), true, "w");
   std::vector<std::string> events;
-  w.add_grad_ready_hook([&](const Variable&) {
+  const HookHandle hook = w.add_grad_ready_hook([&](const Variable&) {
     events.push_back("hook");
     queue_backward_callback([&] { events.push_back("queued"); });  // e.g. flush the last bucket
   });
@@ -65,4 +66,42 @@ TEST_CASE("end-of-backward callbacks run after every node and hook", "[autograd]
   CHECK(events == std::vector<std::string>{"hook", "queued", "post", "hook", "queued", "post", "hook", "queued"});
   CHECK_FALSE(in_backward());
   CHECK_THROWS_WITH(queue_backward_callback([] {}), Catch::Contains("no backward is running"));
+}
+
+TEST_CASE("grad-ready hooks are removed with their handle", "[autograd]") {
+  const Variable w(Tensor::ones({2}, DType::F64), true, "w");
+  int first = 0, second = 0;
+  HookHandle a = w.add_grad_ready_hook([&](const Variable&) { ++first; });
+  {
+    const HookHandle b = w.add_grad_ready_hook([&](const Variable&) { ++second; });
+    CHECK(w.grad_ready_hook_count() == 2);
+    sum(w * 2.0).backward();
+  }  // b removed here
+  CHECK(w.grad_ready_hook_count() == 1);
+  sum(w * 2.0).backward();
+  HookHandle moved = std::move(a);
+  CHECK_FALSE(a.active());
+  CHECK(moved.active());
+  moved.reset();
+  CHECK(w.grad_ready_hook_count() == 0);
+  sum(w * 2.0).backward();
+  CHECK(first == 2);
+  CHECK(second == 1);
+
+  // A hook that removes itself while running, and a handle that outlives its parameter.
+  HookHandle self;
+  int calls = 0;
+  self = w.add_grad_ready_hook([&](const Variable&) {
+    ++calls;
+    self.reset();
+  });
+  sum(w * 2.0).backward();
+  sum(w * 2.0).backward();
+  CHECK(calls == 1);
+  HookHandle orphan;
+  {
+    const Variable temporary(Tensor::ones({2}, DType::F64), true, "temporary");
+    orphan = temporary.add_grad_ready_hook([](const Variable&) {});
+  }
+  orphan.reset();  // the parameter is gone: nothing to remove, no crash
 }

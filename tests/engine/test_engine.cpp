@@ -10,6 +10,7 @@
 #include "nn/loss.h"
 #include "nn/optimizer_factory.h"
 #include "test_util.h"
+#include "zero/sharded_state.h"
 
 using namespace fathom;
 using fathom::testing::error_of;
@@ -139,7 +140,8 @@ TEST_CASE("ZeRO on one process: the engine owns the sharded optimizer; Lamb and 
       Config::from_string(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2},
                               "optimizer": {"type": "Adam", "params": {"lr": 1e-3}}})"),
       model, nullptr, token_data());
-  REQUIRE(init.engine->zero_optimizer());
-  CHECK(init.engine->zero_optimizer()->stage() == 2);
-  CHECK(init.engine->zero_optimizer()->group().backend() == std::string("local"));
+  const zero::ShardedState* zero = zero::as_sharded(init.engine->training_state());
+  REQUIRE(zero != nullptr);
+  CHECK(zero->stage() == 2);
+  CHECK(zero->group().backend() == std::string("local"));
 }

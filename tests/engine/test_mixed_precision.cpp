@@ -9,6 +9,7 @@
 #include "autograd/functions.h"
 #include "nn/loss.h"
 #include "nn/optimizer_factory.h"
+#include "zero/replicated_state.h"
 
 using namespace fathom;
 using autograd::Variable;
@@ -41,7 +42,10 @@ std::vector<double> losses(const std::string& precision, int steps) {
       if (static_cast<int>(out.size()) == steps) break;
     }
   if (!precision.empty()) {
-    for (const auto& [name, master] : init.engine->master_weights()->masters()) REQUIRE(master.dtype() == DType::F32);
+    const auto* state = dynamic_cast<const zero::ReplicatedState*>(&init.engine->training_state());
+    REQUIRE(state != nullptr);
+    REQUIRE(state->keeps_masters());
+    for (const auto& [name, master] : state->updated()) REQUIRE(master.dtype() == DType::F32);
     CHECK(model->parameters()[0].dtype() == (precision.find("bf16") != std::string::npos ? DType::BF16 : DType::F16));
   }
   return out;
@@ -75,7 +79,7 @@ TEST_CASE("an fp16 overflow skips the step: weights, optimizer state and schedul
   run_step(*it, 1.0);
   ++it;
   const auto weights = model->state_dict();
-  const auto masters = engine.master_weights()->masters();
+  const auto masters = dynamic_cast<const zero::ReplicatedState&>(engine.training_state()).updated();
   std::vector<Tensor> master_before;
   for (const auto& [name, m] : masters) master_before.push_back(m.data().clone());
   const auto state_before = engine.optimizer()->state_dict();

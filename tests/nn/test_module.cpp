@@ -102,13 +102,15 @@ TEST_CASE("train/eval, zero_grad, apply, to(dtype) and forward hooks", "[nn]") {
   CHECK_FALSE(net.first->weight.grad().defined());
 
   std::vector<std::string> events;
-  const int pre = net.register_forward_pre_hook([&](Module&, VariableList&) { events.push_back("pre"); });
-  const int post = net.register_forward_hook([&](Module&, const VariableList&, VariableList& out) {
+  autograd::HookHandle pre = net.register_forward_pre_hook([&](Module&, VariableList&) { events.push_back("pre"); });
+  autograd::HookHandle post = net.register_forward_hook([&](Module&, const VariableList&, VariableList& out) {
     events.push_back("post " + shape_str(out[0].sizes()));
   });
   net(x);
-  net.remove_hook(pre);
-  net.remove_hook(post);
+  CHECK(net.forward_hook_count() == 2);
+  pre.reset();
+  post.reset();
+  CHECK(net.forward_hook_count() == 0);
   net(x);
   CHECK(events == std::vector<std::string>{"pre", "post [5, 2]"});
 

@@ -5,6 +5,7 @@
 
 #include "engine/initialize.h"
 #include "engine/token_dataset.h"
+#include "zero/sharded_state.h"
 #include "models/gpt.h"
 #include "nn/loss.h"
 
@@ -62,11 +63,10 @@ TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<distribute
     }
   }
   // Stage 3 keeps shards only: gather the whole model to compare it.
-  if (const auto& zero = init.engine->zero_optimizer(); zero && zero->gatherer())
+  if (const zero::ShardedState* zero = zero::as_sharded(init.engine->training_state()); zero && zero->gatherer())
     run.zero3_peak_gathered = zero->gatherer()->peak_gathered_elements();
-  if (const auto& zero = init.engine->zero_optimizer()) zero->gather_full_parameters();
-  for (const auto& [name, p] : model->named_parameters()) run.weights.emplace_back(name, p.data().to(kCPU).to(DType::F64));
-  if (const auto& zero = init.engine->zero_optimizer()) zero->release_full_parameters();
+  for (const auto& [name, tensor] : init.engine->consolidated_state_dict())
+    run.weights.emplace_back(name, tensor.to(DType::F64));
   return run;
 }
 

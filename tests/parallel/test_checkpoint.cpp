@@ -66,12 +66,9 @@ std::vector<double> run_steps(Job& job, int steps) {
 }
 
 std::vector<double> weights(Job& job) {
-  const auto& zero = job.init.engine->zero_optimizer();
-  if (zero) zero->gather_full_parameters();
   std::vector<double> out;
-  for (const auto& [name, p] : job.model->named_parameters())
-    for (double v : p.data().to_vector<double>()) out.push_back(v);
-  if (zero) zero->release_full_parameters();
+  for (const auto& [name, tensor] : job.init.engine->consolidated_state_dict())
+    for (double v : tensor.to_vector<double>()) out.push_back(v);
   return out;
 }
 

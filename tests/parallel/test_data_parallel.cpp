@@ -7,6 +7,7 @@
 #include "gpt_training.h"
 #include "mpi_test_util.h"
 #include "test_util.h"
+#include "zero/replicated_state.h"
 
 using namespace fathom;
 using fathom::testing::require_equivalent;
@@ -70,7 +71,9 @@ TEST_CASE("overlap: the first bucket's all-reduce is issued before backward ends
   const TrainingRun after = train(1, world, small_buckets + R"(, "overlap_comm": false})");
   using Event = distributed::GradientReducer::Event;
   for (const auto* run : {&overlapped, &after}) {
-    const auto& reducer = run->engine->gradient_reducer();
+    const auto* state = dynamic_cast<const zero::ReplicatedState*>(&run->engine->training_state());
+    REQUIRE(state != nullptr);
+    const distributed::GradientReducer* reducer = state->reducer();
     REQUIRE(reducer != nullptr);
     REQUIRE(reducer->num_buckets() > 2);
     const std::vector<Event>& events = reducer->events();

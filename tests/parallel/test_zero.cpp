@@ -11,6 +11,7 @@
 #include "gpt_training.h"
 #include "mpi_test_util.h"
 #include "test_util.h"
+#include "zero/sharded_state.h"
 
 using namespace fathom;
 using fathom::testing::require_equivalent;
@@ -132,7 +133,7 @@ TEST_CASE("ZeRO-3: shards only between steps, gathered elements bounded, prefetc
   const std::string stage3 = detail::concat(R"(, "stage3_param_persistence_threshold": 0,
       "stage3_prefetch_bucket_size": 3000, "stage3_max_live_parameters": )", max_live);
   const TrainingRun run = train_tiny_gpt(config_text(3, 1, false, stage3), world, 3);
-  const zero::ParameterGatherer* gatherer = run.engine->zero_optimizer()->gatherer();
+  const zero::ParameterGatherer* gatherer = zero::as_sharded(run.engine->training_state())->gatherer();
   REQUIRE(gatherer != nullptr);
   CHECK(gatherer->gathered_elements() == 0);  // after the step and the comparison's release
   int64_t largest_parameter = 0;
@@ -190,12 +191,11 @@ std::vector<float> train_twice_linear(const std::string& zero, std::shared_ptr<d
     init.engine->backward(autograd::div(autograd::sum(autograd::mul(diff, diff)), 4.0 * 12 / n));
     init.engine->step();
   }
-  if (gathers && init.engine->zero_optimizer()->gatherer())
-    *gathers = init.engine->zero_optimizer()->gatherer()->gathers_issued();
-  if (const auto& z = init.engine->zero_optimizer()) z->gather_full_parameters();
-  std::vector<float> weights = model->linear->weight.data().to_vector<float>();
-  if (const auto& z = init.engine->zero_optimizer()) z->release_full_parameters();
-  return weights;
+  if (const zero::ShardedState* z = zero::as_sharded(init.engine->training_state()); gathers && z && z->gatherer())
+    *gathers = z->gatherer()->gathers_issued();
+  for (const auto& [name, tensor] : init.engine->consolidated_state_dict())
+    if (name == "linear.weight") return tensor.to_vector<float>();
+  FATHOM_FAIL("no linear.weight");
 }
 }  // namespace
 

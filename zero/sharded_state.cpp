@@ -1,4 +1,4 @@
-#include "zero/zero_optimizer.h"
+#include "zero/sharded_state.h"
 
 #include <cmath>
 
@@ -19,29 +19,35 @@ FlatParameters::Storage storage_for(int stage) {
 }
 }  // namespace
 
-ZeroOptimizer::ZeroOptimizer(const FlatParameters::Named& params, std::shared_ptr<distributed::Communicator> group,
-                             ZeroOptions options, const OptimizerFactory& make_optimizer, nn::Module* model)
-    : flat_(params, group->size(), group->rank(), storage_for(options.stage)),
-      group_(std::move(group)),
+ShardedState::ShardedState(const NamedParameters& params, ParallelLayout layout, ShardedOptions options,
+                           const OptimizerFactory& make_optimizer, nn::Module* model)
+    : TrainingState(std::move(layout), false),
+      flat_(params, layout_.groups.data().size(), layout_.groups.data().rank(), storage_for(options.stage)),
+      group_(layout_.groups.for_device(distributed::Axis::Data, flat_.device())),
       options_(options) {
-  FATHOM_CHECK(options_.stage >= 1 && options_.stage <= 3, "ZeroOptimizer: stage must be 1, 2 or 3, got ",
-               options_.stage);
-  FATHOM_CHECK(options_.stage < 3 || model != nullptr, "ZeroOptimizer: stage 3 needs the model (to gather each "
+  FATHOM_CHECK(options_.stage >= 1 && options_.stage <= 3, "ZeRO: stage must be 1, 2 or 3, got ", options_.stage);
+  FATHOM_CHECK(options_.stage < 3 || model != nullptr, "ZeRO: stage 3 needs the model (to gather each "
                "module's parameters around its forward and backward)");
+  FATHOM_CHECK(layout_.placements.size() == params.size(), "training state: ", layout_.placements.size(),
+               " placements for ", params.size(), " parameters");
+  const int tensor_rank = layout_.groups.tensor().rank();
+  for (const nn::Placement& placement : layout_.placements)
+    every_slot_counted_ = every_slot_counted_ && placement.counted_at(tensor_rank);
   FATHOM_CHECK(options_.reduce_bucket_elements > 0 && options_.allgather_bucket_elements > 0,
                "ZeRO: reduce_bucket_size and allgather_bucket_size must be > 0");
-  mixed_ = flat_.dtype() != DType::F32;
-  gradient_dtype_ = mixed_ && options_.accumulate_in_fp32 ? DType::F32 : flat_.dtype();
+  keeps_masters_ = flat_.dtype() != DType::F32;
+  gradient_dtype_ = keeps_masters_ && options_.accumulate_in_fp32 ? DType::F32 : flat_.dtype();
   owned_ = flat_.partition().owned(group_->rank());
 
   // The shard the optimizer updates: for f32 models the parameters' own shard, in place.
   const Tensor& owned_params = flat_.owned();
   {
     MemoryTagScope tag(MemoryTag::MasterWeights);
-    master_ = autograd::Variable(mixed_ ? owned_params.to(DType::F32).contiguous().clone() : owned_params, true,
+    master_ = autograd::Variable(keeps_masters_ ? owned_params.to(DType::F32).contiguous().clone() : owned_params, true,
                                  "zero_shard");
   }
-  optimizer_ = make_optimizer({{"zero_shard", master_}});
+  if (make_optimizer) optimizer_ = make_optimizer({{"zero_shard", master_}});
+  optimizer_layout_ = {{"zero_shard"}, {{"zero_shard", {owned_.size()}, 0, owned_.size()}}, owned_};
 
   if (options_.stage == 1) {
     flat_gradients_ = flat_.empty_like(gradient_dtype_, MemoryTag::Gradients);
@@ -49,14 +55,16 @@ ZeroOptimizer::ZeroOptimizer(const FlatParameters::Named& params, std::shared_pt
       flat_.attach_gradients(flat_gradients_);  // autograd accumulates straight into the flat buffer
     } else {
       for (size_t s = 0; s < flat_.slots().size(); ++s)
-        flat_.slots()[s].param.add_grad_ready_hook([this, s](const autograd::Variable&) { fold_into_flat_gradients(s); });
+        hooks_.push_back(flat_.slots()[s].param.add_grad_ready_hook(
+            [this, s](const autograd::Variable&) { fold_into_flat_gradients(s); }));
     }
   } else {
     MemoryTagScope tag(MemoryTag::Gradients);
     gradient_shard_ = Tensor::zeros({owned_.size()}, gradient_dtype_, flat_.device());
     build_buckets();
     for (size_t s = 0; s < flat_.slots().size(); ++s)
-      flat_.slots()[s].param.add_grad_ready_hook([this, s](const autograd::Variable&) { on_gradient_ready(s); });
+      hooks_.push_back(flat_.slots()[s].param.add_grad_ready_hook(
+          [this, s](const autograd::Variable&) { on_gradient_ready(s); }));
   }
   if (options_.stage == 3) {
     gatherer_ = std::make_unique<ParameterGatherer>(flat_, group_, options_.gather);
@@ -66,7 +74,7 @@ ZeroOptimizer::ZeroOptimizer(const FlatParameters::Named& params, std::shared_pt
 
 // Stage 2: slots in reverse (the order backward finishes them), cut into contiguous ranges of
 // at most reduce_bucket_elements (one larger parameter makes a bucket of its own).
-void ZeroOptimizer::build_buckets() {
+void ShardedState::build_buckets() {
   const auto& slots = flat_.slots();
   bucket_of_slot_.resize(slots.size());
   slot_copied_.resize(slots.size());
@@ -80,7 +88,7 @@ void ZeroOptimizer::build_buckets() {
   }
 }
 
-void ZeroOptimizer::prepare_backward(bool boundary) {
+void ShardedState::begin_backward(bool boundary) {
   boundary_ = boundary;
   in_backward_ = true;
   if (options_.stage < 2) return;
@@ -89,7 +97,7 @@ void ZeroOptimizer::prepare_backward(bool boundary) {
   next_launch_ = next_complete_ = 0;
 }
 
-void ZeroOptimizer::fold_into_flat_gradients(size_t s) {
+void ShardedState::fold_into_flat_gradients(size_t s) {
   const FlatParameters::Slot& slot = flat_.slots()[s];
   const Tensor& grad = slot.param.grad();
   if (!grad.defined()) return;
@@ -98,7 +106,7 @@ void ZeroOptimizer::fold_into_flat_gradients(size_t s) {
   slot.param.zero_grad();  // folded in: the 16-bit gradient is released
 }
 
-void ZeroOptimizer::on_gradient_ready(size_t s) {
+void ShardedState::on_gradient_ready(size_t s) {
   if (!in_backward_ || slot_copied_[s]) return;
   slot_copied_[s] = true;
   const FlatParameters::Slot& slot = flat_.slots()[s];
@@ -115,7 +123,7 @@ void ZeroOptimizer::on_gradient_ready(size_t s) {
   launch_ready_buckets();
 }
 
-void ZeroOptimizer::launch_ready_buckets() {
+void ShardedState::launch_ready_buckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].slots.size()) {
     // At most two buckets exist at once: the one in flight and the one being filled.
     if (next_launch_ > next_complete_) complete(next_complete_);
@@ -132,7 +140,7 @@ void ZeroOptimizer::launch_ready_buckets() {
 }
 
 // Waits for bucket `b`'s reduce-scatter and adds this rank's part into the gradient shard.
-void ZeroOptimizer::complete(size_t b) {
+void ShardedState::complete(size_t b) {
   FATHOM_CHECK(b == next_complete_, "ZeRO: buckets complete in order");
   Bucket& bucket = buckets_[b];
   bucket.work->wait();
@@ -145,7 +153,7 @@ void ZeroOptimizer::complete(size_t b) {
   ++next_complete_;
 }
 
-void ZeroOptimizer::finish_backward() {
+void ShardedState::end_backward() {
   in_backward_ = false;
   if (options_.stage >= 2) {
     // Parameters that got no gradient this backward contribute zeros.
@@ -165,7 +173,7 @@ void ZeroOptimizer::finish_backward() {
 
 // Stage 1, once per cycle: the accumulated full gradients reduce-scattered into this rank's
 // shard, in pieces of reduce_bucket_size elements (all ranks' slices of one piece together).
-void ZeroOptimizer::reduce_scatter_flat_gradients() {
+void ShardedState::reduce_scatter_flat_gradients() {
   const Partition& partition = flat_.partition();
   const int64_t shard = partition.shard_size();
   const int world = group_->size();
@@ -189,45 +197,48 @@ void ZeroOptimizer::reduce_scatter_flat_gradients() {
   gradient_shard_ = reduced.narrow(0, 0, owned_.size());
 }
 
-void ZeroOptimizer::gradients_to_master() {
+void ShardedState::gradients_to_master() {
   MemoryTagScope tag(MemoryTag::Gradients);
   master_.set_grad(gradient_shard_.dtype() == DType::F32 ? gradient_shard_.clone() : gradient_shard_.to(DType::F32));
   if (options_.stage == 1) gradient_shard_ = Tensor();  // the reduce-scatter's output is no longer needed
 }
 
-bool ZeroOptimizer::gradients_overflow() const {
-  const double local = master_.grad().defined() && has_inf_or_nan({master_.grad()}) ? 1.0 : 0.0;
-  return group_->all_reduce_scalar(local, ReduceOp::Max) > 0;
+bool ShardedState::local_overflow() const {
+  return master_.grad().defined() && has_inf_or_nan({master_.grad()});
 }
 
-void ZeroOptimizer::unscale_gradients(double inv_scale) {
-  if (inv_scale == 1.0 || !master_.grad().defined()) return;
-  Tensor grad = master_.grad();
-  mul_(grad, inv_scale);
+double ShardedState::local_norm() const {
+  const Tensor& grad = master_.grad();
+  if (!grad.defined()) return 0.0;
+  if (every_slot_counted_) return global_norm({grad});
+  // Only the parts of the shard that belong to parameters this rank counts.
+  const int tensor_rank = layout_.groups.tensor().rank();
+  std::vector<Tensor> counted;
+  for (size_t s = 0; s < flat_.slots().size(); ++s) {
+    const Range slot = flat_.slots()[s].range();
+    const Range part{std::max(slot.begin, owned_.begin), std::min(slot.end, owned_.end)};
+    if (part.size() > 0 && layout_.placements[s].counted_at(tensor_rank))
+      counted.push_back(grad.narrow(0, part.begin - owned_.begin, part.size()));
+  }
+  return global_norm(counted);
 }
 
-double ZeroOptimizer::gradient_norm() const {
-  const double local = master_.grad().defined() ? global_norm({master_.grad()}) : 0.0;
-  return std::sqrt(group_->all_reduce_scalar(local * local, ReduceOp::Sum));
+void ShardedState::scale_gradients(double factor) {
+  if (master_.grad().defined()) scale_tensors({master_.grad()}, factor);
 }
 
-void ZeroOptimizer::scale_gradients(double factor) {
-  if (!master_.grad().defined()) return;
-  Tensor grad = master_.grad();
-  mul_(grad, factor);
-}
-
-void ZeroOptimizer::step() {
+void ShardedState::step() {
+  FATHOM_CHECK(optimizer_ != nullptr, "training state: step() without an optimizer (this engine evaluates only)");
   optimizer_->step();
   autograd::NoGradGuard no_grad;
-  if (mixed_) flat_.owned().copy_(master_.data());  // rounds once
+  if (keeps_masters_) flat_.owned().copy_(master_.data());  // rounds once
   if (gatherer_) gatherer_->refresh_persistent();  // stage 3: the others are gathered when used
   else all_gather_parameters();
 }
 
 // Every rank's updated shard into everyone's parameters: one all-gather of whole shards, or
 // pieces of allgather_bucket_size elements (per all-gather, all ranks together).
-void ZeroOptimizer::all_gather_parameters() {
+void ShardedState::all_gather_parameters() {
   const Partition& partition = flat_.partition();
   const int64_t shard = partition.shard_size();
   const int world = group_->size();
@@ -248,18 +259,59 @@ void ZeroOptimizer::all_gather_parameters() {
   }
 }
 
-void ZeroOptimizer::gather_full_parameters() {
+void ShardedState::gather_full_parameters() {
   if (gatherer_) gatherer_->gather_all();
 }
 
-void ZeroOptimizer::release_full_parameters() {
+void ShardedState::release_full_parameters() {
   if (gatherer_) gatherer_->release_all();
 }
 
-void ZeroOptimizer::zero_grad() {
+void ShardedState::zero_grad() {
   master_.zero_grad();
   if (flat_gradients_.defined()) flat_gradients_.zero_();
   if (options_.stage >= 2) gradient_shard_.zero_();
+}
+
+void ShardedState::reload_parameters() {
+  if (gatherer_) gatherer_->refresh_persistent();
+}
+
+std::vector<FlatSlot> ShardedState::flat_slots() const {
+  std::vector<FlatSlot> slots;
+  for (const auto& slot : flat_.slots()) slots.push_back({slot.name, slot.shape, slot.offset, slot.numel});
+  return slots;
+}
+
+std::vector<FlatRange> ShardedState::flat_ranges(Range) const {
+  const Partition& partition = flat_.partition();
+  std::vector<FlatRange> out;
+  if (options_.stage == 3) out.push_back({"param", flat_.owned(), owned_});
+  else out.push_back({"param", flat_.buffer(), {0, partition.padded_numel()}});
+  if (keeps_masters_) out.push_back({"master", master_.data(), owned_});
+  if (optimizer_)
+    for (FlatRange& state : optimizer_flat_ranges(*optimizer_, optimizer_layout_)) out.push_back(std::move(state));
+  return out;
+}
+
+void ShardedState::load_flat_ranges(const FlatReader& read, const SavedStates& saved) {
+  autograd::NoGradGuard no_grad;
+  // An f32 model takes the fp32 masters when the checkpoint has them.
+  const std::string param_source = saved.has_master && !keeps_masters_ ? "master" : "param";
+  const int64_t numel = flat_.partition().numel();
+  if (options_.stage == 3) read(param_source, flat_.owned(), owned_);
+  else read(param_source, flat_.buffer().narrow(0, 0, numel), {0, numel});
+  if (keeps_masters_) read(saved.has_master ? "master" : "param", master_.data(), owned_);
+  reload_parameters();
+  if (optimizer_) load_optimizer_flat_ranges(*optimizer_, optimizer_layout_, read, saved);
+}
+
+int64_t ShardedState::optimizer_steps() const {
+  return optimizer_ ? optimizer_step_count(*optimizer_, optimizer_layout_) : 0;
+}
+
+std::vector<std::string> ShardedState::optimizer_state_names() const {
+  return optimizer_ ? zero::optimizer_state_names(*optimizer_, optimizer_layout_) : std::vector<std::string>{};
 }
 
 }  // namespace fathom::zero

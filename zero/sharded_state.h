@@ -1,6 +1,7 @@
 #pragma once
-// ZeRO stages 1, 2 and 3 (DeepSpeed's DeepSpeedZeroOptimizer and stage 3), from small pieces: FlatParameters
-// (the parameters as views of one padded buffer), Partition (each rank's shard) and an
+// ShardedState: ZeRO stages 1, 2 and 3 (DeepSpeed's DeepSpeedZeroOptimizer and stage 3) as a
+// TrainingState (zero/training_state.h), from small pieces: FlatParameters (the parameters as
+// views of one padded buffer), Partition (each rank's shard of the data-parallel group) and an
 // ordinary optimizer over this rank's shard.
 //
 // Stages 1 and 2 keep full parameters on every rank; all stages give each rank the fp32 master weights
@@ -20,21 +21,22 @@
 // the optimizer sees fp32. With accumulation over micro-steps (accumulate_in_fp32) they are
 // fp32, as DeepSpeed's bf16 optimizer keeps them, so that summing micro-batches does not round
 // in 16 bits — at stage 0 Fathom always accumulates in fp32.
-// Overflow (fp16) is agreed by all ranks; the gradient norm for clipping is global.
+// Overflow (fp16) is agreed by all ranks; the gradient norm for clipping is global: each rank
+// counts its own shard, summed over the data group (and the model-parallel groups).
 
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "nn/optimizer.h"
-#include "parallel/communicator.h"
+#include "zero/flat_optimizer_state.h"
 #include "zero/flat_parameters.h"
 #include "zero/parameter_gatherer.h"
+#include "zero/training_state.h"
 
 namespace fathom::zero {
 
-struct ZeroOptions {
+struct ShardedOptions {
   int stage = 1;
   int64_t reduce_bucket_elements = 500'000'000;     // zero_optimization.reduce_bucket_size
   int64_t allgather_bucket_elements = 500'000'000;  // zero_optimization.allgather_bucket_size
@@ -43,48 +45,42 @@ struct ZeroOptions {
   GatherOptions gather;                             // stage 3: persistence, prefetch, live cap
 };
 
-// Builds the inner optimizer over the named shard variables.
-using OptimizerFactory =
-    std::function<std::shared_ptr<nn::Optimizer>(const std::vector<std::pair<std::string, autograd::Variable>>&)>;
-
-class ZeroOptimizer {
+class ShardedState final : public TrainingState {
  public:
   // `model` (stage 3): whose modules get the hooks that gather their parameters on demand.
-  ZeroOptimizer(const FlatParameters::Named& params, std::shared_ptr<distributed::Communicator> group,
-                ZeroOptions options, const OptimizerFactory& make_optimizer, nn::Module* model = nullptr);
-  ZeroOptimizer(const ZeroOptimizer&) = delete;
-  ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
+  // The shards are over layout.groups.data(). `make_optimizer` null: no optimizer (evaluation).
+  ShardedState(const NamedParameters& params, ParallelLayout layout, ShardedOptions options,
+               const OptimizerFactory& make_optimizer, nn::Module* model = nullptr);
 
-  int stage() const { return options_.stage; }
-  const std::shared_ptr<nn::Optimizer>& optimizer() const { return optimizer_; }
+  int stage() const override { return options_.stage; }
+  Device device() const override { return flat_.device(); }
+  void begin_backward(bool boundary) override;
+  void end_backward() override;
+  void scale_gradients(double factor) override;
+  void step() override;  // optimizer step on the shard, then all-gather the parameters (stages 1-2)
+  void zero_grad() override;
+  std::vector<FlatSlot> flat_slots() const override;
+  DType parameter_dtype() const override { return flat_.dtype(); }
+  std::vector<FlatRange> flat_ranges(Range wanted) const override;
+  void load_flat_ranges(const FlatReader& read, const SavedStates& saved) override;
+  int64_t optimizer_steps() const override;
+  std::vector<std::string> optimizer_state_names() const override;
+  void gather_full_parameters() override;
+  void release_full_parameters() override;
+  void reload_parameters() override;
+
   const FlatParameters& flat_parameters() const { return flat_; }
   distributed::Communicator& group() const { return *group_; }
-
-  // Around each micro-batch's backward (the engine calls them): `boundary` when it ends a cycle.
-  void prepare_backward(bool boundary);
-  void finish_backward();
-
-  // At the boundary, on this rank's fp32 gradient shard:
-  bool gradients_overflow() const;          // Inf/NaN on any rank (all ranks agree)
-  void unscale_gradients(double inv_scale);
-  double gradient_norm() const;             // the global L2 norm over every rank's shard
-  void scale_gradients(double factor);      // clipping
-  void step();                              // optimizer step, then all-gather the parameters
-  void zero_grad();
-
-  // After the stored parameters were overwritten (a checkpoint load): stage 3 re-gathers its
-  // persistent parameters. No-op below stage 3.
-  void reload_parameters() {
-    if (gatherer_) gatherer_->refresh_persistent();
-  }
-  // Stage 3: every parameter whole (e.g. to save the model), and back to shards. No-ops below.
-  void gather_full_parameters();
-  void release_full_parameters();
   // The optimizer's variable: this rank's fp32 master shard (f32 models: a view of the
   // parameters' shard), over flat_parameters().partition().owned(rank).
   const autograd::Variable& master() const { return master_; }
   // Stage 3's gatherer (null below stage 3).
   const ParameterGatherer* gatherer() const { return gatherer_.get(); }
+
+ protected:
+  bool local_overflow() const override;
+  double local_norm() const override;
+  bool data_parallel_sharded() const override { return true; }
 
  private:
   struct Bucket {
@@ -104,21 +100,26 @@ class ZeroOptimizer {
   void reduce_scatter_flat_gradients();
 
   FlatParameters flat_;
-  std::shared_ptr<distributed::Communicator> group_;
-  ZeroOptions options_;
-  bool mixed_ = false;        // 16-bit parameters: an fp32 master shard
+  std::shared_ptr<distributed::Communicator> group_;  // the data-parallel group for the shards' device
+  ShardedOptions options_;
   DType gradient_dtype_;      // of the persistent gradients: the model's, or f32 (accumulate_in_fp32)
   Range owned_;               // this rank's real elements, in buffer coordinates
   Tensor flat_gradients_;     // stage 1: padded, gradient_dtype_
   Tensor gradient_shard_;     // stages 2-3: [owned], gradient_dtype_
   autograd::Variable master_; // fp32: f32 models update their own shard in place
-  std::shared_ptr<nn::Optimizer> optimizer_;
   std::unique_ptr<ParameterGatherer> gatherer_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_slot_;
   std::vector<bool> slot_copied_;
+  OptimizerLayout optimizer_layout_;
+  bool every_slot_counted_ = true;  // no tensor-parallel replicas or tie followers among the slots
+  std::vector<autograd::HookHandle> hooks_;
   size_t next_launch_ = 0, next_complete_ = 0;
   bool boundary_ = false, in_backward_ = false;
 };
+
+// The state as a ShardedState, or null at stage 0 (for tests, benchmarks and tools that look
+// inside ZeRO: the gatherer's counters, the shard's layout).
+inline const ShardedState* as_sharded(const TrainingState& state) { return dynamic_cast<const ShardedState*>(&state); }
 
 }  // namespace fathom::zero

@@ -1,0 +1,71 @@
+#include "zero/training_state.h"
+
+#include <cmath>
+
+#include "kernels/elementwise.h"
+#include "kernels/optimizer_kernels.h"
+#include "parallel/local_communicator.h"
+
+namespace fathom::zero {
+
+using distributed::Axis;
+using distributed::ReduceOp;
+
+std::vector<distributed::Communicator*> TrainingState::reduction_groups() const {
+  std::vector<distributed::Communicator*> out;
+  const auto& groups = layout_.groups;
+  // Tensor and pipeline ranks hold different parameters (or different slices of them).
+  for (Axis axis : {Axis::Tensor, Axis::Pipeline})
+    if (groups.group(axis).size() > 1) out.push_back(&groups.group(axis));
+  // Data-parallel ranks hold the same averaged gradients, unless ZeRO shards them.
+  if (data_parallel_sharded() && groups.data().size() > 1) out.push_back(&groups.data());
+  return out;
+}
+
+// Reducing over one axis after another gives every rank the same value: after the tensor axis
+// all ranks of a tensor group agree, so the pipeline axis sums equal inputs on each of them.
+bool TrainingState::gradients_overflow() const {
+  double flag = local_overflow() ? 1.0 : 0.0;
+  for (distributed::Communicator* group : reduction_groups()) flag = group->all_reduce_scalar(flag, ReduceOp::Max);
+  return flag > 0;
+}
+
+double TrainingState::gradient_norm() const {
+  const double local = local_norm();
+  const auto groups = reduction_groups();
+  if (groups.empty()) return local;
+  double squares = local * local;
+  for (distributed::Communicator* group : groups) squares = group->all_reduce_scalar(squares, ReduceOp::Sum);
+  return std::sqrt(squares);
+}
+
+std::vector<FlatSlot> flat_slots_of(const NamedParameters& params) {
+  std::vector<FlatSlot> slots;
+  int64_t offset = 0;
+  for (const auto& [name, param] : params) {
+    slots.push_back({name, param.sizes(), offset, param.numel()});
+    offset += param.numel();
+  }
+  return slots;
+}
+
+ParallelLayout single_process_layout(size_t parameters) {
+  return {distributed::ProcessGroups::data_parallel(std::make_shared<distributed::LocalCommunicator>()),
+          std::vector<nn::Placement>(parameters)};
+}
+
+void scale_tensors(const std::vector<Tensor>& tensors, double factor) {
+  if (factor == 1.0 || tensors.empty()) return;
+  std::vector<ScaleTensors> dense_f32;
+  for (const Tensor& tensor : tensors) {
+    if (tensor.dtype() == DType::F32 && tensor.is_contiguous() && tensor.device() == tensors.front().device()) {
+      dense_f32.push_back({tensor, Tensor()});
+    } else {
+      Tensor t = tensor;
+      mul_(t, factor);
+    }
+  }
+  scale_multi(dense_f32, factor);
+}
+
+}  // namespace fathom::zero

@@ -1,0 +1,151 @@
+#pragma once
+// TrainingState: the one owner of a model's gradients, fp32 master weights and optimizer state.
+//
+// Every training mode is one object behind this interface, and the engine holds exactly one:
+//   ReplicatedState (zero/replicated_state.h): ZeRO stage 0 — one process, or data parallelism
+//     with gradients averaged in buckets while backward runs; fp32 masters when the model is
+//     16-bit;
+//   ShardedState (zero/sharded_state.h): ZeRO stages 1-3 — masters, optimizer states and
+//     (stage 2) gradients or (stage 3) parameters too exist for this rank's shard only.
+// Mixed precision is a property of the state (whether it keeps fp32 masters), not a separate
+// hook chain, and each state installs exactly one grad-ready hook per parameter, kept as a
+// HookHandle: destroying the state removes everything it installed on the model.
+//
+// One training step through it (docs/architecture.md):
+//   begin_backward(boundary) -> autograd's grad-ready hooks hand each gradient over as it becomes
+//   final -> end_backward() (reductions finished) ... at the accumulation boundary:
+//   gradients_overflow() (fp16), scale_gradients(1/loss scale), gradient_norm(), scale_gradients
+//   (clipping), step(), zero_grad().
+//
+// Model parallelism: the state is given the job's process groups and each parameter's placement
+// (nn/placement.h). Overflow decisions and the gradient norm are job-wide: every rank of every
+// group gets the same answer, a sharded parameter's squares are summed over its group and a
+// replicated one is counted once, so ranks never disagree on clipping or on skipping a step.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nn/optimizer.h"
+#include "nn/placement.h"
+#include "parallel/topology.h"
+#include "zero/partition.h"
+
+namespace fathom::zero {
+
+using NamedParameters = std::vector<std::pair<std::string, autograd::Variable>>;
+// Builds the optimizer over the named variables it is to update (fp32 masters, a shard, ...).
+using OptimizerFactory = std::function<std::shared_ptr<nn::Optimizer>(const NamedParameters&)>;
+
+// A parameter in flat coordinates: the model's parameters concatenated in named order
+// [0, Ψ) — how checkpoints address every per-element state (docs/checkpoints.md).
+struct FlatSlot {
+  std::string name;
+  Shape shape;
+  int64_t offset = 0, numel = 0;
+  Range range() const { return {offset, offset + numel}; }
+};
+
+// One per-element state over a range of flat coordinates: "param", "master", "optim.<state>".
+struct FlatRange {
+  std::string name;
+  Tensor values;  // 1-D, `covers.size()` elements
+  Range covers;
+};
+
+// Reads a per-element state of a checkpoint into `target` (flat over `covers`).
+using FlatReader = std::function<void(const std::string& state, const Tensor& target, Range covers)>;
+
+// What a checkpoint being loaded holds, besides its per-element states.
+struct SavedStates {
+  bool has_master = false;                  // it was written in mixed precision
+  int64_t optimizer_step = 0;               // 0: no optimizer state saved
+  std::vector<std::string> optimizer_states;  // "exp_avg", ...
+  nn::OptimizerStateDict scalars;           // the optimizer's per-group scalars (lr, ...)
+};
+
+// Which groups the state reduces over, and where each parameter lives in them.
+struct ParallelLayout {
+  distributed::ProcessGroups groups;
+  std::vector<nn::Placement> placements;  // one per parameter, in named order
+};
+
+class TrainingState {
+ public:
+  virtual ~TrainingState() = default;
+  TrainingState(const TrainingState&) = delete;
+  TrainingState& operator=(const TrainingState&) = delete;
+
+  // 0 (replicated) or the ZeRO stage 1-3.
+  virtual int stage() const = 0;
+  // The optimizer over whatever this state updates (fp32 masters, a shard); null for a state
+  // without one (an evaluation engine).
+  const std::shared_ptr<nn::Optimizer>& optimizer() const { return optimizer_; }
+  const distributed::ProcessGroups& groups() const { return layout_.groups; }
+  distributed::Communicator& data_group() const { return layout_.groups.data(); }
+  // Whether the model is 16-bit and the optimizer updates fp32 master weights.
+  bool keeps_masters() const { return keeps_masters_; }
+  // Where the state's buffers live (the parameters' device; later pinned host or NVMe).
+  virtual Device device() const = 0;
+
+  // Around each micro-batch's backward: `boundary` when it ends an accumulation cycle (the only
+  // backward whose gradients are reduced at stage 0 and 1).
+  virtual void begin_backward(bool boundary) = 0;
+  virtual void end_backward() = 0;
+
+  // At the boundary, on the gradients the optimizer reads:
+  // Inf/NaN anywhere in the job (every rank gets the same answer).
+  bool gradients_overflow() const;
+  // The global L2 norm (every rank gets the same value).
+  double gradient_norm() const;
+  // grads *= factor: unscaling and clipping.
+  virtual void scale_gradients(double factor) = 0;
+  // The optimizer step, and the updated values written into the model's parameters.
+  virtual void step() = 0;
+  virtual void zero_grad() = 0;
+
+  // Checkpoints: the model's tensor table, this rank's per-element states restricted to
+  // `wanted` (flat coordinates), and loading them back from any saved layout.
+  virtual std::vector<FlatSlot> flat_slots() const = 0;
+  virtual DType parameter_dtype() const = 0;
+  virtual std::vector<FlatRange> flat_ranges(Range wanted) const = 0;
+  virtual void load_flat_ranges(const FlatReader& read, const SavedStates& saved) = 0;
+  // The optimizer's step count (0 before the first step) and its per-element states' names
+  // ("exp_avg", ...; sorted, none before the first step), the same on every rank.
+  virtual int64_t optimizer_steps() const = 0;
+  virtual std::vector<std::string> optimizer_state_names() const = 0;
+
+  // Every parameter whole in the model (stage 3 gathers; collective), and back. No-ops below.
+  virtual void gather_full_parameters() {}
+  virtual void release_full_parameters() {}
+  // After the stored parameters were overwritten (a checkpoint load). No-op below stage 3.
+  virtual void reload_parameters() {}
+
+ protected:
+  TrainingState(ParallelLayout layout, bool keeps_masters)
+      : layout_(std::move(layout)), keeps_masters_(keeps_masters) {}
+  // This rank's part of the answer: any Inf/NaN in its gradients; the L2 norm of the gradient
+  // elements it counts (placement.counted_at, and its own shard's part at ZeRO).
+  virtual bool local_overflow() const = 0;
+  virtual double local_norm() const = 0;
+  // Whether ranks of the data-parallel group hold different gradients (ZeRO shards) rather
+  // than the same averaged ones (stage 0).
+  virtual bool data_parallel_sharded() const = 0;
+  // The groups whose ranks hold different parts of the answer, which it is reduced over.
+  std::vector<distributed::Communicator*> reduction_groups() const;
+
+  ParallelLayout layout_;
+  bool keeps_masters_ = false;
+  std::shared_ptr<nn::Optimizer> optimizer_;
+};
+
+// The flat tensor table of named parameters in order (offsets from 0, no padding).
+std::vector<FlatSlot> flat_slots_of(const NamedParameters& params);
+// A one-process layout: every group a one-rank LocalCommunicator, every parameter replicated.
+ParallelLayout single_process_layout(size_t parameters);
+// grads *= factor, dense f32 ones in one multi-tensor kernel (unscaling, clipping).
+void scale_tensors(const std::vector<Tensor>& tensors, double factor);
+
+}  // namespace fathom::zero
