@@ -109,7 +109,8 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
   const Device device = launcher::resolve_device(opt.device, runtime.device());
   model->to(device);  // before the engine: its optimizer and ZeRO buffers follow the parameters
   const int64_t parameter_count = model->parameter_count();  // before ZeRO-3 shards the parameters
-  Initialized init = initialize(config, model, nullptr, train, runtime.world_ptr());
+  // The process groups: MPI for host tensors and, with a GPU per rank, NCCL for device tensors.
+  Initialized init = initialize(config, model, nullptr, train, runtime.groups());
   Engine& engine = *init.engine;
   if (!opt.resume_dir.empty()) {
     engine.load_checkpoint(opt.resume_dir);

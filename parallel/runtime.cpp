@@ -62,7 +62,17 @@ Runtime::~Runtime() {
 }
 
 ProcessGroups Runtime::groups(int pipeline_parallel_size, int tensor_parallel_size) const {
-  return ProcessGroups(world_, Topology(size(), pipeline_parallel_size, tensor_parallel_size));
+  ProcessGroups groups(world_, Topology(size(), pipeline_parallel_size, tensor_parallel_size));
+  // Every rank has its own GPU (the NCCL world exists): each axis gets an NCCL communicator over
+  // the same ranks, bootstrapped through the axis's MPI group. Collective, in axis order.
+  if (nccl_world_) {
+    const auto nccl = [&](Axis axis) { return make_nccl_communicator(groups.group(axis), device_.index, axis_name(axis)); };
+    auto pipeline = nccl(Axis::Pipeline);
+    auto data = nccl(Axis::Data);
+    auto tensor = nccl(Axis::Tensor);
+    groups.set_device_groups(std::move(pipeline), std::move(data), std::move(tensor));
+  }
+  return groups;
 }
 
 void Runtime::abort(const std::string& message, int exit_code) const { abort_job(message, exit_code); }

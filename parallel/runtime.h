@@ -48,8 +48,9 @@ class Runtime {
   // This rank's GPU, or the CPU when there is none.
   Device device() const { return device_; }
 
-  // The pipeline x data x tensor grid and this rank's communicator along each axis (MPI).
-  // Collective: every rank calls it with the same sizes.
+  // The pipeline x data x tensor grid and this rank's communicator along each axis: MPI, and
+  // NCCL too when nccl_world() exists (ProcessGroups::for_device picks per tensor). Collective:
+  // every rank calls it with the same sizes.
   ProcessGroups groups(int pipeline_parallel_size = 1, int tensor_parallel_size = 1) const;
 
   // Prints "fathom: rank R failed: <message>" and ends every rank of the job.

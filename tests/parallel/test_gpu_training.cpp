@@ -5,7 +5,8 @@
 //     bf16 < 1e-2;
 //   - ZeRO stages 1-3 at world size 1 on the GPU equal stage 0 on the GPU;
 //   - 2-process DP (stage 0) and ZeRO-2 on the GPU equal the 1-process GPU run;
-//   - NCCL collectives equal the MPI ones (world size 1: each rank's own NCCL communicator).
+//   - NCCL collectives equal the MPI ones (world size 1: each rank's own NCCL communicator);
+//   - runtime.groups() gives device tensors NCCL only when every rank has its own GPU.
 #include "core/cuda/cuda_runtime.h"
 #include "core/generator.h"
 #include "gpt_training.h"
@@ -111,4 +112,14 @@ TEST_CASE("NCCL collectives in a group equal the same collectives issued one by 
   }
   for (auto& handle : handles) handle->wait();
   for (size_t k = 0; k < on_mpi.size(); ++k) FATHOM_REQUIRE_CLOSE(on_nccl[k].to(kCPU), on_mpi[k], 0.0, 0.0);
+}
+
+TEST_CASE("the process groups put device tensors on NCCL exactly when every rank has its own GPU", "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  const distributed::ProcessGroups groups = runtime().groups();
+  const bool own_gpu = runtime().nccl_world() != nullptr;
+  CHECK(groups.has_device_groups() == own_gpu);
+  const std::string device_backend = groups.for_device(distributed::Axis::Data, gpu())->backend();
+  CHECK(device_backend == (own_gpu ? "nccl" : "mpi"));  // ranks sharing a GPU: MPI's host staging
+  CHECK(std::string(groups.for_device(distributed::Axis::Data, kCPU)->backend()) == "mpi");
 }

@@ -2,6 +2,7 @@
 // data, then pipeline) and the members of each axis's groups.
 #include <algorithm>
 
+#include "parallel/local_communicator.h"
 #include "parallel/topology.h"
 #include "test_util.h"
 
@@ -41,4 +42,43 @@ TEST_CASE("topology: sizes that do not divide the world are errors naming the fi
         "of 4 processes");
   CHECK(error_of([] { Topology(4, 0, 1); }) == "topology: pipeline and tensor parallel sizes must be >= 1, got 0 and 1");
   CHECK(error_of([] { Topology(4, 1, 2).coord_of(4); }) == "topology: rank 4 is outside the grid pipe 1 x data 2 x tensor 2");
+}
+
+namespace {
+// Stands in for an NCCL communicator: one rank whose tensors live on GPU 0.
+class FakeDeviceCommunicator final : public Communicator {
+ public:
+  explicit FakeDeviceCommunicator(std::string name) : Communicator(0, 1, std::move(name)) {}
+  const char* backend() const override { return "fake-nccl"; }
+  fathom::Device device() const override { return fathom::Device::cuda(0); }
+  std::shared_ptr<Communicator> split(int, int, const std::string& name) override {
+    return std::make_shared<FakeDeviceCommunicator>(name);
+  }
+
+ protected:
+  WorkHandle start(Collective, bool) override { FATHOM_FAIL("not for collectives"); }
+};
+}  // namespace
+
+TEST_CASE("process groups give device tensors the device communicator, host tensors the host one", "[parallel]") {
+
+  auto groups = ProcessGroups::data_parallel(std::make_shared<LocalCommunicator>());
+  // Without device groups (no GPU, or ranks sharing one): the host communicator for everything.
+  CHECK_FALSE(groups.has_device_groups());
+  CHECK(std::string(groups.for_device(Axis::Data, fathom::Device::cuda(0))->backend()) == "local");
+  groups.set_device_groups(std::make_shared<FakeDeviceCommunicator>("pipe"),
+                           std::make_shared<FakeDeviceCommunicator>("data"),
+                           std::make_shared<FakeDeviceCommunicator>("tensor"));
+  CHECK(groups.has_device_groups());
+  for (Axis axis : {Axis::Pipeline, Axis::Data, Axis::Tensor}) {
+    CHECK(std::string(groups.for_device(axis, fathom::Device::cuda(0))->backend()) == "fake-nccl");
+    CHECK(groups.for_device(axis, fathom::Device::cuda(0))->name() == axis_name(axis));
+    CHECK(std::string(groups.for_device(axis, fathom::kCPU)->backend()) == "local");  // host tensors stay on MPI
+    CHECK(std::string(groups.for_device(axis, fathom::Device::cuda(1))->backend()) == "local");  // another GPU's
+  }
+  // A device group must have the same ranks as its host group.
+  auto mismatched = ProcessGroups::data_parallel(std::make_shared<LocalCommunicator>());
+  CHECK_THROWS_WITH(mismatched.set_device_groups(std::make_shared<FakeDeviceCommunicator>("pipe"), nullptr,
+                                                 std::make_shared<FakeDeviceCommunicator>("tensor")),
+                    Catch::Contains("a device communicator for every axis, or none"));
 }
