@@ -39,7 +39,7 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
         zero::ReplicatedOptions{.reduce_bucket_elements = config.zero.reduce_bucket_size,
                                 .overlap_comm = config.zero.overlap_comm},
         make_optimizer);
-  FATHOM_CHECK(lower(config.optimizer.type) != "lamb", "config error at optimizer.type: Lamb computes a trust ratio "
+  FATHOM_CHECK(!make_optimizer || lower(config.optimizer.type) != "lamb", "config error at optimizer.type: Lamb computes a trust ratio "
                "per parameter, which a ZeRO shard (a slice of the flattened parameters) does not have; use Adam, "
                "AdamW, SGD or Lion with zero_optimization.stage ", config.zero.stage, ", or stage 0");
   return std::make_unique<zero::ShardedState>(
@@ -56,21 +56,39 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
       make_optimizer, &model);
 }
 
+// What every engine does first: the config checked against this build and the data group's
+// size, the layout read from the model, one set of weights, the model in its precision.
+zero::ParallelLayout prepare(Config& config, nn::Module& model, const distributed::ProcessGroups& groups) {
+  config.check_supported();
+  config.resolve_batch(groups.data().size());
+  zero::ParallelLayout layout{groups, {}};
+  for (const auto& [name, param] : model.named_parameters()) layout.placements.push_back(model.placement(name));
+  broadcast_initial_weights(model, layout);
+  if (config.bf16.enabled || config.fp16.enabled) model.to(config.bf16.enabled ? DType::BF16 : DType::F16);
+  return layout;
+}
+
+EngineOptions engine_options(const Config& config, int64_t dp_world_size) {
+  EngineOptions options;
+  options.micro_batch_size = config.batch.train_micro_batch_size_per_gpu;
+  options.gradient_accumulation_steps = config.batch.gradient_accumulation_steps;
+  options.dp_world_size = dp_world_size;
+  options.gradient_clipping = config.gradient_clipping;
+  options.steps_per_print = config.steps_per_print;
+  options.wall_clock_breakdown = config.wall_clock_breakdown;
+  options.seed = config.seed.value_or(kDefaultSeed);
+  return options;
+}
+
 }  // namespace
 
 Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
                        std::shared_ptr<const data::Dataset> training_data, const distributed::ProcessGroups& groups) {
   FATHOM_CHECK(model != nullptr, "initialize: the model is null");
   const int64_t dp_world_size = groups.data().size();
-  config.check_supported();
-  config.resolve_batch(dp_world_size);
-  zero::ParallelLayout layout{groups, {}};
-  for (const auto& [name, param] : model->named_parameters()) layout.placements.push_back(model->placement(name));
-  broadcast_initial_weights(*model, layout);
-
+  const zero::ParallelLayout layout = prepare(config, *model, groups);
   const bool half = config.bf16.enabled || config.fp16.enabled;
   const bool zero = config.zero.stage >= 1;
-  if (half) model->to(config.bf16.enabled ? DType::BF16 : DType::F16);  // the model computes in 16 bits
   if (half || zero)
     FATHOM_CHECK(!optimizer, "initialize: with ", zero ? "ZeRO" : config.bf16.enabled ? "bf16 enabled" : "fp16 enabled",
                  " the engine builds the optimizer over ", zero ? "this rank's shard" : "fp32 master weights",
@@ -95,14 +113,7 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
     out.scheduler = nn::make_lr_scheduler(config.scheduler.type, config.scheduler.params, base_lrs);
   }
 
-  EngineOptions options;
-  options.micro_batch_size = config.batch.train_micro_batch_size_per_gpu;
-  options.gradient_accumulation_steps = config.batch.gradient_accumulation_steps;
-  options.dp_world_size = dp_world_size;
-  options.gradient_clipping = config.gradient_clipping;
-  options.steps_per_print = config.steps_per_print;
-  options.wall_clock_breakdown = config.wall_clock_breakdown;
-  options.seed = config.seed.value_or(kDefaultSeed);
+  const EngineOptions options = engine_options(config, dp_world_size);
   std::optional<LossScalerOptions> fp16;
   if (config.fp16.enabled) fp16 = from_config(config.fp16);
   out.engine = std::make_shared<Engine>(std::move(model), std::move(state), out.scheduler, options, fp16);
@@ -119,6 +130,17 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
     out.engine->attach_data_loader(out.loader);
   }
   return out;
+}
+
+std::shared_ptr<Engine> initialize_for_evaluation(Config config, std::shared_ptr<nn::Module> model,
+                                                  const distributed::ProcessGroups& groups) {
+  FATHOM_CHECK(model != nullptr, "initialize_for_evaluation: the model is null");
+  const zero::ParallelLayout layout = prepare(config, *model, groups);
+  std::unique_ptr<zero::TrainingState> state = make_training_state(config, *model, layout, nullptr);
+  auto engine = std::make_shared<Engine>(std::move(model), std::move(state), nullptr,
+                                         engine_options(config, groups.data().size()));
+  engine->set_config_json(config.to_json());
+  return engine;
 }
 
 Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,

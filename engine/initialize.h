@@ -30,6 +30,14 @@ struct Initialized {
 Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
                        std::shared_ptr<const data::Dataset> training_data, const distributed::ProcessGroups& groups);
 
+// An engine without an optimizer, for evaluation and inference (RLHF's frozen reference and
+// reward models beside the trained actor and critic): the config's "optimizer" and "scheduler"
+// sections are not used, precision and ZeRO are — at stage 3 the parameters stay sharded and are
+// gathered around each module's forward. engine.step() is an error; backward still reduces
+// gradients, for programs that want them.
+std::shared_ptr<Engine> initialize_for_evaluation(Config config, std::shared_ptr<nn::Module> model,
+                                                  const distributed::ProcessGroups& groups);
+
 // Data parallelism only: data_parallel_group is the ranks that train on different data
 // (runtime.world_ptr()); null for one process.
 Initialized initialize(Config config, std::shared_ptr<nn::Module> model,

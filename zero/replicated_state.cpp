@@ -10,8 +10,10 @@ namespace fathom::zero {
 
 ReplicatedState::ReplicatedState(const NamedParameters& params, ParallelLayout layout, ReplicatedOptions options,
                                  const OptimizerFactory& make_optimizer)
-    : TrainingState(std::move(layout), !params.empty() && (params.front().second.dtype() == DType::BF16 ||
-                                                             params.front().second.dtype() == DType::F16)),
+    // fp32 masters only for an optimizer to update: an evaluation state of a 16-bit model has none.
+    : TrainingState(std::move(layout), make_optimizer && !params.empty() &&
+                                           (params.front().second.dtype() == DType::BF16 ||
+                                            params.front().second.dtype() == DType::F16)),
       params_(params),
       slots_(flat_slots_of(params)) {
   FATHOM_CHECK(layout_.placements.size() == params_.size(), "training state: ", layout_.placements.size(),
@@ -62,7 +64,7 @@ void ReplicatedState::on_gradient_ready(size_t i) {
 }
 
 void ReplicatedState::begin_backward(bool boundary) {
-  if (reducer_) reducer_->prepare_backward(boundary);
+  if (reducer_) reducer_->prepare_backward(boundary && reduce_gradients_);
 }
 
 void ReplicatedState::end_backward() {

@@ -37,6 +37,7 @@ class ReplicatedState final : public TrainingState {
   void begin_backward(bool boundary) override;
   void end_backward() override;
   void scale_gradients(double factor) override;
+  void set_gradient_reduction(bool on) override { reduce_gradients_ = on; }
   void step() override;
   void zero_grad() override;
   std::vector<FlatSlot> flat_slots() const override { return slots_; }
@@ -66,6 +67,7 @@ class ReplicatedState final : public TrainingState {
   std::vector<FlatSlot> slots_;
   OptimizerLayout optimizer_layout_;
   std::unique_ptr<distributed::GradientReducer> reducer_;
+  bool reduce_gradients_ = true;
   std::vector<autograd::HookHandle> hooks_;
 };
 

@@ -273,6 +273,11 @@ void ShardedState::zero_grad() {
   if (options_.stage >= 2) gradient_shard_.zero_();
 }
 
+void ShardedState::set_gradient_reduction(bool on) {
+  FATHOM_CHECK(on, "ZeRO stage ", options_.stage, " cannot turn gradient reduction off: it shards gradients by "
+               "reducing them; an optimizer that communicates itself (1-bit Adam) needs zero_optimization.stage 0");
+}
+
 void ShardedState::reload_parameters() {
   if (gatherer_) gatherer_->refresh_persistent();
 }

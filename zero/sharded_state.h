@@ -57,6 +57,7 @@ class ShardedState final : public TrainingState {
   void begin_backward(bool boundary) override;
   void end_backward() override;
   void scale_gradients(double factor) override;
+  void set_gradient_reduction(bool on) override;
   void step() override;  // optimizer step on the shard, then all-gather the parameters (stages 1-2)
   void zero_grad() override;
   std::vector<FlatSlot> flat_slots() const override;

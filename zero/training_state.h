@@ -117,6 +117,11 @@ class TrainingState {
   virtual int64_t optimizer_steps() const = 0;
   virtual std::vector<std::string> optimizer_state_names() const = 0;
 
+  // Whether backward averages gradients over the data group (on by default). An optimizer that
+  // does its own data-parallel communication (1-bit Adam after its warm-up) turns it off; only
+  // stage 0 can (ZeRO shards gradients by reducing them).
+  virtual void set_gradient_reduction(bool on) = 0;
+
   // Every parameter whole in the model (stage 3 gathers; collective), and back. No-ops below.
   virtual void gather_full_parameters() {}
   virtual void release_full_parameters() {}

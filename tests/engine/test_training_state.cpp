@@ -9,6 +9,7 @@
 #include "models/gpt.h"
 #include "nn/loss.h"
 #include "nn/optimizer_factory.h"
+#include "parallel/local_communicator.h"
 #include "test_util.h"
 
 using namespace fathom;
@@ -172,4 +173,33 @@ TEST_CASE("an explicit accumulation boundary overrides the micro-step count", "[
   CHECK(engine.global_steps() == 1);
   engine.set_gradient_accumulation_boundary(std::nullopt);
   CHECK_FALSE(engine.is_gradient_accumulation_boundary());
+}
+
+TEST_CASE("an evaluation engine has no optimizer, shards at ZeRO-3 and refuses to step", "[engine]") {
+  const autograd::Variable idx(Tensor::from_vector<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  auto reference = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 11);
+  reference->eval();
+  const std::vector<float> expected = (*reference)(idx).data().to_vector<float>();
+  const auto groups = distributed::ProcessGroups::data_parallel(std::make_shared<distributed::LocalCommunicator>());
+
+  auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 11);
+  model->eval();
+  const auto engine = initialize_for_evaluation(
+      Config::from_string(R"({"train_batch_size": 2, "zero_optimization": {"stage": 3,
+                              "stage3_param_persistence_threshold": 0}})"),
+      model, groups);
+  CHECK(engine->optimizer() == nullptr);
+  CHECK((*engine)(idx).data().to_vector<float>() == expected);
+  CHECK(model->named_parameters()[0].second.numel() == 0);  // released again after the forward
+  CHECK(error_of([&] { engine->optimizer_step(); }) ==
+        "engine: an optimizer step on an engine without an optimizer (it was initialized for evaluation); give the "
+        "config an \"optimizer\" section to train");
+  CHECK(error_of([&] { engine->save_checkpoint("/tmp/unused"); }).find("has no optimizer") != std::string::npos);
+
+  // A 16-bit evaluation engine keeps no fp32 master weights.
+  auto half = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 11);
+  const auto bf16 = initialize_for_evaluation(
+      Config::from_string(R"({"train_batch_size": 2, "bf16": {"enabled": true}})"), half, groups);
+  CHECK_FALSE(bf16->training_state().keeps_masters());
+  CHECK(half->named_parameters()[0].second.dtype() == DType::BF16);
 }

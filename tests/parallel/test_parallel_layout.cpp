@@ -153,3 +153,37 @@ TEST_CASE("an fp16 overflow on one tensor rank skips the step on every rank of t
     CHECK_FALSE(step(job).skipped);
   }
 }
+
+TEST_CASE("turning gradient reduction off leaves each rank its own gradient (stage 0 only)", "[parallel]") {
+  struct One : nn::Module {
+    autograd::Variable w;
+    One() { w = register_parameter("w", Tensor::from_vector<float>({1, 2, 3})); }
+  };
+  const int rank = runtime().rank(), world = runtime().size();
+  const auto contribution = [](int r) { return std::vector<float>{0.1f * (r + 1), -0.2f * r, 0.3f}; };
+  for (const bool reduce : {true, false}) {
+    INFO("reduce " << reduce);
+    auto model = std::make_shared<One>();
+    const Initialized init = initialize(
+        Config::from_string(detail::concat(R"({"train_batch_size": )", world,
+                                           R"(, "optimizer": {"type": "SGD", "params": {"lr": 1.0}}})")),
+        model, nullptr, nullptr, runtime().world_ptr());
+    init.engine->training_state().set_gradient_reduction(reduce);
+    init.engine->backward(autograd::sum(autograd::mul(model->w, autograd::Variable(Tensor::from_vector(contribution(rank))))));
+    init.engine->step();
+    const std::vector<float> w = model->w.data().to_vector<float>();
+    for (size_t i = 0; i < 3; ++i) {
+      double mean = 0;
+      for (int r = 0; r < world; ++r) mean += contribution(r)[i] / world;
+      const double gradient = reduce ? mean : contribution(rank)[i];
+      CHECK(w[i] == Approx((i + 1.0) - gradient).epsilon(1e-6));
+    }
+  }
+  auto model = std::make_shared<One>();
+  const Initialized sharded = initialize(
+      Config::from_string(detail::concat(R"({"train_batch_size": )", world, R"(, "zero_optimization": {"stage": 1},
+          "optimizer": {"type": "SGD", "params": {"lr": 1.0}}})")),
+      model, nullptr, nullptr, runtime().world_ptr());
+  CHECK_THROWS_WITH(sharded.engine->training_state().set_gradient_reduction(false),
+                    Catch::Contains("needs zero_optimization.stage 0"));
+}
