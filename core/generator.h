@@ -13,6 +13,10 @@
 
 namespace fathom {
 
+// The one default seed (weights' initialisation, dropout, data shuffling) where a program or a
+// config gives none; Megatron's default too.
+inline constexpr uint64_t kDefaultSeed = 1234;
+
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0, uint64_t offset = 0) : seed_(seed), offset_(offset) {}

@@ -20,6 +20,7 @@
 #include "engine/config_reader.h"
 #include "nn/lr_schedule.h"
 #include "nn/optimizer_factory.h"
+#include "zero/zero_defaults.h"
 
 namespace fathom {
 
@@ -100,20 +101,20 @@ struct ZeroConfig {
   bool contiguous_gradients = true;
   bool overlap_comm = true;  // DeepSpeed: true for stage 3, false otherwise; Fathom: also true at stage 0
   bool reduce_scatter = true;
-  int64_t reduce_bucket_size = 500000000;
+  int64_t reduce_bucket_size = zero::kDefaultReduceBucketElements;
   bool use_multi_rank_bucket_allreduce = true;
   bool allgather_partitions = true;
-  int64_t allgather_bucket_size = 500000000;
+  int64_t allgather_bucket_size = zero::kDefaultAllgatherBucketElements;
   bool load_from_fp32_weights = true;
   bool elastic_checkpoint = false;
   OffloadParamConfig offload_param;
   OffloadOptimizerConfig offload_optimizer;
   int64_t sub_group_size = 1000000000;
-  int64_t prefetch_bucket_size = 50000000;
-  int64_t param_persistence_threshold = 100000;
+  int64_t prefetch_bucket_size = zero::kDefaultPrefetchElements;
+  int64_t param_persistence_threshold = zero::kDefaultPersistenceThreshold;
   int64_t model_persistence_threshold = INT64_MAX;
-  int64_t max_live_parameters = 1000000000;
-  int64_t max_reuse_distance = 1000000000;
+  int64_t max_live_parameters = zero::kDefaultMaxLiveElements;
+  int64_t max_reuse_distance = zero::kDefaultMaxReuseDistance;
   bool gather_16bit_weights_on_model_save = false;
   int64_t module_granularity_threshold = 0;
   bool use_all_reduce_for_fetch_params = false;

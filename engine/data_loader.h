@@ -9,7 +9,7 @@
 //
 //   auto data = std::make_shared<data::TokenDataset>(data::TokenDataset::from_file("train.bin", 1024));
 //   data::DataLoader loader(data, {.micro_batch_size = 8, .gradient_accumulation_steps = 4,
-//                                  .dp_rank = rank, .dp_world_size = world, .seed = 1337});
+//                                  .dp_rank = rank, .dp_world_size = world, .seed = 7});
 //   for (int epoch = 0; epoch < epochs; ++epoch)
 //     for (const data::Batch& batch : loader) { ... }   // one epoch of this rank's micro-batches
 //

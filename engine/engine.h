@@ -32,6 +32,7 @@
 #include <memory>
 #include <string>
 
+#include "core/generator.h"
 #include "engine/data_loader.h"
 #include "engine/loss_scaler.h"
 #include "nn/lr_schedule.h"
@@ -40,9 +41,6 @@
 #include "zero/training_state.h"
 
 namespace fathom {
-
-// The seed of dropout and data shuffling when the config has none ("seed").
-inline constexpr uint64_t kDefaultSeed = 1234;
 
 struct EngineOptions {
   int64_t micro_batch_size = 1;

@@ -104,7 +104,7 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
   auto train = std::make_shared<data::TokenDataset>(split.train);
   auto val = std::make_shared<data::TokenDataset>(split.val);
 
-  auto model = std::make_shared<models::GPT>(model_config, config.seed.value_or(1337));
+  auto model = std::make_shared<models::GPT>(model_config, config.seed.value_or(kDefaultSeed));
   if (!opt.init_path.empty()) models::load_gpt2_safetensors(*model, opt.init_path);
   const Device device = launcher::resolve_device(opt.device, runtime.device());
   model->to(device);  // before the engine: its optimizer and ZeRO buffers follow the parameters

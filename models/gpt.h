@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "core/generator.h"
 #include "nn/containers.h"
 #include "nn/embedding.h"
 #include "nn/transformer.h"
@@ -40,7 +41,7 @@ struct GPTConfig {
 
 class GPT : public nn::Module {
  public:
-  explicit GPT(const GPTConfig& config, uint64_t seed = 1337);
+  explicit GPT(const GPTConfig& config, uint64_t seed = kDefaultSeed);
   // idx: (B, T) token ids, T <= block_size -> logits (B, T, vocab_size)
   Variable forward(const Variable& idx) override;
   std::string type_name() const override { return "GPT"; }

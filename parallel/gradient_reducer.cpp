@@ -5,37 +5,38 @@
 
 namespace fathom::distributed {
 
-GradientReducer::GradientReducer(std::shared_ptr<Communicator> group, std::vector<ReducedParameter> parameters,
-                                 GradientReducerOptions options)
-    : group_(std::move(group)), parameters_(std::move(parameters)), options_(options) {
-  FATHOM_CHECK(group_ != nullptr, "gradient reducer: no communicator");
-  FATHOM_CHECK(options_.bucket_elements > 0, "gradient reducer: the bucket size must be > 0 elements, got ",
-               options_.bucket_elements, " (zero_optimization.reduce_bucket_size)");
-  bucket_of_.resize(parameters_.size());
-  copied_.resize(parameters_.size());
-  // Reverse order: backward finishes the last layers' gradients first. A bucket closes when
-  // the next parameter would overflow it or has another dtype.
+namespace {
+std::vector<int64_t> sizes_of(const std::vector<ReducedParameter>& parameters) {
   std::vector<int64_t> sizes;
-  std::vector<DType> dtypes;
-  for (size_t k = parameters_.size(); k-- > 0;) {
-    const ReducedParameter& p = parameters_[k];
+  for (const ReducedParameter& p : parameters) sizes.push_back(p.holder.numel());
+  return sizes;
+}
+// A bucket holds one dtype: a new one starts where the dtype changes.
+std::vector<int> dtypes_of(const std::vector<ReducedParameter>& parameters) {
+  std::vector<int> kinds;
+  for (const ReducedParameter& p : parameters) {
     FATHOM_CHECK(is_floating_point(p.holder.dtype()), "gradient reducer: parameter \"", p.name, "\" is ",
                  dtype_name(p.holder.dtype()));
-    const int64_t n = p.holder.numel();
-    if (buckets_.empty() || sizes.back() + n > options_.bucket_elements || dtypes.back() != p.holder.dtype()) {
-      buckets_.emplace_back();
-      sizes.push_back(0);
-      dtypes.push_back(p.holder.dtype());
-    }
-    buckets_.back().members.push_back(k);
-    buckets_.back().offsets.push_back(sizes.back());
-    bucket_of_[k] = buckets_.size() - 1;
-    sizes.back() += n;
+    kinds.push_back(static_cast<int>(p.holder.dtype()));
   }
+  return kinds;
+}
+}  // namespace
+
+GradientReducer::GradientReducer(std::shared_ptr<Communicator> group, std::vector<ReducedParameter> parameters,
+                                 GradientReducerOptions options)
+    : group_(std::move(group)),
+      parameters_(std::move(parameters)),
+      options_(options),
+      plan_(sizes_of(parameters_), options.bucket_elements, dtypes_of(parameters_)) {
+  FATHOM_CHECK(group_ != nullptr, "gradient reducer: no communicator");
   // The buckets are the gradients' storage (attach_gradient_views), hence their tag.
   MemoryTagScope tag(MemoryTag::Gradients);
-  for (size_t b = 0; b < buckets_.size(); ++b)
-    buckets_[b].flat = Tensor::zeros({sizes[b]}, dtypes[b], parameters_.front().holder.device());
+  buckets_.resize(plan_.size());
+  for (size_t b = 0; b < plan_.size(); ++b) {
+    const ReducedParameter& first = parameters_[plan_.members(b).front()];
+    buckets_[b].flat = Tensor::zeros({plan_.elements(b)}, first.holder.dtype(), first.holder.device());
+  }
 }
 
 void GradientReducer::record(Event::Kind kind, int bucket) {
@@ -44,10 +45,7 @@ void GradientReducer::record(Event::Kind kind, int bucket) {
 }
 
 Tensor GradientReducer::slot_of(size_t k) const {
-  const Bucket& bucket = buckets_[bucket_of_[k]];
-  size_t slot = 0;
-  while (bucket.members[slot] != k) ++slot;
-  return bucket.flat.narrow(0, bucket.offsets[slot], parameters_[k].holder.numel());
+  return buckets_[plan_.bucket_of(k)].flat.narrow(0, plan_.offset_in_bucket(k), parameters_[k].holder.numel());
 }
 
 void GradientReducer::attach_gradient_views() {
@@ -62,31 +60,29 @@ void GradientReducer::attach_gradient_views() {
 
 bool GradientReducer::is_view(size_t k) const {
   const Tensor& grad = parameters_[k].holder.grad();
-  return grad.defined() && grad.shares_storage(buckets_[bucket_of_[k]].flat);
+  return grad.defined() && grad.shares_storage(buckets_[plan_.bucket_of(k)].flat);
 }
 
 void GradientReducer::prepare_backward(bool reduce) {
   attach_gradient_views();
   reducing_ = reduce;
   if (!reduce) return;
-  FATHOM_CHECK(next_to_launch_ == 0, "gradient reducer: the previous reducing backward was not finished; call "
+  FATHOM_CHECK(plan_.launched() == 0, "gradient reducer: the previous reducing backward was not finished; call "
                "finish_backward() (engine.backward does) after each backward");
   backward_start_ = std::chrono::steady_clock::now();
   events_.clear();
-  std::fill(copied_.begin(), copied_.end(), false);
-  for (Bucket& bucket : buckets_) bucket.ready = 0;
+  plan_.reset();
 }
 
 void GradientReducer::copy_in(size_t k) {
-  if (copied_[k]) return;
-  copied_[k] = true;
+  if (plan_.is_ready(k)) return;
   const ReducedParameter& p = parameters_[k];
   if (!is_view(k)) {  // a gradient that is not the bucket's own view is copied in
     Tensor slot = slot_of(k);
     if (const Tensor& grad = p.holder.grad(); grad.defined()) slot.copy_(grad.reshape({p.holder.numel()}));
     else slot.zero_();
   }
-  ++buckets_[bucket_of_[k]].ready;
+  plan_.mark_ready(k);
 }
 
 void GradientReducer::gradient_ready(size_t k) {
@@ -101,9 +97,7 @@ void GradientReducer::launch(size_t b) {
 }
 
 void GradientReducer::launch_ready_buckets() {
-  while (next_to_launch_ < buckets_.size() &&
-         buckets_[next_to_launch_].ready == buckets_[next_to_launch_].members.size())
-    launch(next_to_launch_++);
+  while (const std::optional<size_t> bucket = plan_.next_launchable()) launch(*bucket);
 }
 
 void GradientReducer::finish_backward() {
@@ -120,10 +114,10 @@ void GradientReducer::finish_backward() {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     buckets_[b].work->wait();
     buckets_[b].work.reset();
-    for (size_t slot = 0; slot < buckets_[b].members.size(); ++slot) {
-      if (is_view(buckets_[b].members[slot])) continue;  // averaged in place
-      const ReducedParameter& p = parameters_[buckets_[b].members[slot]];
-      Tensor averaged = buckets_[b].flat.narrow(0, buckets_[b].offsets[slot], p.holder.numel()).reshape(p.holder.sizes());
+    for (const size_t k : plan_.members(b)) {
+      if (is_view(k)) continue;  // averaged in place
+      const ReducedParameter& p = parameters_[k];
+      Tensor averaged = slot_of(k).reshape(p.holder.sizes());
       if (const Tensor& grad = p.holder.grad(); grad.defined()) grad.copy_(averaged);
       else {
         MemoryTagScope tag(MemoryTag::Gradients);
@@ -133,7 +127,7 @@ void GradientReducer::finish_backward() {
   }
   record(Event::BucketsDone, -1);
   last_communication_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  next_to_launch_ = 0;
+  plan_.reset();
   reducing_ = false;
 }
 

@@ -2,7 +2,8 @@
 // Data parallelism's gradient averaging, overlapped with backward.
 //
 // Parameters are packed, in reverse order (the order backward produces their gradients), into
-// buckets of about `bucket_elements` (zero_optimization.reduce_bucket_size). As each
+// buckets of about `bucket_elements` (zero_optimization.reduce_bucket_size;
+// parallel/gradient_buckets.h, shared with ZeRO). As each
 // parameter's gradient becomes final in a backward that ends an accumulation cycle (the owner's
 // grad-ready hook calls gradient_ready), it is copied into its bucket; a full bucket's all-reduce (avg) starts at
 // once on the communicator's progress thread while backward goes on computing. Buckets start
@@ -27,6 +28,7 @@
 
 #include "autograd/variable.h"
 #include "parallel/communicator.h"
+#include "parallel/gradient_buckets.h"
 
 namespace fathom::distributed {
 
@@ -36,7 +38,7 @@ struct ReducedParameter {
 };
 
 struct GradientReducerOptions {
-  int64_t bucket_elements = 500'000'000;  // zero_optimization.reduce_bucket_size
+  int64_t bucket_elements = 0;            // zero_optimization.reduce_bucket_size (required)
   bool overlap = true;                    // zero_optimization.overlap_comm
 };
 
@@ -54,7 +56,7 @@ class GradientReducer {
   // After it: averaged gradients in every holder (a no-op when not reducing).
   void finish_backward();
 
-  size_t num_buckets() const { return buckets_.size(); }
+  size_t num_buckets() const { return plan_.size(); }
   Communicator& group() const { return *group_; }
 
   // What the last reducing backward did, for tests and benchmarks.
@@ -70,10 +72,7 @@ class GradientReducer {
 
  private:
   struct Bucket {
-    std::vector<size_t> members;  // indices into parameters_
-    std::vector<int64_t> offsets; // each member's offset in `flat`
-    Tensor flat;
-    size_t ready = 0;
+    Tensor flat;  // the members' gradients, laid out as plan_ says
     WorkHandle work;
   };
   Tensor slot_of(size_t parameter) const;  // the parameter's slice of its bucket (flat)
@@ -87,10 +86,8 @@ class GradientReducer {
   std::shared_ptr<Communicator> group_;
   std::vector<ReducedParameter> parameters_;
   GradientReducerOptions options_;
+  GradientBuckets plan_;
   std::vector<Bucket> buckets_;
-  std::vector<size_t> bucket_of_;       // parameter -> bucket
-  std::vector<bool> copied_;            // parameter -> gradient copied into its bucket
-  size_t next_to_launch_ = 0;
   bool reducing_ = false;
   std::chrono::steady_clock::time_point backward_start_;
   std::vector<Event> events_;

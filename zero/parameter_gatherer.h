@@ -21,14 +21,15 @@
 #include "nn/module.h"
 #include "parallel/communicator.h"
 #include "zero/flat_parameters.h"
+#include "zero/zero_defaults.h"
 
 namespace fathom::zero {
 
 struct GatherOptions {
-  int64_t persistence_threshold = 100'000;  // elements
-  int64_t prefetch_elements = 50'000'000;
-  int64_t max_live_elements = 1'000'000'000;
-  int64_t max_reuse_distance = 1'000'000'000;  // stage3_max_reuse_distance, elements
+  int64_t persistence_threshold = kDefaultPersistenceThreshold;  // elements
+  int64_t prefetch_elements = kDefaultPrefetchElements;
+  int64_t max_live_elements = kDefaultMaxLiveElements;
+  int64_t max_reuse_distance = kDefaultMaxReuseDistance;  // stage3_max_reuse_distance, elements
 };
 
 class ParameterGatherer {

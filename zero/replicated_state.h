@@ -18,11 +18,12 @@
 #include "parallel/gradient_reducer.h"
 #include "zero/flat_optimizer_state.h"
 #include "zero/training_state.h"
+#include "zero/zero_defaults.h"
 
 namespace fathom::zero {
 
 struct ReplicatedOptions {
-  int64_t reduce_bucket_elements = 500'000'000;  // zero_optimization.reduce_bucket_size
+  int64_t reduce_bucket_elements = kDefaultReduceBucketElements;  // zero_optimization.reduce_bucket_size
   bool overlap_comm = true;                      // reduce buckets while backward runs
 };
 

@@ -72,19 +72,16 @@ ShardedState::ShardedState(const NamedParameters& params, ParallelLayout layout,
   }
 }
 
-// Stage 2: slots in reverse (the order backward finishes them), cut into contiguous ranges of
-// at most reduce_bucket_elements (one larger parameter makes a bucket of its own).
+// Stages 2-3: slots in reverse (the order backward finishes them), cut into buckets of at most
+// reduce_bucket_elements; consecutive slots, so each bucket is a contiguous range of the buffer.
 void ShardedState::build_buckets() {
-  const auto& slots = flat_.slots();
-  bucket_of_slot_.resize(slots.size());
-  slot_copied_.resize(slots.size());
-  for (size_t s = slots.size(); s-- > 0;) {
-    if (buckets_.empty() || buckets_.back().range.size() + slots[s].numel > options_.reduce_bucket_elements)
-      buckets_.push_back({.range = {slots[s].offset + slots[s].numel, slots[s].offset + slots[s].numel}});
-    Bucket& bucket = buckets_.back();
-    bucket.range.begin = slots[s].offset;
-    bucket.slots.push_back(s);
-    bucket_of_slot_[s] = buckets_.size() - 1;
+  std::vector<int64_t> sizes;
+  for (const auto& slot : flat_.slots()) sizes.push_back(slot.numel);
+  plan_.emplace(sizes, options_.reduce_bucket_elements);
+  for (size_t b = 0; b < plan_->size(); ++b) {
+    const FlatParameters::Slot& last = flat_.slots()[plan_->members(b).front()];
+    const FlatParameters::Slot& first = flat_.slots()[plan_->members(b).back()];
+    buckets_.push_back({.range = {first.offset, last.offset + last.numel}});
   }
 }
 
@@ -92,9 +89,8 @@ void ShardedState::begin_backward(bool boundary) {
   boundary_ = boundary;
   in_backward_ = true;
   if (options_.stage < 2) return;
-  std::fill(slot_copied_.begin(), slot_copied_.end(), false);
-  for (Bucket& bucket : buckets_) bucket.ready = 0;
-  next_launch_ = next_complete_ = 0;
+  plan_->reset();
+  next_complete_ = 0;
 }
 
 void ShardedState::fold_into_flat_gradients(size_t s) {
@@ -107,10 +103,9 @@ void ShardedState::fold_into_flat_gradients(size_t s) {
 }
 
 void ShardedState::on_gradient_ready(size_t s) {
-  if (!in_backward_ || slot_copied_[s]) return;
-  slot_copied_[s] = true;
+  if (!in_backward_ || plan_->is_ready(s)) return;
   const FlatParameters::Slot& slot = flat_.slots()[s];
-  Bucket& bucket = buckets_[bucket_of_slot_[s]];
+  Bucket& bucket = buckets_[plan_->bucket_of(s)];
   if (!bucket.flat.defined()) {
     MemoryTagScope tag(MemoryTag::Communication);
     bucket.flat = Tensor::zeros({bucket.range.size()}, flat_.dtype(), flat_.device());
@@ -119,22 +114,21 @@ void ShardedState::on_gradient_ready(size_t s) {
   if (const Tensor& grad = slot.param.grad(); grad.defined()) destination.copy_(grad.reshape({slot.numel}));
   slot.param.zero_grad();  // copied into the bucket: the full gradient is released
   if (gatherer_) gatherer_->release(s);  // stage 3: its data is not needed again in this backward
-  ++bucket.ready;
+  plan_->mark_ready(s);
   launch_ready_buckets();
 }
 
 void ShardedState::launch_ready_buckets() {
-  while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].slots.size()) {
+  while (const std::optional<size_t> next = plan_->next_launchable()) {
     // At most two buckets exist at once: the one in flight and the one being filled.
-    if (next_launch_ > next_complete_) complete(next_complete_);
-    Bucket& bucket = buckets_[next_launch_];
+    if (*next > next_complete_) complete(next_complete_);
+    Bucket& bucket = buckets_[*next];
     const std::vector<int64_t> counts = flat_.partition().counts_within(bucket.range);
     {
       MemoryTagScope tag(MemoryTag::Communication);
       bucket.received = Tensor::empty({counts[group_->rank()]}, flat_.dtype(), flat_.device());
     }
     bucket.work = group_->reduce_scatter_v_async(bucket.flat, bucket.received, counts, ReduceOp::Avg);
-    ++next_launch_;
     if (!options_.overlap_comm) complete(next_complete_);
   }
 }
@@ -149,7 +143,7 @@ void ShardedState::complete(size_t b) {
     Tensor target = gradient_shard_.narrow(0, begin - owned_.begin, bucket.received.numel());
     add_(target, bucket.received.dtype() == target.dtype() ? bucket.received : bucket.received.to(target.dtype()));
   }
-  bucket = Bucket{bucket.range, std::move(bucket.slots)};  // frees the buffers
+  bucket = Bucket{.range = bucket.range};  // frees the buffers
   ++next_complete_;
 }
 
@@ -158,7 +152,7 @@ void ShardedState::end_backward() {
   if (options_.stage >= 2) {
     // Parameters that got no gradient this backward contribute zeros.
     for (size_t s = 0; s < flat_.slots().size(); ++s) {
-      if (slot_copied_[s]) continue;
+      if (plan_->is_ready(s)) continue;
       in_backward_ = true;
       on_gradient_ready(s);
       in_backward_ = false;

@@ -25,10 +25,12 @@
 // counts its own shard, summed over the data group (and the model-parallel groups).
 
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "parallel/gradient_buckets.h"
 #include "zero/flat_optimizer_state.h"
 #include "zero/flat_parameters.h"
 #include "zero/parameter_gatherer.h"
@@ -38,8 +40,8 @@ namespace fathom::zero {
 
 struct ShardedOptions {
   int stage = 1;
-  int64_t reduce_bucket_elements = 500'000'000;     // zero_optimization.reduce_bucket_size
-  int64_t allgather_bucket_elements = 500'000'000;  // zero_optimization.allgather_bucket_size
+  int64_t reduce_bucket_elements = kDefaultReduceBucketElements;        // reduce_bucket_size
+  int64_t allgather_bucket_elements = kDefaultAllgatherBucketElements;  // allgather_bucket_size
   bool overlap_comm = false;                        // stage 2: reduce buckets while backward runs
   bool accumulate_in_fp32 = false;                  // 16-bit models: fp32 gradients across micro-steps
   GatherOptions gather;                             // stage 3: persistence, prefetch, live cap
@@ -86,8 +88,6 @@ class ShardedState final : public TrainingState {
  private:
   struct Bucket {
     Range range;                  // in the flat buffer
-    std::vector<size_t> slots;
-    size_t ready = 0;
     Tensor flat, received;        // alive only while the bucket is in use
     distributed::WorkHandle work;
   };
@@ -109,13 +109,12 @@ class ShardedState final : public TrainingState {
   Tensor gradient_shard_;     // stages 2-3: [owned], gradient_dtype_
   autograd::Variable master_; // fp32: f32 models update their own shard in place
   std::unique_ptr<ParameterGatherer> gatherer_;
+  std::optional<distributed::GradientBuckets> plan_;  // stages 2-3: which slots go together
   std::vector<Bucket> buckets_;
-  std::vector<size_t> bucket_of_slot_;
-  std::vector<bool> slot_copied_;
   OptimizerLayout optimizer_layout_;
   bool every_slot_counted_ = true;  // no tensor-parallel replicas or tie followers among the slots
   std::vector<autograd::HookHandle> hooks_;
-  size_t next_launch_ = 0, next_complete_ = 0;
+  size_t next_complete_ = 0;
   bool boundary_ = false, in_backward_ = false;
 };
 
