@@ -45,6 +45,7 @@
 #include "nn/grad_clipping.h"
 #include "nn/init.h"
 #include "nn/lamb.h"
+#include "nn/layer_sequence.h"
 #include "nn/linear.h"
 #include "nn/lion.h"
 #include "nn/loss.h"

@@ -60,24 +60,43 @@ void GPT::init_weights(uint64_t seed) {
   }
 }
 
-Variable GPT::forward(const Variable& idx) {
-  FATHOM_CHECK(idx.dim() == 2 && (idx.dtype() == DType::I64 || idx.dtype() == DType::I32),
-               "GPT: expected token ids of shape (B, T) and dtype i64, got ", idx.data().str());
-  const int64_t T = idx.size(1);
-  FATHOM_CHECK(T <= config_.block_size, "GPT: sequence length ", T, " exceeds block_size ", config_.block_size);
-  const Tensor positions = Tensor::arange(T, DType::I64, idx.device());
-  const Variable tokens = (*transformer->wte)(idx);
-  const Variable where = (*transformer->wpe)(Variable(positions));
-  Variable x = (*transformer->drop)(autograd::add(tokens, where));
-  for (const auto& block : transformer->h->modules()) {
-    if (config_.activation_checkpointing && autograd::is_grad_enabled())
-      x = autograd::checkpoint([&block](const autograd::VariableList& in) { return autograd::VariableList{(*block)(in[0])}; },
-                               {x})[0];
-    else
-      x = (*block)(x);
+Variable GPT::forward(const Variable& idx) { return forward_layers(idx); }
+
+Variable GPT::forward_layer(size_t layer, const Variable& x) {
+  FATHOM_CHECK(layer < num_layers(), "GPT: layer ", layer, " of ", num_layers(), " does not exist");
+  if (layer == 0) {  // token ids -> embeddings
+    FATHOM_CHECK(x.dim() == 2 && (x.dtype() == DType::I64 || x.dtype() == DType::I32),
+                 "GPT: expected token ids of shape (B, T) and dtype i64, got ", x.data().str());
+    const int64_t T = x.size(1);
+    FATHOM_CHECK(T <= config_.block_size, "GPT: sequence length ", T, " exceeds block_size ", config_.block_size);
+    const Tensor positions = Tensor::arange(T, DType::I64, x.device());
+    return (*transformer->drop)(autograd::add((*transformer->wte)(x), (*transformer->wpe)(Variable(positions))));
   }
-  x = (*transformer->ln_f)(x);
-  return (*lm_head)(x);
+  if (layer == num_layers() - 1) return (*lm_head)((*transformer->ln_f)(x));  // -> logits
+  const std::shared_ptr<nn::Module>& block = transformer->h->modules()[layer - 1];
+  if (config_.activation_checkpointing && autograd::is_grad_enabled())
+    return autograd::checkpoint(
+        [&block](const autograd::VariableList& in) { return autograd::VariableList{(*block)(in[0])}; }, {x})[0];
+  return (*block)(x);
+}
+
+std::vector<std::string> GPT::layer_parameters(size_t layer) const {
+  FATHOM_CHECK(layer < num_layers(), "GPT: layer ", layer, " of ", num_layers(), " does not exist");
+  std::vector<std::string> prefixes;
+  if (layer == 0) prefixes = {"transformer.wte.", "transformer.wpe."};
+  else if (layer == num_layers() - 1) prefixes = {"transformer.ln_f.", "lm_head."};
+  else prefixes = {"transformer.h." + std::to_string(layer - 1) + "."};
+  std::vector<std::string> names;
+  for (const auto& [name, parameter] : named_parameters())
+    for (const std::string& prefix : prefixes)
+      if (name.rfind(prefix, 0) == 0) names.push_back(name);
+  if (layer == num_layers() - 1 && config_.tied_embeddings) names.push_back("transformer.wte.weight");  // the head's weight
+  return names;
+}
+
+std::vector<nn::Tie> GPT::ties() const {
+  if (!config_.tied_embeddings) return {};
+  return {{"embedding", "transformer.wte.weight", {0, num_layers() - 1}}};
 }
 
 }  // namespace fathom::models

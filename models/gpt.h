@@ -5,14 +5,16 @@
 // Parameter names and shapes are Hugging Face GPT-2's (transformer.wte.weight,
 // transformer.h.0.attn.c_attn.weight, ..., lm_head.weight) so weights move to and from the
 // wider ecosystem (models/gpt_weights.h converts Conv1D's [in, out] layout). The model is a
-// sequence of layers — embedding, blocks, final norm and head — so pipeline parallelism can
-// cut it into stages.
+// sequence of layers (nn::LayerSequence) — layer 0 the token and position embeddings, layers
+// 1..n_layer the blocks, the last the final norm and head — and forward runs them in order, so
+// pipeline parallelism can cut it into stages; the tied embedding is a declared tie.
 
 #include <string>
 
 #include "core/generator.h"
 #include "nn/containers.h"
 #include "nn/embedding.h"
+#include "nn/layer_sequence.h"
 #include "nn/transformer.h"
 
 namespace fathom::models {
@@ -39,7 +41,7 @@ struct GPTConfig {
   void validate() const;
 };
 
-class GPT : public nn::Module {
+class GPT : public nn::Module, public nn::LayerSequence {
  public:
   explicit GPT(const GPTConfig& config, uint64_t seed = kDefaultSeed);
   // idx: (B, T) token ids, T <= block_size -> logits (B, T, vocab_size)
@@ -49,6 +51,13 @@ class GPT : public nn::Module {
   // residual projections (attn.c_proj, mlp.c_proj) scaled by 1/sqrt(2 n_layer).
   void init_weights(uint64_t seed);
   const GPTConfig& config() const { return config_; }
+
+  // The layers: n_layer + 2 (embeddings, blocks, final norm + head).
+  size_t num_layers() const override { return static_cast<size_t>(config_.n_layer) + 2; }
+  Variable forward_layer(size_t layer, const Variable& input) override;
+  std::vector<std::string> layer_parameters(size_t layer) const override;
+  // With tied_embeddings: "embedding", transformer.wte.weight, used by the first and last layers.
+  std::vector<nn::Tie> ties() const override;
 
   // Named like Hugging Face: "transformer" holds wte, wpe, drop, h, ln_f.
   struct Transformer : nn::Module {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 
 #include "autograd/engine.h"
 #include "autograd/functions.h"
@@ -208,4 +209,34 @@ TEST_CASE("KV-cache logits equal the full-prefix forward", "[models]") {
   const Tensor logits = Tensor::from_vector<float>({0.1f, 3.0f, 0.2f});
   CHECK(sample_token(logits, 0.0, 0, gen) == 1);   // greedy
   CHECK(sample_token(logits, 1.0, 1, gen) == 1);   // top-1 is greedy too
+}
+
+TEST_CASE("GPT is a list of layers a pipeline can cut anywhere, with its embedding tie declared", "[models]") {
+  models::GPTConfig config = models::GPTConfig::preset("tiny");
+  models::GPT model(config, 4);
+  REQUIRE(model.num_layers() == 4);  // embeddings, 2 blocks, final norm + head
+  const autograd::Variable idx(Tensor::from_vector<int64_t>({1, 5, 9, 2, 7, 3}, {2, 3}));
+  const std::vector<float> whole = model(idx).data().to_vector<float>();
+  for (size_t cut = 0; cut <= model.num_layers(); ++cut) {
+    INFO("cut after layer " << cut);
+    const autograd::Variable first = model.forward_layers(idx, 0, cut);
+    CHECK(model.forward_layers(first, cut).data().to_vector<float>() == whole);
+  }
+  // Every parameter belongs to one layer; the tied embedding to the first and the last.
+  std::map<std::string, std::vector<size_t>> layers_of;
+  for (size_t layer = 0; layer < model.num_layers(); ++layer)
+    for (const std::string& name : model.layer_parameters(layer)) layers_of[name].push_back(layer);
+  for (const auto& [name, parameter] : model.named_parameters()) {
+    INFO(name);
+    REQUIRE(layers_of.count(name) == 1);
+    if (name == "transformer.wte.weight") CHECK(layers_of[name] == std::vector<size_t>{0, 3});
+    else CHECK(layers_of[name].size() == 1);
+  }
+  CHECK(layers_of.size() == model.named_parameters().size());
+  REQUIRE(model.ties().size() == 1);
+  CHECK(model.ties()[0].parameter == "transformer.wte.weight");
+  CHECK(model.ties()[0].layers == std::vector<size_t>{0, 3});
+  config.tied_embeddings = false;
+  CHECK(models::GPT(config, 4).ties().empty());
+  CHECK_THROWS_WITH(model.forward_layer(4, idx), Catch::Contains("GPT: layer 4 of 4 does not exist"));
 }

@@ -1,0 +1,44 @@
+#pragma once
+// LayerSequence: a model written as a list of layers, each from one Variable to one Variable,
+// so that a pipeline can cut it into stages and run a stage's layers only, and so that
+// checkpoints can name layers by their global index whatever the pipeline degree.
+//
+//   struct MyModel : nn::Module, nn::LayerSequence { ... };
+//   Variable hidden = model.forward_layers(x, 0, 3);        // stage 0: layers [0, 3)
+//   Variable out = model.forward_layers(hidden, 3);         // stage 1: the rest
+//
+// Layer i uses the parameters layer_parameters(i) names (dotted, as named_parameters lists
+// them). A parameter that two layers use — GPT's token embedding and its LM head — is a
+// declared tie: ties() names the parameter and the layers that use it, so a pipeline knows to
+// keep a copy on each of their stages and to sum their gradients, without discovering shared
+// pointers.
+
+#include <cstddef>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "autograd/variable.h"
+
+namespace fathom::nn {
+
+struct Tie {
+  std::string name;            // e.g. "embedding"
+  std::string parameter;       // the dotted name named_parameters lists it under
+  std::vector<size_t> layers;  // the layers that use it, in order
+};
+
+class LayerSequence {
+ public:
+  virtual ~LayerSequence() = default;
+  virtual size_t num_layers() const = 0;
+  virtual autograd::Variable forward_layer(size_t layer, const autograd::Variable& input) = 0;
+  virtual std::vector<std::string> layer_parameters(size_t layer) const = 0;
+  virtual std::vector<Tie> ties() const { return {}; }
+
+  // Layers [begin, end) in order; the whole model by default.
+  autograd::Variable forward_layers(const autograd::Variable& input, size_t begin = 0,
+                                    size_t end = std::numeric_limits<size_t>::max());
+};
+
+}  // namespace fathom::nn
