@@ -18,8 +18,8 @@ namespace fathom::autograd {
 void backward(const VariableList& outputs, const TensorList& grad_outputs = {}, bool retain_graph = false);
 
 // Runs `callback` when the backward currently executing on this thread finishes (after every
-// node and grad-ready hook). Called outside a backward it is an error. DP and ZeRO use it to
-// flush their last bucket and release stage-3 parameters.
+// node and grad-ready hook). Called outside a backward it is an error. (The training states
+// finish their reductions in end_backward, which the engine calls after backward returns.)
 void queue_backward_callback(std::function<void()> callback);
 // Runs `callback` at the end of every backward on this thread, until removed (returns an id).
 int add_post_backward_callback(std::function<void()> callback);

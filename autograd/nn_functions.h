@@ -18,7 +18,7 @@ Variable causal_softmax(const Variable& scores, double scale);
 Variable layernorm(const Variable& x, const Variable& weight, const Variable& bias, double eps = 1e-5);
 Variable rmsnorm(const Variable& x, const Variable& weight, double eps = 1e-6);
 Variable embedding(const Tensor& indices, const Variable& weight);
-// Mean over non-ignored targets, or sum / normaliser when one is given (DESIGN.md's
+// Mean over non-ignored targets, or sum / normaliser when one is given (docs/data.md's
 // loss_normaliser). logits (..., V), targets (...) i64.
 Variable cross_entropy(const Variable& logits, const Tensor& targets, std::optional<double> normaliser = std::nullopt,
                        int64_t ignore_index = -100);

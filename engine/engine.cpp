@@ -21,9 +21,11 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 Engine::Engine(std::shared_ptr<nn::Module> model, std::unique_ptr<zero::TrainingState> state,
-               std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options,
-               std::optional<LossScalerOptions> fp16)
-    : model_(std::move(model)), state_(std::move(state)), scheduler_(std::move(scheduler)), options_(options),
+               std::shared_ptr<nn::LRScheduler> scheduler, EngineOptions options, std::optional<LossScalerOptions> fp16)
+    : model_(std::move(model)),
+      state_(std::move(state)),
+      scheduler_(std::move(scheduler)),
+      options_(options),
       schedule_(std::make_unique<GradientAccumulation>()) {
   FATHOM_CHECK(model_ != nullptr, "Engine: no model");
   FATHOM_CHECK(state_ != nullptr, "Engine: no training state");
@@ -32,15 +34,15 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::unique_ptr<zero::Training
     FATHOM_CHECK(state_->keeps_masters(), "Engine: fp16 loss scaling needs fp32 master weights (a 16-bit model)");
     scaler_.emplace(*fp16);
   }
-  FATHOM_CHECK(options_.gradient_accumulation_steps >= 1 && options_.micro_batch_size >= 1 &&
-                   options_.dp_world_size >= 1,
-               "Engine: micro_batch_size, gradient_accumulation_steps and dp_world_size must be >= 1");
+  FATHOM_CHECK(
+      options_.gradient_accumulation_steps >= 1 && options_.micro_batch_size >= 1 && options_.dp_world_size >= 1,
+      "Engine: micro_batch_size, gradient_accumulation_steps and dp_world_size must be >= 1");
   FATHOM_CHECK(options_.dp_world_size == state_->data_group().size(), "Engine: dp_world_size is ",
                options_.dp_world_size, " but the data-parallel group has ", state_->data_group().size(), " ranks");
   FATHOM_CHECK(options_.gradient_clipping >= 0, "Engine: gradient_clipping must be >= 0, got ",
                options_.gradient_clipping);
   if (optimizer()) apply_scheduled_lr();  // the lr in force before the first step, as DeepSpeed sets it
-  nn::assign_dropout_streams(*model_);  // dropout masks keyed by module name, the same everywhere
+  nn::assign_dropout_streams(*model_);    // dropout masks keyed by module name, the same everywhere
 }
 
 namespace {
@@ -103,7 +105,8 @@ void Engine::run_backward(const autograd::VariableList& outputs, const autograd:
   const double scale = loss_scale() / static_cast<double>(options_.gradient_accumulation_steps);
   state_->begin_backward(is_gradient_accumulation_boundary());
   autograd::VariableList scaled;
-  for (const autograd::Variable& output : outputs) scaled.push_back(scale == 1.0 ? output : autograd::mul(output, scale));
+  for (const autograd::Variable& output : outputs)
+    scaled.push_back(scale == 1.0 ? output : autograd::mul(output, scale));
   autograd::backward(scaled, grad_outputs);
   state_->end_backward();
   backward_ms_ += ms_since(start);
@@ -121,7 +124,8 @@ void Engine::step() {
 }
 
 void Engine::optimizer_step() {
-  FATHOM_CHECK(optimizer() != nullptr, "engine: an optimizer step on an engine without an optimizer (it was "
+  FATHOM_CHECK(optimizer() != nullptr,
+               "engine: an optimizer step on an engine without an optimizer (it was "
                "initialized for evaluation); give the config an \"optimizer\" section to train");
   const auto start = Clock::now();
   StepReport report;
@@ -139,7 +143,7 @@ void Engine::optimizer_step() {
   }
   if (loss_scale() != 1.0) state_->scale_gradients(1.0 / loss_scale());
   report.grad_norm = clip_gradients();
-  state_->step();  // at ZeRO 1-2 the shard's step, then the all-gather
+  state_->step();    // at ZeRO 1-2 the shard's step, then the all-gather
   report.lr = lr();  // the lr this step used
   if (scaler_) scaler_->update(/*overflow=*/false);
   if (scheduler_) {
@@ -192,7 +196,8 @@ void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
   report.step = global_steps_;
   report.samples = global_samples_;
   report.skipped_steps = skipped_steps_;
-  report.loss = (loss_sum_.defined() ? loss_sum_.item() : 0.0) / static_cast<double>(options_.gradient_accumulation_steps);
+  report.loss =
+      (loss_sum_.defined() ? loss_sum_.item() : 0.0) / static_cast<double>(options_.gradient_accumulation_steps);
   if (state_->data_group().size() > 1)
     report.loss = state_->data_group().all_reduce_scalar(report.loss, distributed::ReduceOp::Avg);
   report.seconds = cycle_started_ ? ms_since(cycle_start_) / 1000.0 : 0.0;
@@ -209,7 +214,8 @@ void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
   forward_ms_ = backward_ms_ = 0;
   cycle_started_ = false;
 
-  if (on_step_) on_step_(report);
+  if (on_step_)
+    on_step_(report);
   else if (options_.steps_per_print > 0 && global_steps_ % options_.steps_per_print == 0)
     FATHOM_LOG(Info, format_report(report, options_.wall_clock_breakdown));
 }

@@ -39,9 +39,11 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
         zero::ReplicatedOptions{.reduce_bucket_elements = config.zero.reduce_bucket_size,
                                 .overlap_comm = config.zero.overlap_comm},
         make_optimizer);
-  FATHOM_CHECK(!make_optimizer || lower(config.optimizer.type) != "lamb", "config error at optimizer.type: Lamb computes a trust ratio "
+  FATHOM_CHECK(!make_optimizer || lower(config.optimizer.type) != "lamb",
+               "config error at optimizer.type: Lamb computes a trust ratio "
                "per parameter, which a ZeRO shard (a slice of the flattened parameters) does not have; use Adam, "
-               "AdamW, SGD or Lion with zero_optimization.stage ", config.zero.stage, ", or stage 0");
+               "AdamW, SGD or Lion with zero_optimization.stage ",
+               config.zero.stage, ", or stage 0");
   return std::make_unique<zero::ShardedState>(
       named, layout,
       zero::ShardedOptions{.stage = static_cast<int>(config.zero.stage),
@@ -90,14 +92,19 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
   const bool half = config.bf16.enabled || config.fp16.enabled;
   const bool zero = config.zero.stage >= 1;
   if (half || zero)
-    FATHOM_CHECK(!optimizer, "initialize: with ", zero ? "ZeRO" : config.bf16.enabled ? "bf16 enabled" : "fp16 enabled",
+    FATHOM_CHECK(!optimizer, "initialize: with ",
+                 zero                  ? "ZeRO"
+                 : config.bf16.enabled ? "bf16 enabled"
+                                       : "fp16 enabled",
                  " the engine builds the optimizer over ", zero ? "this rank's shard" : "fp32 master weights",
                  "; describe it in the config's \"optimizer\" section instead of passing one");
   if (optimizer)
-    FATHOM_CHECK(config.optimizer.type.empty(), "initialize: an optimizer was passed and the config has an "
+    FATHOM_CHECK(config.optimizer.type.empty(),
+                 "initialize: an optimizer was passed and the config has an "
                  "\"optimizer\" section too; remove one of them");
   else
-    FATHOM_CHECK(!config.optimizer.type.empty(), "initialize: no optimizer; add an \"optimizer\" section to the "
+    FATHOM_CHECK(!config.optimizer.type.empty(),
+                 "initialize: no optimizer; add an \"optimizer\" section to the "
                  "config (e.g. {\"type\": \"AdamW\", \"params\": {\"lr\": 3e-4}}) or pass one to fathom::initialize");
   const zero::OptimizerFactory make_optimizer = [&](const zero::NamedParameters& named) {
     if (optimizer) return optimizer;

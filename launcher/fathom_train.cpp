@@ -92,11 +92,13 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
         data::ByteTextDataset::from_string(std::string(launcher::default_corpus()), model_config.block_size));
     model_config.vocab_size = data::ByteTextDataset::kVocabSize;
   } else if (opt.data_path.size() > 4 && opt.data_path.substr(opt.data_path.size() - 4) == ".bin") {
-    all = std::make_shared<data::TokenDataset>(data::TokenDataset::from_file(
-        opt.data_path, model_config.block_size, data::TokenFileOptions{data::TokenFileFormat::Auto, model_config.vocab_size}));
+    all = std::make_shared<data::TokenDataset>(
+        data::TokenDataset::from_file(opt.data_path, model_config.block_size,
+                                      data::TokenFileOptions{data::TokenFileFormat::Auto, model_config.vocab_size}));
     data_name = opt.data_path;
   } else {
-    all = std::make_shared<data::ByteTextDataset>(data::ByteTextDataset::from_file(opt.data_path, model_config.block_size));
+    all = std::make_shared<data::ByteTextDataset>(
+        data::ByteTextDataset::from_file(opt.data_path, model_config.block_size));
     model_config.vocab_size = data::ByteTextDataset::kVocabSize;
     data_name = opt.data_path;
   }
@@ -114,23 +116,24 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
   Engine& engine = *init.engine;
   if (!opt.resume_dir.empty()) {
     engine.load_checkpoint(opt.resume_dir);
-    if (main_rank) std::printf("fathom-train: resumed from %s at step %lld\n", opt.resume_dir.c_str(),
-                               static_cast<long long>(engine.global_steps()));
+    if (main_rank)
+      std::printf("fathom-train: resumed from %s at step %lld\n", opt.resume_dir.c_str(),
+                  static_cast<long long>(engine.global_steps()));
   }
   const std::string checkpoint_dir = (std::filesystem::path(opt.out_dir) / "checkpoints").string();
   data::DataLoader val_loader(val, engine.options().micro_batch_size, 1, 0, 1, /*shuffle=*/false);
 
   const int64_t tokens_per_step = engine.options().train_batch_size() * model_config.block_size;
   if (main_rank) {
-  std::printf("fathom-train: GPT %s (%lld layers, %lld heads, %lld wide, vocab %lld, block %lld): %.2fM parameters\n",
-              opt.preset.c_str(), (long long)model_config.n_layer, (long long)model_config.n_head,
-              (long long)model_config.n_embd, (long long)model_config.vocab_size, (long long)model_config.block_size,
-              parameter_count / 1e6);
-  std::printf("fathom-train: data %s: %lld train / %lld val sequences; %lld tokens per step; %d rank%s x %s\n",
-              data_name.c_str(), (long long)train->size(), (long long)val->size(), (long long)tokens_per_step,
-              runtime.size(), runtime.size() == 1 ? "" : "s",
-              device.is_cpu() ? (std::to_string(num_threads()) + " threads").c_str() : device.str().c_str());
-  std::fflush(stdout);
+    std::printf("fathom-train: GPT %s (%lld layers, %lld heads, %lld wide, vocab %lld, block %lld): %.2fM parameters\n",
+                opt.preset.c_str(), (long long)model_config.n_layer, (long long)model_config.n_head,
+                (long long)model_config.n_embd, (long long)model_config.vocab_size, (long long)model_config.block_size,
+                parameter_count / 1e6);
+    std::printf("fathom-train: data %s: %lld train / %lld val sequences; %lld tokens per step; %d rank%s x %s\n",
+                data_name.c_str(), (long long)train->size(), (long long)val->size(), (long long)tokens_per_step,
+                runtime.size(), runtime.size() == 1 ? "" : "s",
+                device.is_cpu() ? (std::to_string(num_threads()) + " threads").c_str() : device.str().c_str());
+    std::fflush(stdout);
   }
 
   const auto start = std::chrono::steady_clock::now();
@@ -164,8 +167,9 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
       }
       if (opt.save_every > 0 && (step % opt.save_every == 0 || step == opt.steps)) {
         engine.save_checkpoint(checkpoint_dir);
-        if (main_rank) std::printf("step %lld/%lld | checkpoint %s/global_step%lld\n", (long long)step,
-                                   (long long)opt.steps, checkpoint_dir.c_str(), (long long)step);
+        if (main_rank)
+          std::printf("step %lld/%lld | checkpoint %s/global_step%lld\n", (long long)step, (long long)opt.steps,
+                      checkpoint_dir.c_str(), (long long)step);
       }
       if (step >= opt.steps) break;
     }

@@ -1,7 +1,7 @@
 #pragma once
 // Dropout whose mask reproduces the single-process run under any parallel layout.
 //
-// Where the random numbers come from (DESIGN.md, "What makes equivalence possible"): a
+// Where the random numbers come from (docs/architecture.md, "Equivalence"): a
 // DropoutContext set by the engine for each micro-batch — the seed, the optimizer step and
 // each batch row's global sample index — plus the module's stream id and how many times it has
 // run in this step. The stream id is a hash of the module's dotted name in its model, set by

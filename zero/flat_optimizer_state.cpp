@@ -46,8 +46,8 @@ std::vector<FlatRange> optimizer_flat_ranges(const nn::Optimizer& optimizer, con
       for (size_t i = 0; i < layout.keys.size(); ++i)
         flat.narrow(0, layout.slots[i].offset, layout.slots[i].numel).copy_(find(i));
     }
-    FATHOM_CHECK(flat.numel() == layout.covers.size(), "checkpoint: optimizer state \"", state, "\" has ",
-                 flat.numel(), " elements where ", layout.covers.size(), " were expected");
+    FATHOM_CHECK(flat.numel() == layout.covers.size(), "checkpoint: optimizer state \"", state, "\" has ", flat.numel(),
+                 " elements where ", layout.covers.size(), " were expected");
     out.push_back({"optim." + state, flat, layout.covers});
   }
   return out;
@@ -61,8 +61,9 @@ void load_optimizer_flat_ranges(nn::Optimizer& optimizer, const OptimizerLayout&
       Tensor flat = Tensor::empty({layout.covers.size()}, DType::F32);
       read("optim." + state, flat, layout.covers);
       for (size_t i = 0; i < layout.keys.size(); ++i)
-        dict.tensors.emplace_back(layout.keys[i] + "." + state,
-                                  flat.narrow(0, layout.slots[i].offset, layout.slots[i].numel).view(layout.slots[i].shape));
+        dict.tensors.emplace_back(
+            layout.keys[i] + "." + state,
+            flat.narrow(0, layout.slots[i].offset, layout.slots[i].numel).view(layout.slots[i].shape));
     }
     for (const std::string& key : layout.keys)
       dict.scalars.emplace_back(key + ".step", static_cast<double>(saved.optimizer_step));

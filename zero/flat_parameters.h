@@ -2,7 +2,7 @@
 // The model's parameters laid out as one contiguous, padded flat buffer (ZeRO's flat parameter
 // group). Slots follow the model's parameter order; the tail past the last slot is the
 // partition's padding (zeros).
-//   Full (stages 1-2): the whole buffer exists and each parameter's data is a view of its slot,
+//   Full (stages 1 and 2): the whole buffer exists and each parameter's data is a view of its slot,
 //     so a whole-buffer all-gather refreshes every parameter at once.
 //   ShardOnly (stage 3): only this rank's owned elements exist; parameters are released (empty
 //     data) until a ParameterGatherer gathers them.

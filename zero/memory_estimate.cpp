@@ -70,7 +70,7 @@ ModelStateEstimate estimate_model_states(const ModelStateConfig& c) {
   // Stage 0 mixed precision accumulates gradients in fp32 beside the masters; from stage 1 on
   // the gradient that persists is the 16-bit one (full at stage 1, the rank's shard at stage 2+),
   // or fp32 when it accumulates over micro-steps.
-  const bool fp32_gradients = mixed && (c.stage == 0 || (c.stage <= 2 && c.fp32_gradient_accumulation));
+  const bool fp32_gradients = mixed && (c.stage == 0 || c.fp32_gradient_accumulation);
   const int64_t grad_bytes = fp32_gradients ? 4 : param_bytes;
 
   ModelStateEstimate e;

@@ -9,7 +9,7 @@
 // AdamW and Lamb 8, SGD with momentum 4, Lion 4, plain SGD 0). Stage 1 shards masters and
 // states, stage 2 also the gradients, stage 3 also the parameters. Gradients are in the
 // parameters' dtype, except in mixed precision at stage 0, where Fathom accumulates them in
-// fp32 beside the masters, and at stages 1-2 with gradient accumulation over micro-steps
+// fp32 beside the masters, and at stages 1-3 with gradient accumulation over micro-steps
 // (fp32_gradient_accumulation), where they are fp32 too. With Adam and no accumulation:
 //
 //   stage   bf16/fp16 mixed     f32
@@ -46,7 +46,7 @@ struct ModelStateConfig {
   int stage = 0;               // ZeRO stage 0-3
   OptimizerKind optimizer = OptimizerKind::Adam;
   bool offload_optimizer = false;  // masters and optimizer states in host memory (stages 1-3)
-  // Mixed precision, stages 1-2: gradients accumulated over several micro-steps are fp32
+  // Mixed precision, stages 1-3: gradients accumulated over several micro-steps are fp32
   // (gradient_accumulation_steps > 1), so that summing micro-batches does not round in 16 bits.
   bool fp32_gradient_accumulation = false;
 };

@@ -11,9 +11,9 @@ namespace fathom::zero {
 ReplicatedState::ReplicatedState(const NamedParameters& params, ParallelLayout layout, ReplicatedOptions options,
                                  const OptimizerFactory& make_optimizer)
     // fp32 masters only for an optimizer to update: an evaluation state of a 16-bit model has none.
-    : TrainingState(std::move(layout), make_optimizer && !params.empty() &&
-                                           (params.front().second.dtype() == DType::BF16 ||
-                                            params.front().second.dtype() == DType::F16)),
+    : TrainingState(std::move(layout),
+                    make_optimizer && !params.empty() &&
+                        (params.front().second.dtype() == DType::BF16 || params.front().second.dtype() == DType::F16)),
       params_(params),
       slots_(flat_slots_of(params)) {
   FATHOM_CHECK(layout_.placements.size() == params_.size(), "training state: ", layout_.placements.size(),
@@ -43,7 +43,8 @@ ReplicatedState::ReplicatedState(const NamedParameters& params, ParallelLayout l
   }
   if (keeps_masters_ || reducer_)
     for (size_t i = 0; i < params_.size(); ++i)
-      hooks_.push_back(params_[i].second.add_grad_ready_hook([this, i](const autograd::Variable&) { on_gradient_ready(i); }));
+      hooks_.push_back(
+          params_[i].second.add_grad_ready_hook([this, i](const autograd::Variable&) { on_gradient_ready(i); }));
 }
 
 Device ReplicatedState::device() const { return params_.empty() ? kCPU : params_.front().second.device(); }
@@ -56,8 +57,10 @@ void ReplicatedState::on_gradient_ready(size_t i) {
     const autograd::Variable& master = masters_[i].second;
     MemoryTagScope grads(MemoryTag::Gradients);
     const Tensor f32 = param.grad().to(DType::F32);
-    if (Tensor accumulated = master.grad(); accumulated.defined()) add_(accumulated, f32);  // in place
-    else master.set_grad(f32.shares_storage(param.grad()) ? f32.clone() : f32.contiguous());
+    if (Tensor accumulated = master.grad(); accumulated.defined())
+      add_(accumulated, f32);  // in place
+    else
+      master.set_grad(f32.shares_storage(param.grad()) ? f32.clone() : f32.contiguous());
     param.zero_grad();  // the 16-bit gradient is folded in: free it
   }
   if (reducer_) reducer_->gradient_ready(i);
@@ -84,7 +87,8 @@ double ReplicatedState::local_norm() const {
   const int tensor_rank = layout_.groups.tensor().rank();
   std::vector<Tensor> counted;
   for (size_t i = 0; i < params_.size(); ++i)
-    if (const Tensor& grad = updated()[i].second.grad(); grad.defined() && layout_.placements[i].counted_at(tensor_rank))
+    if (const Tensor& grad = updated()[i].second.grad();
+        grad.defined() && layout_.placements[i].counted_at(tensor_rank))
       counted.push_back(grad);
   return global_norm(counted);
 }
@@ -109,7 +113,8 @@ void ReplicatedState::zero_grad() {
 Tensor ReplicatedState::concatenated(const NamedParameters& params, DType dtype) const {
   Tensor flat = Tensor::empty({optimizer_layout_.covers.size()}, dtype);
   for (size_t s = 0; s < slots_.size(); ++s)
-    flat.narrow(0, slots_[s].offset, slots_[s].numel).copy_(params[s].second.data().contiguous().view({slots_[s].numel}));
+    flat.narrow(0, slots_[s].offset, slots_[s].numel)
+        .copy_(params[s].second.data().contiguous().view({slots_[s].numel}));
   return flat;
 }
 

@@ -24,7 +24,7 @@ namespace fathom::zero {
 
 struct ReplicatedOptions {
   int64_t reduce_bucket_elements = kDefaultReduceBucketElements;  // zero_optimization.reduce_bucket_size
-  bool overlap_comm = true;                      // reduce buckets while backward runs
+  bool overlap_comm = true;                                       // reduce buckets while backward runs
 };
 
 class ReplicatedState final : public TrainingState {

@@ -60,10 +60,10 @@ using FlatReader = std::function<void(const std::string& state, const Tensor& ta
 
 // What a checkpoint being loaded holds, besides its per-element states.
 struct SavedStates {
-  bool has_master = false;                  // it was written in mixed precision
-  int64_t optimizer_step = 0;               // 0: no optimizer state saved
+  bool has_master = false;                    // it was written in mixed precision
+  int64_t optimizer_step = 0;                 // 0: no optimizer state saved
   std::vector<std::string> optimizer_states;  // "exp_avg", ...
-  nn::OptimizerStateDict scalars;           // the optimizer's per-group scalars (lr, ...)
+  nn::OptimizerStateDict scalars;             // the optimizer's per-group scalars (lr, ...)
 };
 
 // Which groups the state reduces over, and where each parameter lives in them.

@@ -544,7 +544,7 @@ version_le() { [[ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" == "$1"
 
 # ---------------------------------------------------------------------------------------------
 # GPU benchmarks. Later issues add them here (GEMM GFLOP/s against peak, kernel GB/s, training
-# tokens/s and MFU; see DESIGN.md "Performance"). Each should run under run_one (same budget,
+# tokens/s and MFU; see docs/architecture.md and docs/gpu.md). Each should run under run_one (same budget,
 # same log-as-you-go) or write its JSON into $OUT_DIR. A build dir that writes
 # benchmarks/bench_manifest.tsv (same format as the test manifest) is not packed yet.
 # ---------------------------------------------------------------------------------------------

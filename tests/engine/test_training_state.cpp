@@ -25,7 +25,8 @@ std::shared_ptr<data::TokenDataset> tokens() {
 
 Config config_with(const std::string& extra) {
   return Config::from_string(R"({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2,
-    "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}})" + extra + "}");
+    "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}})" +
+                             extra + "}");
 }
 
 size_t hooks_on(nn::Module& model) {
@@ -47,9 +48,10 @@ void train_one_step(const Initialized& init) {
 }  // namespace
 
 TEST_CASE("destroying an engine removes every hook it installed on the model", "[engine]") {
-  for (const std::string extra : {R"(, "bf16": {"enabled": true})", R"(, "zero_optimization": {"stage": 1}, "bf16": {"enabled": true})",
-                                  R"(, "zero_optimization": {"stage": 2}, "bf16": {"enabled": true})",
-                                  R"(, "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0})"}) {
+  for (const std::string extra :
+       {R"(, "bf16": {"enabled": true})", R"(, "zero_optimization": {"stage": 1}, "bf16": {"enabled": true})",
+        R"(, "zero_optimization": {"stage": 2}, "bf16": {"enabled": true})",
+        R"(, "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0})"}) {
     INFO(extra);
     auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 7);
     REQUIRE(hooks_on(*model) == 0);
@@ -76,7 +78,8 @@ TEST_CASE("a second engine on a model that already has one is refused by name", 
         "engine its own model)");
   // Several engines over several models in one process are fine (RLHF's actor and critic).
   auto other = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 8);
-  const Initialized second = initialize(config_with(R"(, "zero_optimization": {"stage": 2})"), other, nullptr, tokens());
+  const Initialized second =
+      initialize(config_with(R"(, "zero_optimization": {"stage": 2})"), other, nullptr, tokens());
   train_one_step(first);
   train_one_step(second);
   CHECK(first.engine->global_steps() == 1);
@@ -96,8 +99,10 @@ TEST_CASE("backward(outputs, grad_outputs) equals backward(loss) for the same gr
       const autograd::Variable out = engine(idx);
       Tensor c = Tensor::arange(out.numel()).to(DType::F32).reshape(out.sizes());
       c = mul(c, 1e-3 * (micro + 1));
-      if (with_gradients) engine.backward({out}, {c});
-      else engine.backward(autograd::sum(autograd::mul(out, autograd::Variable(c))));
+      if (with_gradients)
+        engine.backward({out}, {c});
+      else
+        engine.backward(autograd::sum(autograd::mul(out, autograd::Variable(c))));
       engine.step();
     }
     CHECK(engine.global_steps() == 2);
@@ -124,19 +129,21 @@ TEST_CASE("backward with given gradients checks that they pair with the outputs"
 TEST_CASE("train_batch runs one optimizer step exactly as the micro-batch loop does", "[engine]") {
   const auto run = [](bool with_train_batch) {
     auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 5);
-    const Initialized init = initialize(
-        Config::from_string(R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
+    const Initialized init =
+        initialize(Config::from_string(R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2,
                                 "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})"),
-        model, nullptr, tokens());
+                   model, nullptr, tokens());
     std::vector<double> losses;
     auto it = init.loader->begin();
     for (int step = 0; step < 2; ++step) {
       if (with_train_batch) {
-        losses.push_back(init.engine->train_batch([&] {
-          data::Batch batch = *it;
-          ++it;
-          return batch;
-        }).loss);
+        losses.push_back(init.engine
+                             ->train_batch([&] {
+                               data::Batch batch = *it;
+                               ++it;
+                               return batch;
+                             })
+                             .loss);
         continue;
       }
       for (int micro = 0; micro < 4; ++micro, ++it) {
@@ -184,10 +191,10 @@ TEST_CASE("an evaluation engine has no optimizer, shards at ZeRO-3 and refuses t
 
   auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 11);
   model->eval();
-  const auto engine = initialize_for_evaluation(
-      Config::from_string(R"({"train_batch_size": 2, "zero_optimization": {"stage": 3,
+  const auto engine =
+      initialize_for_evaluation(Config::from_string(R"({"train_batch_size": 2, "zero_optimization": {"stage": 3,
                               "stage3_param_persistence_threshold": 0}})"),
-      model, groups);
+                                model, groups);
   CHECK(engine->optimizer() == nullptr);
   CHECK((*engine)(idx).data().to_vector<float>() == expected);
   CHECK(model->named_parameters()[0].second.numel() == 0);  // released again after the forward

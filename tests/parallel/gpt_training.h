@@ -1,6 +1,6 @@
 #pragma once
 // Shared by the equivalence tests: a tiny GPT with dropout trained for a few steps, alone or
-// data-parallel, and the comparison of two such runs (DESIGN.md, "Testing": every step's
+// data-parallel, and the comparison of two such runs (docs/architecture.md, "Equivalence": every step's
 // |dloss|/|loss| and, at the end, every tensor's |dw|/|w| below a bound).
 
 #include <memory>

@@ -6,7 +6,6 @@
 //
 // Run at 2 ranks (tensor 2 x data 1) and 4 (tensor 2 x data 2).
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "autograd/functions.h"
@@ -25,7 +24,8 @@ constexpr int kRows = 4, kCols = 3, kTensor = 2;
 // tensor rank, as a real tensor-parallel layer would make it).
 std::vector<float> a_gradient(int data, int tensor) {
   std::vector<float> g;
-  for (int i = 0; i < kRows / kTensor * kCols; ++i) g.push_back(0.01f * static_cast<float>(i + 1 + 7 * tensor) * (1 + data));
+  for (int i = 0; i < kRows / kTensor * kCols; ++i)
+    g.push_back(0.01f * static_cast<float>(i + 1 + 7 * tensor) * (1 + data));
   return g;
 }
 std::vector<float> b_gradient(int data) { return {0.05f * (1 + data), -0.02f, 0.03f * (2 + data)}; }
@@ -34,7 +34,8 @@ struct Handmade : nn::Module {
   autograd::Variable a, b;
   Handmade(int data, int tensor) {
     std::vector<float> rows;  // this tensor rank's rows of the full [4, 3]; data-rank dependent until broadcast
-    for (int i = 0; i < kRows / kTensor * kCols; ++i) rows.push_back(0.1f * static_cast<float>(tensor * 6 + i) + 100.0f * data);
+    for (int i = 0; i < kRows / kTensor * kCols; ++i)
+      rows.push_back(0.1f * static_cast<float>(tensor * 6 + i) + 100.0f * data);
     a = register_parameter("a", Tensor::from_vector(rows, {kRows / kTensor, kCols}));
     set_placement("a", nn::Placement::shard(0, kTensor, tensor));
     b = register_parameter("b", Tensor::from_vector<float>({1.0f + data + 10.0f * tensor, 2, 3}));
@@ -75,9 +76,10 @@ Job start(const std::string& extra) {
   const distributed::GridCoord coord = groups.coord();
   auto model = std::make_shared<Handmade>(coord.data, coord.tensor);
   const int data_size = groups.data().size();
-  Config config = Config::from_string(detail::concat(
-      R"({"train_batch_size": )", data_size, R"(, "gradient_clipping": 0.05,
-          "optimizer": {"type": "SGD", "params": {"lr": 0.1}})", extra, "}"));
+  Config config =
+      Config::from_string(detail::concat(R"({"train_batch_size": )", data_size, R"(, "gradient_clipping": 0.05,
+          "optimizer": {"type": "SGD", "params": {"lr": 0.1}})",
+                                         extra, "}"));
   Initialized init = initialize(config, model, nullptr, nullptr, groups);
   return {model, std::move(init), coord};
 }
@@ -90,8 +92,8 @@ Step step(Job& job, bool poison = false) {
   const autograd::Variable ca(Tensor::from_vector(ga, {kRows / kTensor, kCols}).to(dtype));
   const autograd::Variable cb(Tensor::from_vector(b_gradient(job.coord.data)).to(dtype));
   Engine& engine = *job.init.engine;
-  engine.backward(autograd::add(autograd::sum(autograd::mul(job.model->a, ca)),
-                                autograd::sum(autograd::mul(job.model->b, cb))));
+  engine.backward(
+      autograd::add(autograd::sum(autograd::mul(job.model->a, ca)), autograd::sum(autograd::mul(job.model->b, cb))));
   engine.step();
   return {engine.last_report().grad_norm, engine.last_report().skipped};
 }
@@ -164,12 +166,13 @@ TEST_CASE("turning gradient reduction off leaves each rank its own gradient (sta
   for (const bool reduce : {true, false}) {
     INFO("reduce " << reduce);
     auto model = std::make_shared<One>();
-    const Initialized init = initialize(
-        Config::from_string(detail::concat(R"({"train_batch_size": )", world,
-                                           R"(, "optimizer": {"type": "SGD", "params": {"lr": 1.0}}})")),
-        model, nullptr, nullptr, runtime().world_ptr());
+    const Initialized init =
+        initialize(Config::from_string(detail::concat(R"({"train_batch_size": )", world,
+                                                      R"(, "optimizer": {"type": "SGD", "params": {"lr": 1.0}}})")),
+                   model, nullptr, nullptr, runtime().world_ptr());
     init.engine->training_state().set_gradient_reduction(reduce);
-    init.engine->backward(autograd::sum(autograd::mul(model->w, autograd::Variable(Tensor::from_vector(contribution(rank))))));
+    init.engine->backward(
+        autograd::sum(autograd::mul(model->w, autograd::Variable(Tensor::from_vector(contribution(rank))))));
     init.engine->step();
     const std::vector<float> w = model->w.data().to_vector<float>();
     for (size_t i = 0; i < 3; ++i) {

@@ -1,4 +1,4 @@
-// ZeRO stages 1 and 2 compute the single-process function: stages 0, 1, 2 x f32 and bf16 x
+// ZeRO stages 1, 2 and 3 compute the single-process function: stages 0-3 x f32 and bf16 x
 // gradient accumulation 1 and 2 at this world size (CTest runs 1, 2, 3 and 4 ranks) reproduce
 // the stage-0 one-process run's losses and final (gathered) weights — f32 within 1e-5, bf16
 // within 1e-2 — on a tiny GPT whose parameter count no world size divides.

@@ -1,5 +1,5 @@
-// Per-rank model-state bytes, from the allocator's tags, against the formulas of DESIGN.md
-// ("Performance") with Adam: mixed precision stage 1: 4Ψ + 12Ψ/N, stage 2: 2Ψ + 14Ψ/N,
+// Per-rank model-state bytes, from the allocator's tags, against the formulas of docs/architecture.md
+// ("Memory per rank") with Adam: mixed precision stage 1: 4Ψ + 12Ψ/N, stage 2: 2Ψ + 14Ψ/N,
 // stage 3: 16Ψ/N; f32 stage 0: 16Ψ, stage 1: 8Ψ + 8Ψ/N, stage 2: 4Ψ + 12Ψ/N, stage 3: 16Ψ/N. Mixed-precision stage 0 is 18Ψ in
 // Fathom, not 16Ψ: its gradients accumulate in fp32 beside the masters (docs/zero.md).
 // Persistent buffers are measured after a step; stage 0's gradients, which each backward

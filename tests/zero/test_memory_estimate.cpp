@@ -1,4 +1,4 @@
-// zero::estimate_model_states: the per-rank formulas (DESIGN.md "Performance"), shard padding,
+// zero::estimate_model_states: the per-rank formulas (docs/architecture.md, "Memory per rank"), shard padding,
 // other optimizers, offload, bad inputs, and DeepSpeed's own estimator
 // (tests/data/deepspeed_memory_estimates.tsv, from scripts/reference/deepspeed_memory_estimates.py).
 #include <catch2/catch.hpp>
@@ -43,12 +43,14 @@ TEST_CASE("memory estimate: mixed precision with Adam, exact bytes at 1M paramet
   }
 }
 
-TEST_CASE("memory estimate: with gradient accumulation, stages 1-2 keep fp32 gradients in mixed precision", "[zero]") {
+TEST_CASE("memory estimate: with gradient accumulation, stages 1-3 keep fp32 gradients in mixed precision", "[zero]") {
   ModelStateConfig config{1000000, 4, DType::BF16, 1, OptimizerKind::Adam, false};
   config.fp32_gradient_accumulation = true;
   CHECK(estimate_model_states(config).gradients == 4000000);  // full, fp32
   config.stage = 2;
   CHECK(estimate_model_states(config).gradients == 1000000);  // the shard, fp32
+  config.stage = 3;
+  CHECK(estimate_model_states(config).gradients == 1000000);  // the shard, fp32 (as ShardedState keeps it)
   config.dtype = DType::F32;
   CHECK(estimate_model_states(config).gradients == 1000000);  // f32 models: unchanged
 }
@@ -60,7 +62,7 @@ TEST_CASE("memory estimate: f32 with Adam keeps no master copy, exact bytes at 1
   CHECK(components(estimate(1000000, 4, DType::F32, 3)) == std::vector<int64_t>{1000000, 1000000, 0, 2000000, 4000000});
 }
 
-TEST_CASE("memory estimate: totals follow the DESIGN.md formulas for every world size", "[zero]") {
+TEST_CASE("memory estimate: totals follow the ZeRO paper's formulas for every world size", "[zero]") {
   const int64_t p = 2 * 3 * 5 * 7 * 64 * 1000;  // divisible by every N below: no padding
   for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 16, 64}) {
     INFO("N = " << n);
