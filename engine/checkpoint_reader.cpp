@@ -31,7 +31,7 @@ CheckpointReader::CheckpointReader(const std::string& dir, std::string tag) : di
   index_path_ = (fs::path(dir) / tag_ / "index.json").string();
   FATHOM_CHECK(fs::exists(index_path_), "load_checkpoint: ", index_path_, " does not exist; is \"", tag_,
                "\" a complete checkpoint of ", dir, "?");
-  index_ = nn::json::parse(read_text(index_path_), index_path_);
+  index_ = parse_json(read_text(index_path_), index_path_);
   FATHOM_CHECK(index_.at("format").as_string() == kFormat, "checkpoint ", index_path_, ": format \"",
                index_.at("format").as_string(), "\", expected \"", kFormat,
                "\"; it was written by another version of Fathom");

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "nn/json.h"
+#include "core/json.h"
 #include "nn/safetensors.h"
 #include "zero/partition.h"
 
@@ -25,7 +25,7 @@ class CheckpointReader {
   CheckpointReader(const std::string& dir, std::string tag);
 
   const std::string& tag() const { return tag_; }
-  const nn::json::Value& index() const { return index_; }
+  const JsonValue& index() const { return index_; }
   const std::string& index_path() const { return index_path_; }
   int world_size() const { return world_; }
   int zero_stage() const { return stage_; }
@@ -46,7 +46,7 @@ class CheckpointReader {
   const nn::SafetensorsFile& file(const std::string& name);
 
   std::string dir_, tag_, index_path_;
-  nn::json::Value index_;
+  JsonValue index_;
   int world_ = 1, stage_ = 0;
   int64_t numel_ = 0;
   std::vector<Shard> shards_;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "nn/did_you_mean.h"
+#include "core/did_you_mean.h"
 
 namespace fathom {
 namespace {

@@ -7,7 +7,7 @@
 #include <regex>
 #include <sstream>
 
-#include "nn/did_you_mean.h"
+#include "core/did_you_mean.h"
 
 namespace fathom {
 namespace {
@@ -110,7 +110,7 @@ void ConfigSection::check_keys(const std::vector<std::string>& known) const {
   if (!node_) return;
   for (const ConfigMember& member : node_->members) {
     if (std::find(known.begin(), known.end(), member.key) != known.end()) continue;
-    const std::string match = nn::closest_match(member.key, known);
+    const std::string match = closest_match(member.key, known);
     std::string hint;
     if (!match.empty()) {
       hint = "; did you mean \"" + match + "\"?";
@@ -191,7 +191,7 @@ std::string ConfigSection::choice(const std::string& key, const std::string& fal
     for (const std::string& name : allowed)
       if (iequals(value->text, name)) return name;
   if (!value->is_scalar() || value->text == "auto") throw_config_type_error(where(key), *value, expected);
-  const std::string match = nn::closest_match(value->text, allowed);
+  const std::string match = closest_match(value->text, allowed);
   fail(key, "expected " + expected + ", got " + describe_config_value(*value) +
                 (match.empty() ? "" : "; did you mean \"" + match + "\"?"));
 }

@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "engine/config_parse.h"
-#include "nn/did_you_mean.h"
+#include "core/did_you_mean.h"
 
 namespace fathom {
 namespace {
@@ -91,7 +91,7 @@ OptimizerConfig parse_optimizer(const ConfigSection& s) {
                                                 "MuAdamW", "MuSGD"};
     const bool theirs = std::any_of(deepspeed.begin(), deepspeed.end(),
                                     [&](const std::string& t) { return lower(t) == lower(c.type); });
-    const std::string match = nn::closest_match(c.type, types);
+    const std::string match = closest_match(c.type, types);
     s.fail("type", "\"" + c.type + "\" is not supported (" +
                        (theirs ? "Fathom does not implement DeepSpeed's " + c.type : std::string("not an optimizer Fathom implements")) +
                        ")" + (match.empty() || theirs ? "" : "; did you mean \"" + match + "\"?") + "; use one of " +
@@ -141,7 +141,7 @@ SchedulerConfig parse_scheduler(const ConfigSection& s, double base_lr) {
                        "\"type\" is missing; name the schedule, e.g. \"type\": \"WarmupLR\" (Fathom implements " +
                            joined(types) + ")");
   if (std::find(types.begin(), types.end(), c.type) == types.end()) {
-    const std::string match = nn::closest_match(c.type, types);
+    const std::string match = closest_match(c.type, types);
     const std::string why = c.type == "LRRangeTest" ? "Fathom does not implement DeepSpeed's LRRangeTest"
                                                     : "not a schedule Fathom implements; names are case-sensitive, as in DeepSpeed";
     s.fail("type", "\"" + c.type + "\" is not supported (" + why + ")" +

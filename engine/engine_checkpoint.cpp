@@ -19,14 +19,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "engine/checkpoint_layout.h"
 #include "engine/checkpoint_reader.h"
 #include "engine/engine.h"
-#include "nn/json.h"
+#include "core/json.h"
+#include "core/json_writer.h"
 #include "nn/safetensors.h"
 
 namespace fathom {
@@ -66,19 +66,6 @@ void write_atomically(const fs::path& path, const std::string& text) {
   fsync_path(path.parent_path());
 }
 
-std::string shape_json(const Shape& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
-
-std::string number_json(double value) {
-  std::ostringstream out;
-  out.precision(17);
-  out << value;
-  return out.str();
-}
-
 // Every rank's checksum of each state in `states` (the same list on every rank), gathered on
 // all ranks as [rank][state] = {saved (0/1), checksum bits}.
 Tensor gathered_checksums(distributed::Communicator* group, const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -99,32 +86,28 @@ Tensor gathered_checksums(distributed::Communicator* group, const std::vector<st
 }
 
 // index.json's "shards": per saved rank its flat range and, per state, file and checksum.
-std::string shard_table_json(const Tensor& sums, const std::vector<std::string>& states, int64_t numel, int world,
-                             int stage) {
+void write_shard_table(JsonWriter& w, const Tensor& sums, const std::vector<std::string>& states, int64_t numel,
+                       int world, int stage) {
   const int64_t* at = sums.data<int64_t>();
-  std::string out;
+  w.begin_array();
   for (int r = 0; r < world; ++r) {
     const Range range = checkpoint::saved_range(numel, world, r, stage);
-    out += std::string(r ? "," : "") + "\n    {\"rank\": " + std::to_string(r) + ", \"begin\": " +
-           std::to_string(range.begin) + ", \"end\": " + std::to_string(range.end) + ", \"states\": {";
-    bool first = true;
+    w.begin_object(JsonWriter::Layout::Inline).member("rank", r).member("begin", range.begin).member("end", range.end);
+    w.key("states").begin_object();
     for (size_t i = 0; i < states.size(); ++i, at += 2) {
       if (at[0] == 0) continue;
-      out += first ? "" : ", ";
-      nn::json::append_quoted(out, states[i]);  // optimizer state names come from user code
-      out += ": {\"file\": ";
-      nn::json::append_quoted(out, checkpoint::rank_file_name(r, checkpoint::state_kind(states[i])));
-      out += ", \"checksum\": \"" + checkpoint::checksum_text(static_cast<uint64_t>(at[1])) + "\"}";
-      first = false;
+      w.key(states[i]).begin_object();
+      w.member("file", checkpoint::rank_file_name(r, checkpoint::state_kind(states[i])));
+      w.member("checksum", checkpoint::checksum_text(static_cast<uint64_t>(at[1]))).end_object();
     }
-    out += "}}";
+    w.end_object().end_object();
   }
-  return out;
+  w.end_array();
 }
 }  // namespace
 
 void Engine::save_checkpoint(const std::string& dir, std::string tag, const std::string& client_state) {
-  nn::json::parse(client_state, "checkpoint client_state");  // must be JSON
+  parse_json(client_state, "checkpoint client_state");  // must be JSON
   FATHOM_CHECK(optimizer() != nullptr, "save_checkpoint: this engine has no optimizer (it evaluates only); "
                "save its model with consolidated_state_dict() instead");
   if (tag.empty()) tag = "global_step" + std::to_string(global_steps_);
@@ -173,56 +156,49 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   group->barrier();
 
   if (rank == 0) {
-    std::string index = "{\n  \"format\": \"" + std::string(kFormat) + "\",\n  \"tag\": ";
-    nn::json::append_quoted(index, tag);
-    index += ",\n  \"world_size\": " + std::to_string(world) + ",\n  \"zero_stage\": " + std::to_string(stage) +
-             ",\n  \"dtype\": \"" + dtype_name(param_dtype) + "\",\n  \"mixed_precision\": " +
-             (has_master ? "true" : "false") +
-             ",\n  \"parameters\": " + std::to_string(numel) + ",\n  \"checksum\": \"" + kChecksumAlgorithm +
-             "\",\n  \"shards\": [" + shard_table_json(sums, states, numel, world, stage) + "\n  ],\n  \"tensors\": [";
-    for (size_t s = 0; s < slots.size(); ++s) {
-      index += std::string(s ? "," : "") + "\n    {\"name\": ";
-      nn::json::append_quoted(index, slots[s].name);
-      index += ", \"shape\": " + shape_json(slots[s].shape) + ", \"dtype\": \"" + dtype_name(param_dtype) +
-               "\", \"offset\": " + std::to_string(slots[s].offset) + "}";
+    using Layout = JsonWriter::Layout;
+    JsonWriter w;
+    w.begin_object();
+    w.member("format", kFormat).member("tag", tag).member("world_size", world).member("zero_stage", stage);
+    w.member("dtype", dtype_name(param_dtype)).member("mixed_precision", has_master).member("parameters", numel);
+    w.member("checksum", kChecksumAlgorithm);
+    write_shard_table(w.key("shards"), sums, states, numel, world, stage);
+    w.key("tensors").begin_array();
+    for (const TensorSlot& slot : slots) {
+      w.begin_object(Layout::Inline).member("name", slot.name);
+      w.key("shape").begin_array();
+      for (int64_t d : slot.shape) w.value(d);
+      w.end_array().member("dtype", dtype_name(param_dtype)).member("offset", slot.offset).end_object();
     }
-    index += "\n  ],\n  \"optimizer\": {\"type\": ";
-    nn::json::append_quoted(index, optimizer()->type());
-    index += ", \"step\": " + std::to_string(optimizer_step) + ", \"states\": [";
-    for (size_t i = 0; i < state_names.size(); ++i) {
-      index += i ? ", " : "";
-      nn::json::append_quoted(index, state_names[i]);
-    }
-    index += "], \"lr\": [";
-    for (size_t g = 0; g < optimizer()->param_groups().size(); ++g)
-      index += (g ? ", " : "") + number_json(optimizer()->lr(g));
-    index += "], \"weight_decay\": [";
-    for (size_t g = 0; g < optimizer()->param_groups().size(); ++g)
-      index += (g ? ", " : "") + number_json(optimizer()->weight_decay(g));
-    index += "]},\n  \"engine\": {\"global_steps\": " + std::to_string(global_steps_) +
-             ", \"global_samples\": " + std::to_string(global_samples_) + ", \"micro_steps\": " +
-             std::to_string(micro_steps_) + ", \"skipped_steps\": " + std::to_string(skipped_steps_) + "}";
+    w.end_array();
+    w.key("optimizer").begin_object(Layout::Inline).member("type", optimizer()->type()).member("step", optimizer_step);
+    w.key("states").begin_array();
+    for (const std::string& name : state_names) w.value(name);  // optimizer state names come from user code
+    w.end_array().key("lr").begin_array();
+    for (size_t g = 0; g < optimizer()->param_groups().size(); ++g) w.value(optimizer()->lr(g));
+    w.end_array().key("weight_decay").begin_array();
+    for (size_t g = 0; g < optimizer()->param_groups().size(); ++g) w.value(optimizer()->weight_decay(g));
+    w.end_array().end_object();
+    w.key("engine").begin_object(Layout::Inline).member("global_steps", global_steps_);
+    w.member("global_samples", global_samples_).member("micro_steps", micro_steps_);
+    w.member("skipped_steps", skipped_steps_).end_object();
     if (scheduler_)
-      index += ",\n  \"scheduler\": {\"last_batch_iteration\": " +
-               std::to_string(scheduler_->state_dict().last_batch_iteration) + "}";
+      w.key("scheduler").begin_object(Layout::Inline)
+          .member("last_batch_iteration", scheduler_->state_dict().last_batch_iteration).end_object();
     if (scaler_) {
       const LossScalerState st = scaler_->state();
-      index += ",\n  \"loss_scaler\": {\"dynamic\": " + std::string(st.dynamic ? "true" : "false") +
-               ", \"scale\": " + number_json(st.scale) + ", \"cur_iter\": " + std::to_string(st.cur_iter) +
-               ", \"last_overflow_iter\": " + std::to_string(st.last_overflow_iter) + ", \"cur_hysteresis\": " +
-               std::to_string(st.cur_hysteresis) + ", \"skipped_steps\": " + std::to_string(st.skipped_steps) +
-               ", \"overflows\": " + std::to_string(st.overflows) + "}";
+      w.key("loss_scaler").begin_object(Layout::Inline).member("dynamic", st.dynamic).member("scale", st.scale);
+      w.member("cur_iter", st.cur_iter).member("last_overflow_iter", st.last_overflow_iter);
+      w.member("cur_hysteresis", st.cur_hysteresis).member("skipped_steps", st.skipped_steps);
+      w.member("overflows", st.overflows).end_object();
     }
     if (loader_) {
       const data::DataLoaderState st = loader_->state();
-      index += ",\n  \"data_loader\": {\"epoch\": " + std::to_string(st.epoch) + ", \"step\": " +
-               std::to_string(st.step) + "}";
+      w.key("data_loader").begin_object(Layout::Inline).member("epoch", st.epoch).member("step", st.step).end_object();
     }
-    index += ",\n  \"config\": ";
-    nn::json::append_quoted(index, config_json_);
-    index += ",\n  \"client_state\": ";
-    nn::json::append_quoted(index, client_state);
-    index += "\n}\n";
+    w.member("config", config_json_).member("client_state", client_state);
+    w.end_object();
+    const std::string index = w.str() + "\n";
     write_atomically(tmp_dir / "index.json", index);
     crash_here_for_tests("index", true);
     fs::remove_all(final_dir);
@@ -237,7 +213,7 @@ std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
   FATHOM_CHECK(optimizer() != nullptr, "load_checkpoint: this engine has no optimizer (it evaluates only); load "
                "the model's weights with Module::load_state_dict instead");
   checkpoint::CheckpointReader saved(dir, tag);
-  const nn::json::Value& index = saved.index();
+  const JsonValue& index = saved.index();
   const std::string index_path = saved.index_path();
   const std::vector<TensorSlot> slots = state_->flat_slots();
   // The model must be the one saved: same tensors, same shapes, same order.
@@ -252,7 +228,7 @@ std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
                  s, " is \"", name, "\" ", shape_str(shape), " but the model's is \"", slots[s].name, "\" ",
                  shape_str(slots[s].shape), "; it was saved from another model");
   }
-  const nn::json::Value& optimizer_index = index.at("optimizer");
+  const JsonValue& optimizer_index = index.at("optimizer");
   nn::Optimizer& opt = *optimizer();
   const auto& lrs = optimizer_index.at("lr").as_array();
   const auto& decays = optimizer_index.at("weight_decay").as_array();
@@ -275,16 +251,16 @@ std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
       saved_states);
 
   // Schedule, loss scaler, counters, data position.
-  const nn::json::Value& engine = index.at("engine");
+  const JsonValue& engine = index.at("engine");
   global_steps_ = engine.at("global_steps").as_int64();
   global_samples_ = engine.at("global_samples").as_int64();
   micro_steps_ = engine.at("micro_steps").as_int64();
   skipped_steps_ = engine.at("skipped_steps").as_int64();
-  if (const nn::json::Value* s = index.find("scheduler"); s && scheduler_) {
+  if (const JsonValue* s = index.find("scheduler"); s && scheduler_) {
     scheduler_->load_state_dict({s->at("last_batch_iteration").as_int64()});
     apply_scheduled_lr();
   }
-  if (const nn::json::Value* s = index.find("loss_scaler"); s && scaler_) {
+  if (const JsonValue* s = index.find("loss_scaler"); s && scaler_) {
     LossScalerState st;
     st.dynamic = s->at("dynamic").as_bool();
     st.scale = s->at("scale").as_double();
@@ -295,7 +271,7 @@ std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
     st.overflows = s->at("overflows").as_int64();
     scaler_->load_state(st);
   }
-  if (const nn::json::Value* s = index.find("data_loader"); s && loader_)
+  if (const JsonValue* s = index.find("data_loader"); s && loader_)
     loader_->load_state({s->at("epoch").as_int64(), s->at("step").as_int64()});
   return index.at("client_state").as_string();
 }

@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "nn/did_you_mean.h"
+#include "core/did_you_mean.h"
 #include "nn/lr_schedule_params.h"
 #include "nn/one_cycle.h"
 #include "nn/warmup_cosine_lr.h"

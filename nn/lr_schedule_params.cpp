@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "nn/did_you_mean.h"
+#include "core/did_you_mean.h"
 
 namespace fathom::nn {
 

@@ -7,7 +7,7 @@
 
 #include "core/logging.h"
 #include "nn/adam.h"
-#include "nn/did_you_mean.h"
+#include "core/did_you_mean.h"
 #include "nn/lamb.h"
 #include "nn/lion.h"
 #include "nn/sgd.h"

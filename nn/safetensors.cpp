@@ -11,8 +11,8 @@
 #include <string_view>
 
 #include "core/mapped_file.h"
-#include "nn/did_you_mean.h"
-#include "nn/json.h"
+#include "core/did_you_mean.h"
+#include "core/json.h"
 
 namespace fathom::nn {
 
@@ -49,11 +49,11 @@ std::string offsets_str(uint64_t begin, uint64_t end) {
 }
 
 // A non-negative JSON integer, or an error naming the tensor and the field.
-uint64_t header_uint(const json::Value& value, const std::string& where, const std::string& tensor,
+uint64_t header_uint(const JsonValue& value, const std::string& where, const std::string& tensor,
                      const char* field) {
   FATHOM_CHECK(value.is_integer() && value.as_int64() >= 0, where, "tensor '", tensor, "': ", field,
                " must hold non-negative integers, found ",
-               value.is_number() ? value.number_text() : std::string(json::kind_name(value.kind())),
+               value.is_number() ? value.number_text() : std::string(json_kind_name(value.kind())),
                " at file byte ", value.offset());
   return static_cast<uint64_t>(value.as_int64());
 }
@@ -97,44 +97,44 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   data_offset_ = 8 + header_size;
   const uint64_t data_size = file_size - data_offset_;
 
-  const json::Value header = json::parse(std::string_view(base + 8, header_size),
+  const JsonValue header = parse_json(std::string_view(base + 8, header_size),
                                          "safetensors header of '" + path + "'", 8);
-  FATHOM_CHECK(header.is_object(), where, "header is ", json::kind_name(header.kind()),
+  FATHOM_CHECK(header.is_object(), where, "header is ", json_kind_name(header.kind()),
                ", expected a JSON object mapping tensor names to {dtype, shape, data_offsets}");
 
   for (const auto& [name, entry] : header.as_object()) {
     if (name == "__metadata__") {
-      FATHOM_CHECK(entry.is_object(), where, "__metadata__ is ", json::kind_name(entry.kind()),
+      FATHOM_CHECK(entry.is_object(), where, "__metadata__ is ", json_kind_name(entry.kind()),
                    ", expected an object mapping strings to strings");
       for (const auto& [key, value] : entry.as_object()) {
         FATHOM_CHECK(value.is_string(), where, "__metadata__ value of \"", key, "\" is ",
-                     json::kind_name(value.kind()), "; safetensors metadata maps strings to strings");
+                     json_kind_name(value.kind()), "; safetensors metadata maps strings to strings");
         metadata_[key] = value.as_string();
       }
       continue;
     }
     const std::string tensor = "tensor '" + name + "'";
-    FATHOM_CHECK(entry.is_object(), where, tensor, " is described by ", json::kind_name(entry.kind()),
+    FATHOM_CHECK(entry.is_object(), where, tensor, " is described by ", json_kind_name(entry.kind()),
                  ", expected an object {dtype, shape, data_offsets}");
     // Extra fields are ignored, as the reference implementation does.
     for (const char* field : {"dtype", "shape", "data_offsets"})
       FATHOM_CHECK(entry.find(field) != nullptr, where, tensor, " has no \"", field, "\" field");
 
     SafetensorsTensorInfo info;
-    const json::Value& dtype = entry.at("dtype");
-    FATHOM_CHECK(dtype.is_string(), where, tensor, ": dtype is ", json::kind_name(dtype.kind()), ", expected a string");
+    const JsonValue& dtype = entry.at("dtype");
+    FATHOM_CHECK(dtype.is_string(), where, tensor, ": dtype is ", json_kind_name(dtype.kind()), ", expected a string");
     try {
       info.dtype = parse_safetensors_dtype(dtype.as_string());
     } catch (const Error& error) {
       FATHOM_FAIL(where, tensor, ": ", error.message());
     }
 
-    const json::Value& shape = entry.at("shape");
-    FATHOM_CHECK(shape.is_array(), where, tensor, ": shape is ", json::kind_name(shape.kind()),
+    const JsonValue& shape = entry.at("shape");
+    FATHOM_CHECK(shape.is_array(), where, tensor, ": shape is ", json_kind_name(shape.kind()),
                  ", expected an array of non-negative integers");
-    for (const json::Value& dim : shape.as_array())
+    for (const JsonValue& dim : shape.as_array())
       info.shape.push_back(static_cast<int64_t>(header_uint(dim, where, name, "shape")));
-    const json::Value& offsets = entry.at("data_offsets");
+    const JsonValue& offsets = entry.at("data_offsets");
     FATHOM_CHECK(offsets.is_array() && offsets.as_array().size() == 2, where, tensor,
                  ": data_offsets must be an array [begin, end] of two integers");
     info.data_begin = header_uint(offsets.as_array()[0], where, name, "data_offsets");

@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "nn/json.h"
+#include "core/json_writer.h"
 #include "nn/safetensors.h"
 
 namespace fathom::nn {
@@ -101,33 +101,22 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   std::map<std::string, std::string> all_metadata{{"format", "pt"}};
   for (const auto& [key, value] : metadata) all_metadata[key] = value;
 
-  std::string header = "{\"__metadata__\":{";
-  bool first = true;
-  for (const auto& [key, value] : all_metadata) {
-    if (!first) header += ',';
-    first = false;
-    json::append_quoted(header, key);
-    header += ':';
-    json::append_quoted(header, value);
-  }
-  header += '}';
-  uint64_t offset = 0;
+  JsonWriter w(JsonWriter::Layout::Compact);
+  w.begin_object().key("__metadata__").begin_object();
+  for (const auto& [key, value] : all_metadata) w.member(key, value);
+  w.end_object();
+  int64_t offset = 0;
   for (size_t i = 0; i < sorted.size(); ++i) {
     const Tensor& tensor = data[i];
-    header += ',';
-    json::append_quoted(header, sorted[i]->first);
-    header += ":{\"dtype\":\"";
-    header += safetensors_dtype_name(tensor.dtype());
-    header += "\",\"shape\":[";
-    for (int64_t d = 0; d < tensor.dim(); ++d) {
-      if (d > 0) header += ',';
-      header += std::to_string(tensor.size(d));
-    }
-    const uint64_t end = offset + tensor.nbytes();
-    header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(end) + "]}";
+    w.key(sorted[i]->first).begin_object().member("dtype", safetensors_dtype_name(tensor.dtype()));
+    w.key("shape").begin_array();
+    for (int64_t d = 0; d < tensor.dim(); ++d) w.value(tensor.size(d));
+    const int64_t end = offset + static_cast<int64_t>(tensor.nbytes());
+    w.end_array().key("data_offsets").begin_array().value(offset).value(end).end_array().end_object();
     offset = end;
   }
-  header += '}';
+  w.end_object();
+  std::string header = w.str();
   // Padding to a multiple of 8 keeps the data section 8-byte aligned in the file, so a reader
   // that maps the file can view (not copy) every tensor whose offset suits its dtype.
   header.append((8 - header.size() % 8) % 8, ' ');

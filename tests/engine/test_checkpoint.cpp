@@ -105,7 +105,7 @@ TEST_CASE("resume is bit-identical at the same world size, ZeRO stages 0-3 and f
       CHECK(resumed.init.engine->global_steps() == 3);
       // The config travels with the state.
       const checkpoint::CheckpointReader reader(dir, "");
-      CHECK(nn::json::parse(reader.index().at("config").as_string()).at("zero_optimization").at("stage").as_int64() ==
+      CHECK(parse_json(reader.index().at("config").as_string()).at("zero_optimization").at("stage").as_int64() ==
             stage);
       const std::vector<double> resumed_rest = run_steps(resumed, 3);
       CHECK(resumed_rest == rest);                       // bit for bit

@@ -15,27 +15,26 @@
 #include "core/error.h"
 #include "engine/config.h"
 #include "engine/loss_scaler.h"
-#include "nn/json.h"
+#include "core/json.h"
 
 using namespace fathom;
-namespace json = fathom::nn::json;
 
 using fathom::testing::error_of;
 
 namespace {
 
-const json::Value& reference() {
-  static const json::Value value = [] {
+const JsonValue& reference() {
+  static const JsonValue value = [] {
     const std::string path = std::string(FATHOM_TEST_DATA_DIR) + "/loss_scaler_reference.json";
     std::ifstream in(path, std::ios::binary);
     REQUIRE(in.good());
     const std::string text(std::istreambuf_iterator<char>(in), {});
-    return json::parse(text, path);
+    return parse_json(text, path);
   }();
   return value;
 }
 
-LossScalerOptions options_of(const json::Value& o) {
+LossScalerOptions options_of(const JsonValue& o) {
   LossScalerOptions options;
   options.loss_scale = o.at("loss_scale").as_double();
   options.initial_scale_power = o.at("initial_scale_power").as_int64();
@@ -67,7 +66,7 @@ std::string min_scale_message(const LossScalerOptions& options, int64_t step) {
 }  // namespace
 
 TEST_CASE("loss scaler reference data comes from DeepSpeed 0.16.0's loss_scaler.py", "[engine]") {
-  const json::Value& ref = reference();
+  const JsonValue& ref = reference();
   CHECK(ref.at("deepspeed_version").as_string() == "0.16.0");
   CHECK(ref.at("source").as_string() == "deepspeed/runtime/fp16/loss_scaler.py");
   // sha256 of that file in the deepspeed-0.16.0 sdist: a regenerated file from other code shows up here.
@@ -76,7 +75,7 @@ TEST_CASE("loss scaler reference data comes from DeepSpeed 0.16.0's loss_scaler.
 }
 
 TEST_CASE("loss scaler replays every DeepSpeed trajectory exactly", "[engine]") {
-  for (const json::Value& c : reference().at("cases").as_array()) {
+  for (const JsonValue& c : reference().at("cases").as_array()) {
     const std::string name = c.at("name").as_string();
     INFO("case: " << name);
     const LossScalerOptions options = options_of(c.at("options"));

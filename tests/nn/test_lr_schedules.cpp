@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "nn/json.h"
+#include "core/json.h"
 #include "nn/lr_schedule.h"
 #include "nn/one_cycle.h"
 #include "nn/warmup_lr.h"
@@ -24,18 +24,18 @@ using fathom::testing::error_of;
 
 namespace {
 
-const json::Value& reference() {
-  static const json::Value value = [] {
+const JsonValue& reference() {
+  static const JsonValue value = [] {
     const std::string path = std::string(FATHOM_TEST_DATA_DIR) + "/lr_schedules_reference.json";
     std::ifstream in(path, std::ios::binary);
     REQUIRE(in.good());
     const std::string text(std::istreambuf_iterator<char>(in), {});
-    return json::parse(text, path);
+    return parse_json(text, path);
   }();
   return value;
 }
 
-LRParamMap params_of(const json::Value& object) {
+LRParamMap params_of(const JsonValue& object) {
   LRParamMap params;
   for (const auto& [name, value] : object.as_object()) {
     if (value.is_integer()) params.emplace(name, value.as_int64());
@@ -46,9 +46,9 @@ LRParamMap params_of(const json::Value& object) {
   return params;
 }
 
-std::vector<double> doubles(const json::Value& array) {
+std::vector<double> doubles(const JsonValue& array) {
   std::vector<double> out;
-  for (const json::Value& v : array.as_array()) out.push_back(v.as_double());
+  for (const JsonValue& v : array.as_array()) out.push_back(v.as_double());
   return out;
 }
 
@@ -76,29 +76,29 @@ std::vector<double> betas_of(const LRScheduler& scheduler) {
 }  // namespace
 
 TEST_CASE("LR schedules match DeepSpeed step for step", "[nn][lr_schedule]") {
-  const json::Value& ref = reference();
+  const JsonValue& ref = reference();
   CHECK(ref.at("deepspeed_version").as_string() == "0.16.0");
   size_t compared = 0, bit_exact = 0;
-  for (const json::Value& c : ref.at("cases").as_array()) {
+  for (const JsonValue& c : ref.at("cases").as_array()) {
     const std::string name = c.at("name").as_string();
     INFO("case: " << name);
     const auto scheduler =
         make_lr_scheduler(c.at("type").as_string(), params_of(c.at("params")), doubles(c.at("base_lrs")));
     CHECK(scheduler->type() == c.at("type").as_string());
 
-    const json::Value& initial = c.at("initial");
+    const JsonValue& initial = c.at("initial");
     CHECK(compare(scheduler->get_lrs(), doubles(initial.at("lrs")), "initial lrs") == "");
-    const json::Value* initial_betas = initial.find("betas");
+    const JsonValue* initial_betas = initial.find("betas");
     CHECK(compare(betas_of(*scheduler), initial_betas ? doubles(*initial_betas) : std::vector<double>{},
                   "initial betas") == "");
 
-    for (const json::Value& step : c.at("steps").as_array()) {
+    for (const JsonValue& step : c.at("steps").as_array()) {
       const int64_t target = step.at("last_batch_iteration").as_int64();
       while (scheduler->last_batch_iteration() < target) scheduler->step();
       const std::string at = " at last_batch_iteration " + std::to_string(target);
       const std::vector<double> expected = doubles(step.at("lrs"));
       CHECK(compare(scheduler->get_lrs(), expected, "lrs" + at) == "");
-      const json::Value* betas = step.find("betas");
+      const JsonValue* betas = step.find("betas");
       CHECK(compare(betas_of(*scheduler), betas ? doubles(*betas) : std::vector<double>{}, "betas" + at) == "");
       compared += expected.size();
       for (size_t i = 0; i < expected.size(); ++i) bit_exact += scheduler->get_lrs()[i] == expected[i];

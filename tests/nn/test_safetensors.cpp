@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/json.h"
+#include "core/json.h"
 #include "nn/safetensors.h"
 
 using namespace fathom;
@@ -158,7 +158,7 @@ TEST_CASE("safetensors files written by Fathom have the exact reference layout",
   CHECK(a == 7);
   CHECK((b[0] == 1 && b[1] == 2 && b[2] == 3));
   // And the header is valid JSON for any reader.
-  CHECK(json::parse(bytes.substr(8, n)).is_object());
+  CHECK(parse_json(bytes.substr(8, n)).is_object());
 }
 
 TEST_CASE("safetensors get() views aligned data and copies unaligned data", "[nn][safetensors]") {
@@ -324,7 +324,7 @@ TEST_CASE("safetensors reports every malformed file clearly", "[nn][safetensors]
 }
 
 TEST_CASE("json reader is strict", "[nn][json]") {
-  auto error = [](const std::string& text) { return error_of([&] { json::parse(text, "t"); }); };
+  auto error = [](const std::string& text) { return error_of([&] { parse_json(text, "t"); }); };
   CHECK(error("[1,]") == "t: invalid JSON at byte 3: expected a JSON value, found character ']'");
   CHECK(error("01") == "t: invalid JSON at byte 1: number with a leading zero");
   CHECK(error("\"a\tb\"") == "t: invalid JSON at byte 2: raw control byte 0x09 in a string; write it as an escape "
@@ -334,7 +334,7 @@ TEST_CASE("json reader is strict", "[nn][json]") {
   CHECK(error(std::string(300, '[')) == "t: invalid JSON at byte 257: nesting deeper than 256 levels");
   CHECK(error("// c\n{}").rfind("t: invalid JSON at byte 0", 0) == 0);
 
-  const json::Value v = json::parse(R"( {"s": "\u00e9\ud83d\ude00\n", "n": [-0, 12, 1.5e3, true, null]} )");
+  const JsonValue v = parse_json(R"( {"s": "\u00e9\ud83d\ude00\n", "n": [-0, 12, 1.5e3, true, null]} )");
   CHECK(v.at("s").as_string() == "\xc3\xa9\xf0\x9f\x98\x80\n");
   const auto& n = v.at("n").as_array();
   CHECK(n[0].as_int64() == 0);
@@ -346,7 +346,7 @@ TEST_CASE("json reader is strict", "[nn][json]") {
   CHECK(error_of([&] { n[2].as_int64(); }) == "JSON number 1.5e3 at byte 45 is not an integer in the int64 range");
 
   std::string quoted;
-  json::append_quoted(quoted, "a\"b\\c\x01\xc3\xa9");
+  append_json_string(quoted, "a\"b\\c\x01\xc3\xa9");
   CHECK(quoted == "\"a\\\"b\\\\c\\u0001\xc3\xa9\"");
-  CHECK(json::parse(quoted).as_string() == "a\"b\\c\x01\xc3\xa9");
+  CHECK(parse_json(quoted).as_string() == "a\"b\\c\x01\xc3\xa9");
 }

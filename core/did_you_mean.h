@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace fathom::nn {
+namespace fathom {
 
 // Levenshtein distance (insertions, deletions, substitutions; ASCII case-sensitive).
 size_t levenshtein_distance(const std::string& a, const std::string& b);
@@ -16,4 +16,4 @@ std::string closest_match(const std::string& word, const std::vector<std::string
 // " (did you mean \"x\"?)" or "" — ready to append to an error message.
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
 
-}  // namespace fathom::nn
+}  // namespace fathom

@@ -1,10 +1,10 @@
-#include "nn/did_you_mean.h"
+#include "core/did_you_mean.h"
 
 #include <algorithm>
 #include <cctype>
 #include <numeric>
 
-namespace fathom::nn {
+namespace fathom {
 
 size_t levenshtein_distance(const std::string& a, const std::string& b) {
   // One row of the dynamic-programming table at a time.
@@ -47,4 +47,4 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
   return match.empty() ? std::string() : " (did you mean \"" + match + "\"?)";
 }
 
-}  // namespace fathom::nn
+}  // namespace fathom

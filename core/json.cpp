@@ -1,4 +1,4 @@
-#include "nn/json.h"
+#include "core/json.h"
 
 #include <charconv>
 #include <cstdio>
@@ -6,16 +6,16 @@
 
 #include "core/error.h"
 
-namespace fathom::nn::json {
+namespace fathom {
 
-const char* kind_name(Kind kind) {
+const char* json_kind_name(JsonKind kind) {
   switch (kind) {
-    case Kind::Null: return "null";
-    case Kind::Bool: return "a boolean";
-    case Kind::Number: return "a number";
-    case Kind::String: return "a string";
-    case Kind::Array: return "an array";
-    case Kind::Object: return "an object";
+    case JsonKind::Null: return "null";
+    case JsonKind::Bool: return "a boolean";
+    case JsonKind::Number: return "a number";
+    case JsonKind::String: return "a string";
+    case JsonKind::Array: return "an array";
+    case JsonKind::Object: return "an object";
   }
   return "an invalid value";
 }
@@ -31,26 +31,26 @@ bool parse_int64(const std::string& text, int64_t& out) {
   return ec == std::errc() && ptr == end;
 }
 
-void expect_kind(const Value& value, Kind kind) {
-  FATHOM_CHECK(value.kind() == kind, "JSON value at byte ", value.offset(), " is ", kind_name(value.kind()),
-               ", expected ", kind_name(kind));
+void expect_kind(const JsonValue& value, JsonKind kind) {
+  FATHOM_CHECK(value.kind() == kind, "JSON value at byte ", value.offset(), " is ", json_kind_name(value.kind()),
+               ", expected ", json_kind_name(kind));
 }
 
 }  // namespace
 
-bool Value::is_integer() const {
-  if (kind_ != Kind::Number || text_.find_first_of(".eE") != std::string::npos) return false;
+bool JsonValue::is_integer() const {
+  if (kind_ != JsonKind::Number || text_.find_first_of(".eE") != std::string::npos) return false;
   int64_t unused = 0;
   return parse_int64(text_, unused);
 }
 
-bool Value::as_bool() const {
-  expect_kind(*this, Kind::Bool);
+bool JsonValue::as_bool() const {
+  expect_kind(*this, JsonKind::Bool);
   return bool_;
 }
 
-double Value::as_double() const {
-  expect_kind(*this, Kind::Number);
+double JsonValue::as_double() const {
+  expect_kind(*this, JsonKind::Number);
   double out = 0;
   const char* end = text_.data() + text_.size();
   auto [ptr, ec] = std::from_chars(text_.data(), end, out);
@@ -60,50 +60,50 @@ double Value::as_double() const {
   return out;
 }
 
-int64_t Value::as_int64() const {
-  expect_kind(*this, Kind::Number);
+int64_t JsonValue::as_int64() const {
+  expect_kind(*this, JsonKind::Number);
   int64_t out = 0;
   FATHOM_CHECK(text_.find_first_of(".eE") == std::string::npos && parse_int64(text_, out), "JSON number ", text_,
                " at byte ", offset_, " is not an integer in the int64 range");
   return out;
 }
 
-const std::string& Value::as_string() const {
-  expect_kind(*this, Kind::String);
+const std::string& JsonValue::as_string() const {
+  expect_kind(*this, JsonKind::String);
   return text_;
 }
 
-const std::vector<Value>& Value::as_array() const {
-  expect_kind(*this, Kind::Array);
+const std::vector<JsonValue>& JsonValue::as_array() const {
+  expect_kind(*this, JsonKind::Array);
   return array_;
 }
 
-const Value::Members& Value::as_object() const {
-  expect_kind(*this, Kind::Object);
+const JsonValue::Members& JsonValue::as_object() const {
+  expect_kind(*this, JsonKind::Object);
   return object_;
 }
 
-const Value* Value::find(std::string_view key) const {
+const JsonValue* JsonValue::find(std::string_view key) const {
   for (const auto& [name, value] : as_object())
     if (name == key) return &value;
   return nullptr;
 }
 
-const Value& Value::at(std::string_view key) const {
-  const Value* value = find(key);
+const JsonValue& JsonValue::at(std::string_view key) const {
+  const JsonValue* value = find(key);
   FATHOM_CHECK(value != nullptr, "JSON object at byte ", offset_, " has no key \"", key, "\"");
   return *value;
 }
 
 // Recursive descent over the text; every read is bounds-checked against `text_.size()`.
-class Parser {
+class JsonParser {
  public:
-  Parser(std::string_view text, const std::string& source, size_t base)
+  JsonParser(std::string_view text, const std::string& source, size_t base)
       : text_(text), source_(source), base_(base) {}
 
-  Value parse_document() {
+  JsonValue parse_document() {
     skip_whitespace();
-    Value value = parse_value(0);
+    JsonValue value = parse_value(0);
     skip_whitespace();
     if (pos_ != text_.size()) fail("unexpected ", describe_here(), " after the end of the JSON value");
     return value;
@@ -137,30 +137,30 @@ class Parser {
     pos_ += word.size();
   }
 
-  Value parse_value(int depth) {
+  JsonValue parse_value(int depth) {
     if (depth > kMaxDepth) fail("nesting deeper than ", kMaxDepth, " levels");
-    Value value;
+    JsonValue value;
     value.offset_ = base_ + pos_;
     switch (peek()) {
       case '{': parse_object(value, depth); break;
       case '[': parse_array(value, depth); break;
       case '"':
-        value.kind_ = Kind::String;
+        value.kind_ = JsonKind::String;
         value.text_ = parse_string();
         break;
       case 't':
         expect_literal("true");
-        value.kind_ = Kind::Bool;
+        value.kind_ = JsonKind::Bool;
         value.bool_ = true;
         break;
       case 'f':
         expect_literal("false");
-        value.kind_ = Kind::Bool;
+        value.kind_ = JsonKind::Bool;
         break;
       case 'n': expect_literal("null"); break;
       default:
         if (peek() == '-' || (peek() >= '0' && peek() <= '9')) {
-          value.kind_ = Kind::Number;
+          value.kind_ = JsonKind::Number;
           value.text_ = parse_number();
         } else {
           fail("expected a JSON value, found ", describe_here());
@@ -169,8 +169,8 @@ class Parser {
     return value;
   }
 
-  void parse_object(Value& value, int depth) {
-    value.kind_ = Kind::Object;
+  void parse_object(JsonValue& value, int depth) {
+    value.kind_ = JsonKind::Object;
     ++pos_;  // '{'
     skip_whitespace();
     if (peek() == '}') {
@@ -192,7 +192,7 @@ class Parser {
       if (peek() != ':') fail("expected ':' after key \"", key, "\", found ", describe_here());
       ++pos_;
       skip_whitespace();
-      Value member = parse_value(depth + 1);
+      JsonValue member = parse_value(depth + 1);
       value.object_.emplace_back(std::move(key), std::move(member));
       skip_whitespace();
       if (peek() == ',') {
@@ -207,8 +207,8 @@ class Parser {
     }
   }
 
-  void parse_array(Value& value, int depth) {
-    value.kind_ = Kind::Array;
+  void parse_array(JsonValue& value, int depth) {
+    value.kind_ = JsonKind::Array;
     ++pos_;  // '['
     skip_whitespace();
     if (peek() == ']') {
@@ -373,11 +373,11 @@ class Parser {
   size_t pos_ = 0;
 };
 
-Value parse(std::string_view text, const std::string& source, size_t base_offset) {
-  return Parser(text, source, base_offset).parse_document();
+JsonValue parse_json(std::string_view text, const std::string& source, size_t base_offset) {
+  return JsonParser(text, source, base_offset).parse_document();
 }
 
-void append_quoted(std::string& out, std::string_view text) {
+void append_json_string(std::string& out, std::string_view text) {
   out += '"';
   for (const char ch : text) {
     const unsigned char c = static_cast<unsigned char>(ch);
@@ -402,4 +402,4 @@ void append_quoted(std::string& out, std::string_view text) {
   out += '"';
 }
 
-}  // namespace fathom::nn::json
+}  // namespace fathom

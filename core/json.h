@@ -20,23 +20,23 @@
 #include <utility>
 #include <vector>
 
-namespace fathom::nn::json {
+namespace fathom {
 
-enum class Kind { Null, Bool, Number, String, Array, Object };
-const char* kind_name(Kind kind);  // "null", "a boolean", "a number", ...
+enum class JsonKind { Null, Bool, Number, String, Array, Object };
+const char* json_kind_name(JsonKind kind);  // "null", "a boolean", "a number", ...
 
-class Value {
+class JsonValue {
  public:
-  using Members = std::vector<std::pair<std::string, Value>>;
+  using Members = std::vector<std::pair<std::string, JsonValue>>;
 
-  Value() = default;  // null
-  Kind kind() const { return kind_; }
-  bool is_null() const { return kind_ == Kind::Null; }
-  bool is_bool() const { return kind_ == Kind::Bool; }
-  bool is_number() const { return kind_ == Kind::Number; }
-  bool is_string() const { return kind_ == Kind::String; }
-  bool is_array() const { return kind_ == Kind::Array; }
-  bool is_object() const { return kind_ == Kind::Object; }
+  JsonValue() = default;  // null
+  JsonKind kind() const { return kind_; }
+  bool is_null() const { return kind_ == JsonKind::Null; }
+  bool is_bool() const { return kind_ == JsonKind::Bool; }
+  bool is_number() const { return kind_ == JsonKind::Number; }
+  bool is_string() const { return kind_ == JsonKind::String; }
+  bool is_array() const { return kind_ == JsonKind::Array; }
+  bool is_object() const { return kind_ == JsonKind::Object; }
   // True for a number literal without fraction or exponent that fits in int64.
   bool is_integer() const;
 
@@ -45,23 +45,23 @@ class Value {
   double as_double() const;
   int64_t as_int64() const;  // throws unless is_integer()
   const std::string& as_string() const;
-  const std::vector<Value>& as_array() const;
+  const std::vector<JsonValue>& as_array() const;
   const Members& as_object() const;  // in document order
 
   // Object lookup: nullptr when absent (find) or a throw naming the key (at).
-  const Value* find(std::string_view key) const;
-  const Value& at(std::string_view key) const;
+  const JsonValue* find(std::string_view key) const;
+  const JsonValue& at(std::string_view key) const;
   const std::string& number_text() const { return text_; }
   // Byte offset of the value's first character in the parsed text (plus the base offset
   // passed to parse), for error messages.
   size_t offset() const { return offset_; }
 
  private:
-  friend class Parser;
-  Kind kind_ = Kind::Null;
+  friend class JsonParser;
+  JsonKind kind_ = JsonKind::Null;
   bool bool_ = false;
   std::string text_;  // string contents, or the number's literal text
-  std::vector<Value> array_;
+  std::vector<JsonValue> array_;
   Members object_;
   size_t offset_ = 0;
 };
@@ -69,9 +69,9 @@ class Value {
 // Parses one JSON document (surrounding whitespace allowed). `source` names the text in error
 // messages ("safetensors header of 'model.safetensors'"); `base_offset` is added to reported
 // byte offsets (e.g. 8 when the text starts 8 bytes into a file).
-Value parse(std::string_view text, const std::string& source = "JSON text", size_t base_offset = 0);
+JsonValue parse_json(std::string_view text, const std::string& source = "JSON text", size_t base_offset = 0);
 
 // Appends `text` as a JSON string literal (quoted, escaped) to `out`.
-void append_quoted(std::string& out, std::string_view text);
+void append_json_string(std::string& out, std::string_view text);
 
-}  // namespace fathom::nn::json
+}  // namespace fathom
