@@ -4,7 +4,7 @@
 
 #include "core/mapped_file.h"
 
-namespace fathom::data {
+namespace fathom {
 
 ByteTextDataset ByteTextDataset::from_file(const std::string& path, int64_t block_size) {
   const std::shared_ptr<const MappedFile> file = MappedFile::open(path);
@@ -30,4 +30,4 @@ ByteTextDataset ByteTextDataset::from_string(std::string text, int64_t block_siz
   return ByteTextDataset(std::move(stream), block_size);
 }
 
-}  // namespace fathom::data
+}  // namespace fathom

@@ -7,7 +7,7 @@
 
 #include "engine/token_dataset.h"
 
-namespace fathom::data {
+namespace fathom {
 
 class ByteTextDataset : public TokenDataset {
  public:
@@ -22,4 +22,4 @@ class ByteTextDataset : public TokenDataset {
       : TokenDataset(std::move(bytes), block_size, kVocabSize, VocabChecked{}) {}
 };
 
-}  // namespace fathom::data
+}  // namespace fathom

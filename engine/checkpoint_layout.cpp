@@ -5,14 +5,14 @@
 
 #include "core/xxhash64.h"
 
-namespace fathom::checkpoint {
+namespace fathom {
 
-zero::Range saved_range(int64_t numel, int world, int rank, int stage) {
+zero::Range checkpoint_saved_range(int64_t numel, int world, int rank, int stage) {
   if (stage == 0) return rank == 0 ? zero::Range{0, numel} : zero::Range{0, 0};
   return zero::Partition(numel, world).owned(rank);
 }
 
-int64_t copy_overlap(const Tensor& source, zero::Range source_range, const Tensor& target, zero::Range target_range) {
+int64_t copy_flat_overlap(const Tensor& source, zero::Range source_range, const Tensor& target, zero::Range target_range) {
   const zero::Range overlap{std::max(source_range.begin, target_range.begin),
                             std::min(source_range.end, target_range.end)};
   if (overlap.size() == 0) return 0;
@@ -21,23 +21,23 @@ int64_t copy_overlap(const Tensor& source, zero::Range source_range, const Tenso
   return overlap.size();
 }
 
-uint64_t checksum(const Tensor& tensor) {
+uint64_t checkpoint_checksum(const Tensor& tensor) {
   const Tensor bytes = tensor.contiguous();
   return xxhash64(bytes.raw_data(), bytes.nbytes());
 }
 
-std::string checksum_text(uint64_t checksum) {
+std::string checksum_hex(uint64_t checksum) {
   char text[17];
   std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(checksum));
   return text;
 }
 
-std::string state_kind(const std::string& state) { return state.substr(0, state.find('.')); }
+std::string checkpoint_state_kind(const std::string& state) { return state.substr(0, state.find('.')); }
 
-std::string rank_file_name(int rank, const std::string& kind) {
+std::string checkpoint_file_name(int rank, const std::string& kind) {
   char name[64];
   std::snprintf(name, sizeof name, "rank_%05d.%s.safetensors", rank, kind.c_str());
   return name;
 }
 
-}  // namespace fathom::checkpoint
+}  // namespace fathom

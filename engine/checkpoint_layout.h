@@ -13,25 +13,25 @@
 #include "core/tensor.h"
 #include "zero/partition.h"
 
-namespace fathom::checkpoint {
+namespace fathom {
 
 // The range of flat coordinates rank `rank` of `world` writes at ZeRO stage `stage`: its shard
 // (stages 1-3), or everything on rank 0 and nothing elsewhere (stage 0, where every rank holds
 // the same full state).
-zero::Range saved_range(int64_t numel, int world, int rank, int stage);
+zero::Range checkpoint_saved_range(int64_t numel, int world, int rank, int stage);
 
 // Copies the pieces of `source` (flat, covering `source_range`) that fall in `target_range` into
 // `target` (flat, covering `target_range`), converting dtype. Returns the elements copied.
-int64_t copy_overlap(const Tensor& source, zero::Range source_range, const Tensor& target, zero::Range target_range);
+int64_t copy_flat_overlap(const Tensor& source, zero::Range source_range, const Tensor& target, zero::Range target_range);
 
 // XXH64 of a tensor's bytes: the checksum against truncation and bit rot, kept in index.json.
-inline constexpr const char* kChecksumAlgorithm = "xxh64";
-uint64_t checksum(const Tensor& tensor);
-std::string checksum_text(uint64_t checksum);  // 16 lowercase hex digits
+inline constexpr const char* kCheckpointChecksum = "xxh64";
+uint64_t checkpoint_checksum(const Tensor& tensor);
+std::string checksum_hex(uint64_t checksum);  // 16 lowercase hex digits
 
 // Per-element states are grouped by kind, one file per saved rank per kind: "param" (the
 // model's weights), "master" (fp32 master weights), "optim" (every "optim.<state>").
-std::string state_kind(const std::string& state);
-std::string rank_file_name(int rank, const std::string& kind);  // "rank_00002.optim.safetensors"
+std::string checkpoint_state_kind(const std::string& state);
+std::string checkpoint_file_name(int rank, const std::string& kind);  // "rank_00002.optim.safetensors"
 
-}  // namespace fathom::checkpoint
+}  // namespace fathom

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "engine/checkpoint_layout.h"
 
-namespace fathom::checkpoint {
+namespace fathom {
 namespace fs = std::filesystem;
 
 namespace {
@@ -32,11 +32,11 @@ CheckpointReader::CheckpointReader(const std::string& dir, std::string tag) : di
   FATHOM_CHECK(fs::exists(index_path_), "load_checkpoint: ", index_path_, " does not exist; is \"", tag_,
                "\" a complete checkpoint of ", dir, "?");
   index_ = parse_json(read_text(index_path_), index_path_);
-  FATHOM_CHECK(index_.at("format").as_string() == kFormat, "checkpoint ", index_path_, ": format \"",
-               index_.at("format").as_string(), "\", expected \"", kFormat,
+  FATHOM_CHECK(index_.at("format").as_string() == kCheckpointFormat, "checkpoint ", index_path_, ": format \"",
+               index_.at("format").as_string(), "\", expected \"", kCheckpointFormat,
                "\"; it was written by another version of Fathom");
-  FATHOM_CHECK(index_.at("checksum").as_string() == kChecksumAlgorithm, "checkpoint ", index_path_,
-               ": checksum algorithm \"", index_.at("checksum").as_string(), "\", expected \"", kChecksumAlgorithm, "\"");
+  FATHOM_CHECK(index_.at("checksum").as_string() == kCheckpointChecksum, "checkpoint ", index_path_,
+               ": checksum algorithm \"", index_.at("checksum").as_string(), "\", expected \"", kCheckpointChecksum, "\"");
   world_ = static_cast<int>(index_.at("world_size").as_int64());
   stage_ = static_cast<int>(index_.at("zero_stage").as_int64());
   numel_ = index_.at("parameters").as_int64();
@@ -83,12 +83,12 @@ void CheckpointReader::read(const std::string& name, const Tensor& target, zero:
     const Tensor part = f.get(name);
     FATHOM_CHECK(part.numel() == shard.range.size(), "checkpoint ", f.path(), ": tensor \"", name, "\" has ",
                  part.numel(), " elements, but rank ", r, " of ", world_, " saved ", shard.range.size());
-    FATHOM_CHECK(shard.checksum.at(name) == checksum_text(checksum(part)), "checkpoint ", f.path(), ": tensor \"",
+    FATHOM_CHECK(shard.checksum.at(name) == checksum_hex(checkpoint_checksum(part)), "checkpoint ", f.path(), ": tensor \"",
                  name, "\" fails its checksum (the file is corrupt); restore it or load another tag");
-    filled += copy_overlap(part, shard.range, target, range);
+    filled += copy_flat_overlap(part, shard.range, target, range);
   }
   FATHOM_CHECK(filled == range.size(), "checkpoint ", (fs::path(dir_) / tag_).string(), ": state \"", name, "\" covers ",
                filled, " of ", range.size(), " needed elements");
 }
 
-}  // namespace fathom::checkpoint
+}  // namespace fathom

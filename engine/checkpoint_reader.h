@@ -15,9 +15,9 @@
 #include "nn/safetensors.h"
 #include "zero/partition.h"
 
-namespace fathom::checkpoint {
+namespace fathom {
 
-inline constexpr const char* kFormat = "fathom-checkpoint-2";
+inline constexpr const char* kCheckpointFormat = "fathom-checkpoint-2";
 
 class CheckpointReader {
  public:
@@ -53,4 +53,4 @@ class CheckpointReader {
   std::map<std::string, std::unique_ptr<nn::SafetensorsFile>> files_;  // opened on first use
 };
 
-}  // namespace fathom::checkpoint
+}  // namespace fathom

@@ -1,6 +1,6 @@
 #include "engine/data_collate.h"
 
-namespace fathom::data {
+namespace fathom {
 
 namespace {
 
@@ -28,4 +28,4 @@ Sample collate(const std::vector<Sample>& samples, const std::vector<int64_t>& i
           stack(samples, indices, like.target, &Sample::target, "target")};
 }
 
-}  // namespace fathom::data
+}  // namespace fathom

@@ -5,7 +5,7 @@
 #include "engine/data_collate.h"
 #include "engine/data_shuffle.h"
 
-namespace fathom::data {
+namespace fathom {
 
 namespace {
 
@@ -154,4 +154,4 @@ DataLoader::Iterator& DataLoader::Iterator::operator++() {
   return *this;
 }
 
-}  // namespace fathom::data
+}  // namespace fathom

@@ -7,11 +7,11 @@
 // data-parallel world size and accumulation count. docs/data.md explains the map, shuffling,
 // loss_normaliser and resuming.
 //
-//   auto data = std::make_shared<data::TokenDataset>(data::TokenDataset::from_file("train.bin", 1024));
-//   data::DataLoader loader(data, {.micro_batch_size = 8, .gradient_accumulation_steps = 4,
+//   auto data = std::make_shared<TokenDataset>(TokenDataset::from_file("train.bin", 1024));
+//   DataLoader loader(data, {.micro_batch_size = 8, .gradient_accumulation_steps = 4,
 //                                  .dp_rank = rank, .dp_world_size = world, .seed = 7});
 //   for (int epoch = 0; epoch < epochs; ++epoch)
-//     for (const data::Batch& batch : loader) { ... }   // one epoch of this rank's micro-batches
+//     for (const Batch& batch : loader) { ... }   // one epoch of this rank's micro-batches
 //
 // Not thread-safe: one loader per training loop.
 
@@ -23,7 +23,7 @@
 #include "engine/data_sample_map.h"
 #include "engine/dataset.h"
 
-namespace fathom::data {
+namespace fathom {
 
 struct DataLoaderOptions {
   int64_t micro_batch_size = 1;             // samples per micro-batch per rank
@@ -129,4 +129,4 @@ class DataLoader {
   mutable int64_t targets_epoch_ = -1, targets_step_ = -1, targets_count_ = 0;
 };
 
-}  // namespace fathom::data
+}  // namespace fathom

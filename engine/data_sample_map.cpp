@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 
-namespace fathom::data {
+namespace fathom {
 
 SampleMap::SampleMap(int64_t num_samples, int64_t micro_batch_size, int64_t gradient_accumulation_steps,
                      int64_t dp_world_size, bool drop_last)
@@ -41,4 +41,4 @@ PositionRange SampleMap::micro_batch(int64_t step, int64_t micro_step, int64_t d
   return {begin, begin + base + (slot < extra ? 1 : 0)};
 }
 
-}  // namespace fathom::data
+}  // namespace fathom

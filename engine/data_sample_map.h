@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-namespace fathom::data {
+namespace fathom {
 
 struct PositionRange {
   int64_t begin = 0;
@@ -45,4 +45,4 @@ class SampleMap {
   bool drop_last_;
 };
 
-}  // namespace fathom::data
+}  // namespace fathom

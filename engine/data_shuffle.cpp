@@ -6,7 +6,7 @@
 
 #include "core/philox.h"
 
-namespace fathom::data {
+namespace fathom {
 
 std::vector<int64_t> epoch_order(int64_t num_samples, bool shuffle, uint64_t seed, int64_t epoch) {
   std::vector<int64_t> order(static_cast<size_t>(num_samples));
@@ -20,4 +20,4 @@ std::vector<int64_t> epoch_order(int64_t num_samples, bool shuffle, uint64_t see
   return order;
 }
 
-}  // namespace fathom::data
+}  // namespace fathom

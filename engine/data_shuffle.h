@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace fathom::data {
+namespace fathom {
 
 // Philox stream offsets reserved for data shuffling (the top 16 bits spell 0xDA7A): epoch e
 // draws from offset kShuffleStreamBase + e, so a loader seeded like the model's initialiser
@@ -19,4 +19,4 @@ inline constexpr uint64_t kShuffleStreamBase = 0xDA7AULL << 48;
 // every machine.
 std::vector<int64_t> epoch_order(int64_t num_samples, bool shuffle, uint64_t seed, int64_t epoch);
 
-}  // namespace fathom::data
+}  // namespace fathom

@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 
-namespace fathom::data {
+namespace fathom {
 
 namespace {
 
@@ -109,4 +109,4 @@ void write_token_file(const std::string& path, const std::vector<uint16_t>& toke
   FATHOM_CHECK(closed == 0, "token file '", path, "': cannot finish writing: ", std::strerror(errno));
 }
 
-}  // namespace fathom::data
+}  // namespace fathom

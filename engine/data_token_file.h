@@ -13,7 +13,7 @@
 
 #include "engine/data_token_stream.h"
 
-namespace fathom::data {
+namespace fathom {
 
 enum class TokenFileFormat {
   Auto,     // llm.c when the file starts with the llm.c magic, nanoGPT otherwise
@@ -34,4 +34,4 @@ TokenStream read_token_file(const std::string& path, TokenFileFormat format = To
 // Writes `tokens` in `format` (Auto means nanoGPT): for tests, tools and data preparation.
 void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens, TokenFileFormat format);
 
-}  // namespace fathom::data
+}  // namespace fathom

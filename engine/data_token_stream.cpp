@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 
-namespace fathom::data {
+namespace fathom {
 
 static_assert(std::endian::native == std::endian::little,
               "token files are little-endian uint16; a big-endian host would need a byte swap in TokenStream::at");
@@ -34,4 +34,4 @@ void check_vocab(const TokenStream& stream, int64_t vocab_size) {
   }
 }
 
-}  // namespace fathom::data
+}  // namespace fathom

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-namespace fathom::data {
+namespace fathom {
 
 struct TokenStream {
   std::shared_ptr<const void> owner;  // keeps the bytes alive (a MappedFile or an owned buffer)
@@ -35,4 +35,4 @@ struct TokenStream {
 // Throws naming the first token >= vocab_size, its offset and file byte; vocab_size <= 0 skips.
 void check_vocab(const TokenStream& stream, int64_t vocab_size);
 
-}  // namespace fathom::data
+}  // namespace fathom

@@ -2,10 +2,10 @@
 
 #include <vector>
 
-namespace fathom::data {
+namespace fathom {
 
 int64_t Dataset::count_targets(int64_t index, int64_t ignore_index) const {
-  return data::count_targets(get(index).target, ignore_index);
+  return fathom::count_targets(get(index).target, ignore_index);
 }
 
 void Dataset::check_index(int64_t index, const char* dataset) const {
@@ -20,4 +20,4 @@ int64_t count_targets(const Tensor& target, int64_t ignore_index) {
   return count;
 }
 
-}  // namespace fathom::data
+}  // namespace fathom

@@ -11,7 +11,7 @@
 
 #include "core/tensor.h"
 
-namespace fathom::data {
+namespace fathom {
 
 // Targets equal to this are padding / masked positions: not counted by loss_normaliser
 // (nn::cross_entropy's default ignore_index).
@@ -42,4 +42,4 @@ class Dataset {
 // The target count rule above, applied to one target tensor.
 int64_t count_targets(const Tensor& target, int64_t ignore_index = kIgnoreIndex);
 
-}  // namespace fathom::data
+}  // namespace fathom

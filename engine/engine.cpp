@@ -167,7 +167,7 @@ double Engine::clip_gradients() {
 const StepReport& Engine::train_batch(const NextBatch& next, const LossFunction& loss) {
   FATHOM_CHECK(next != nullptr, "engine.train_batch: no batch source");
   const int64_t steps_before = global_steps_;
-  const LossFunction default_loss = [](const autograd::Variable& output, const data::Batch& batch) {
+  const LossFunction default_loss = [](const autograd::Variable& output, const Batch& batch) {
     return nn::cross_entropy(output, batch.targets.to(output.device()), batch.loss_normaliser);
   };
   schedule_->run(*this, next, loss ? loss : default_loss);
@@ -199,7 +199,7 @@ void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
   report.loss =
       (loss_sum_.defined() ? loss_sum_.item() : 0.0) / static_cast<double>(options_.gradient_accumulation_steps);
   if (state_->data_group().size() > 1)
-    report.loss = state_->data_group().all_reduce_scalar(report.loss, distributed::ReduceOp::Avg);
+    report.loss = state_->data_group().all_reduce_scalar(report.loss, parallel::ReduceOp::Avg);
   report.seconds = cycle_started_ ? ms_since(cycle_start_) / 1000.0 : 0.0;
   if (report.seconds > 0) {
     report.samples_per_second = static_cast<double>(options_.train_batch_size()) / report.seconds;

@@ -71,8 +71,8 @@ struct StepReport {
 
 class Engine;
 // A source of micro-batches and the loss of one, for train_batch.
-using NextBatch = std::function<data::Batch()>;
-using LossFunction = std::function<autograd::Variable(const autograd::Variable& output, const data::Batch& batch)>;
+using NextBatch = std::function<Batch()>;
+using LossFunction = std::function<autograd::Variable(const autograd::Variable& output, const Batch& batch)>;
 // Drives the micro-batches of one optimizer step through the engine's micro-step API.
 class Schedule {
  public:
@@ -144,7 +144,7 @@ class Engine {
   void save_checkpoint(const std::string& dir, std::string tag = "", const std::string& client_state = "{}");
   std::string load_checkpoint(const std::string& dir, std::string tag = "");
   // The loader whose position checkpoints keep (fathom::initialize attaches it).
-  void attach_data_loader(std::shared_ptr<data::DataLoader> loader) { loader_ = std::move(loader); }
+  void attach_data_loader(std::shared_ptr<DataLoader> loader) { loader_ = std::move(loader); }
   // The config (JSON) checkpoints record beside the state (fathom::initialize sets it).
   void set_config_json(std::string json) { config_json_ = std::move(json); }
 
@@ -179,7 +179,7 @@ class Engine {
   double forward_ms_ = 0, backward_ms_ = 0;
   StepReport last_report_;
   std::function<void(const StepReport&)> on_step_;
-  std::shared_ptr<data::DataLoader> loader_;
+  std::shared_ptr<DataLoader> loader_;
   std::string config_json_ = "{}";
 };
 

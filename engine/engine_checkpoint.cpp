@@ -35,8 +35,6 @@ using TensorSlot = zero::FlatSlot;
 using zero::Range;
 
 namespace {
-using checkpoint::kFormat;
-using checkpoint::kChecksumAlgorithm;
 
 // Fault injection for the crash-safety tests: FATHOM_TEST_CRASH_DURING_SAVE=shard kills the run
 // between two shard writes, =index after the index is written but before the tag is renamed.
@@ -68,7 +66,7 @@ void write_atomically(const fs::path& path, const std::string& text) {
 
 // Every rank's checksum of each state in `states` (the same list on every rank), gathered on
 // all ranks as [rank][state] = {saved (0/1), checksum bits}.
-Tensor gathered_checksums(distributed::Communicator* group, const std::vector<std::pair<std::string, Tensor>>& tensors,
+Tensor gathered_checksums(parallel::Communicator* group, const std::vector<std::pair<std::string, Tensor>>& tensors,
                           const std::vector<std::string>& states) {
   const int64_t count = static_cast<int64_t>(states.size());
   Tensor mine = Tensor::zeros({count, 2}, DType::I64);
@@ -77,7 +75,7 @@ Tensor gathered_checksums(distributed::Communicator* group, const std::vector<st
     for (const auto& [name, tensor] : tensors)
       if (name == states[i]) {
         row[2 * i] = 1;
-        row[2 * i + 1] = static_cast<int64_t>(checkpoint::checksum(tensor));
+        row[2 * i + 1] = static_cast<int64_t>(checkpoint_checksum(tensor));
       }
   if (!group) return mine.view({1, count, 2});
   Tensor all = Tensor::empty({group->size(), count, 2}, DType::I64);
@@ -91,14 +89,14 @@ void write_shard_table(JsonWriter& w, const Tensor& sums, const std::vector<std:
   const int64_t* at = sums.data<int64_t>();
   w.begin_array();
   for (int r = 0; r < world; ++r) {
-    const Range range = checkpoint::saved_range(numel, world, r, stage);
+    const Range range = checkpoint_saved_range(numel, world, r, stage);
     w.begin_object(JsonWriter::Layout::Inline).member("rank", r).member("begin", range.begin).member("end", range.end);
     w.key("states").begin_object();
     for (size_t i = 0; i < states.size(); ++i, at += 2) {
       if (at[0] == 0) continue;
       w.key(states[i]).begin_object();
-      w.member("file", checkpoint::rank_file_name(r, checkpoint::state_kind(states[i])));
-      w.member("checksum", checkpoint::checksum_text(static_cast<uint64_t>(at[1]))).end_object();
+      w.member("file", checkpoint_file_name(r, checkpoint_state_kind(states[i])));
+      w.member("checksum", checksum_hex(static_cast<uint64_t>(at[1]))).end_object();
     }
     w.end_object().end_object();
   }
@@ -116,12 +114,12 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   FATHOM_CHECK(state_->groups().tensor().size() == 1 && state_->groups().pipeline().size() == 1,
                "save_checkpoint: checkpoints of tensor- or pipeline-parallel jobs are not supported yet (shard files "
                "are named by data-parallel rank only); save from a data-parallel job");
-  distributed::Communicator* group = &state_->data_group();
+  parallel::Communicator* group = &state_->data_group();
   const int rank = group->rank(), world = group->size();
   const int stage = state_->stage();
   const std::vector<TensorSlot> slots = state_->flat_slots();
   const int64_t numel = slots.empty() ? 0 : slots.back().offset + slots.back().numel;
-  const Range mine = checkpoint::saved_range(numel, world, rank, stage);
+  const Range mine = checkpoint_saved_range(numel, world, rank, stage);
   const DType param_dtype = state_->parameter_dtype();
   const bool has_master = state_->keeps_masters();
   const fs::path final_dir = fs::path(dir) / tag, tmp_dir = fs::path(dir) / (tag + ".tmp");
@@ -144,9 +142,9 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   const std::vector<std::string> state_names = state_->optimizer_state_names();  // "exp_avg", ...
   // One file per kind of state; the checksums go to rank 0 for the index.
   std::map<std::string, std::vector<std::pair<std::string, Tensor>>> by_kind;
-  for (const auto& entry : tensors) by_kind[checkpoint::state_kind(entry.first)].push_back(entry);
+  for (const auto& entry : tensors) by_kind[checkpoint_state_kind(entry.first)].push_back(entry);
   for (const auto& [kind, kind_tensors] : by_kind) {
-    nn::save_safetensors((tmp_dir / checkpoint::rank_file_name(rank, kind)).string(), kind_tensors);
+    nn::save_safetensors((tmp_dir / checkpoint_file_name(rank, kind)).string(), kind_tensors);
     crash_here_for_tests("shard", rank == world - 1);
   }
   std::vector<std::string> states = {"param"};
@@ -159,9 +157,9 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
     using Layout = JsonWriter::Layout;
     JsonWriter w;
     w.begin_object();
-    w.member("format", kFormat).member("tag", tag).member("world_size", world).member("zero_stage", stage);
+    w.member("format", kCheckpointFormat).member("tag", tag).member("world_size", world).member("zero_stage", stage);
     w.member("dtype", dtype_name(param_dtype)).member("mixed_precision", has_master).member("parameters", numel);
-    w.member("checksum", kChecksumAlgorithm);
+    w.member("checksum", kCheckpointChecksum);
     write_shard_table(w.key("shards"), sums, states, numel, world, stage);
     w.key("tensors").begin_array();
     for (const TensorSlot& slot : slots) {
@@ -193,7 +191,7 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
       w.member("overflows", st.overflows).end_object();
     }
     if (loader_) {
-      const data::DataLoaderState st = loader_->state();
+      const DataLoaderState st = loader_->state();
       w.key("data_loader").begin_object(Layout::Inline).member("epoch", st.epoch).member("step", st.step).end_object();
     }
     w.member("config", config_json_).member("client_state", client_state);
@@ -212,7 +210,7 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
 std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
   FATHOM_CHECK(optimizer() != nullptr, "load_checkpoint: this engine has no optimizer (it evaluates only); load "
                "the model's weights with Module::load_state_dict instead");
-  checkpoint::CheckpointReader saved(dir, tag);
+  CheckpointReader saved(dir, tag);
   const JsonValue& index = saved.index();
   const std::string index_path = saved.index_path();
   const std::vector<TensorSlot> slots = state_->flat_slots();

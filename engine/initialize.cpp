@@ -19,7 +19,7 @@ std::string lower(std::string text) {
 // of the data group, and of the tensor group for tensors the tensor group replicates.
 void broadcast_initial_weights(const nn::Module& model, const zero::ParallelLayout& layout) {
   const auto named = model.named_parameters();
-  using distributed::Axis;
+  using parallel::Axis;
   for (size_t i = 0; i < named.size(); ++i) {
     const Tensor& data = named[i].second.data();
     if (layout.groups.data().size() > 1) layout.groups.for_device(Axis::Data, data.device())->broadcast(data, 0);
@@ -60,7 +60,7 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
 
 // What every engine does first: the config checked against this build and the data group's
 // size, the layout read from the model, one set of weights, the model in its precision.
-zero::ParallelLayout prepare(Config& config, nn::Module& model, const distributed::ProcessGroups& groups) {
+zero::ParallelLayout prepare(Config& config, nn::Module& model, const parallel::ProcessGroups& groups) {
   config.check_supported();
   config.resolve_batch(groups.data().size());
   zero::ParallelLayout layout{groups, {}};
@@ -85,7 +85,7 @@ EngineOptions engine_options(const Config& config, int64_t dp_world_size) {
 }  // namespace
 
 Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
-                       std::shared_ptr<const data::Dataset> training_data, const distributed::ProcessGroups& groups) {
+                       std::shared_ptr<const Dataset> training_data, const parallel::ProcessGroups& groups) {
   FATHOM_CHECK(model != nullptr, "initialize: the model is null");
   const int64_t dp_world_size = groups.data().size();
   const zero::ParallelLayout layout = prepare(config, *model, groups);
@@ -127,20 +127,20 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
   out.engine->set_config_json(config.to_json());
 
   if (training_data) {
-    data::DataLoaderOptions loader;
+    DataLoaderOptions loader;
     loader.micro_batch_size = options.micro_batch_size;
     loader.gradient_accumulation_steps = options.gradient_accumulation_steps;
     loader.dp_rank = groups.data().rank();
     loader.dp_world_size = dp_world_size;
     loader.seed = options.seed;
-    out.loader = std::make_shared<data::DataLoader>(std::move(training_data), loader);
+    out.loader = std::make_shared<DataLoader>(std::move(training_data), loader);
     out.engine->attach_data_loader(out.loader);
   }
   return out;
 }
 
 std::shared_ptr<Engine> initialize_for_evaluation(Config config, std::shared_ptr<nn::Module> model,
-                                                  const distributed::ProcessGroups& groups) {
+                                                  const parallel::ProcessGroups& groups) {
   FATHOM_CHECK(model != nullptr, "initialize_for_evaluation: the model is null");
   const zero::ParallelLayout layout = prepare(config, *model, groups);
   std::unique_ptr<zero::TrainingState> state = make_training_state(config, *model, layout, nullptr);
@@ -151,11 +151,11 @@ std::shared_ptr<Engine> initialize_for_evaluation(Config config, std::shared_ptr
 }
 
 Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
-                       std::shared_ptr<const data::Dataset> training_data,
-                       std::shared_ptr<distributed::Communicator> data_parallel_group) {
-  if (!data_parallel_group) data_parallel_group = std::make_shared<distributed::LocalCommunicator>();
+                       std::shared_ptr<const Dataset> training_data,
+                       std::shared_ptr<parallel::Communicator> data_parallel_group) {
+  if (!data_parallel_group) data_parallel_group = std::make_shared<parallel::LocalCommunicator>();
   return initialize(std::move(config), std::move(model), std::move(optimizer), std::move(training_data),
-                    distributed::ProcessGroups::data_parallel(std::move(data_parallel_group)));
+                    parallel::ProcessGroups::data_parallel(std::move(data_parallel_group)));
 }
 
 }  // namespace fathom

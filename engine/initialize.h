@@ -19,7 +19,7 @@ namespace fathom {
 struct Initialized {
   std::shared_ptr<Engine> engine;
   std::shared_ptr<nn::Optimizer> optimizer;
-  std::shared_ptr<data::DataLoader> loader;  // null without training data
+  std::shared_ptr<DataLoader> loader;  // null without training data
   std::shared_ptr<nn::LRScheduler> scheduler;  // null without a "scheduler" section
 };
 
@@ -28,7 +28,7 @@ struct Initialized {
 // (and of the tensor group for replicated ones, nn/placement.h), the loader gives each data rank
 // its part of every global batch, and the training state reduces over the groups.
 Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer> optimizer,
-                       std::shared_ptr<const data::Dataset> training_data, const distributed::ProcessGroups& groups);
+                       std::shared_ptr<const Dataset> training_data, const parallel::ProcessGroups& groups);
 
 // An engine without an optimizer, for evaluation and inference (RLHF's frozen reference and
 // reward models beside the trained actor and critic): the config's "optimizer" and "scheduler"
@@ -36,13 +36,13 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
 // gathered around each module's forward. engine.step() is an error; backward still reduces
 // gradients, for programs that want them.
 std::shared_ptr<Engine> initialize_for_evaluation(Config config, std::shared_ptr<nn::Module> model,
-                                                  const distributed::ProcessGroups& groups);
+                                                  const parallel::ProcessGroups& groups);
 
 // Data parallelism only: data_parallel_group is the ranks that train on different data
 // (runtime.world_ptr()); null for one process.
 Initialized initialize(Config config, std::shared_ptr<nn::Module> model,
                        std::shared_ptr<nn::Optimizer> optimizer = nullptr,
-                       std::shared_ptr<const data::Dataset> training_data = nullptr,
-                       std::shared_ptr<distributed::Communicator> data_parallel_group = nullptr);
+                       std::shared_ptr<const Dataset> training_data = nullptr,
+                       std::shared_ptr<parallel::Communicator> data_parallel_group = nullptr);
 
 }  // namespace fathom

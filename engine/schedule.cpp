@@ -6,7 +6,7 @@ void GradientAccumulation::run(Engine& engine, const NextBatch& next, const Loss
   const Device device = engine.module().device();
   bool boundary = false;
   while (!boundary) {
-    const data::Batch batch = next();
+    const Batch batch = next();
     const autograd::Variable output = engine(autograd::Variable(batch.inputs.to(device)), batch.sample_index);
     engine.backward(loss(output, batch));
     boundary = engine.is_gradient_accumulation_boundary();

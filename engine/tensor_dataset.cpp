@@ -1,6 +1,6 @@
 #include "engine/tensor_dataset.h"
 
-namespace fathom::data {
+namespace fathom {
 
 TensorDataset::TensorDataset(Tensor inputs, Tensor targets) : inputs_(std::move(inputs)), targets_(std::move(targets)) {
   FATHOM_CHECK(inputs_.defined() && targets_.defined(), "TensorDataset: inputs and targets must both be defined tensors");
@@ -20,4 +20,4 @@ Sample TensorDataset::get(int64_t index) const {
   return {inputs_.select(0, index), targets_.select(0, index)};
 }
 
-}  // namespace fathom::data
+}  // namespace fathom

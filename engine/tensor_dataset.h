@@ -4,7 +4,7 @@
 
 #include "engine/dataset.h"
 
-namespace fathom::data {
+namespace fathom {
 
 class TensorDataset : public Dataset {
  public:
@@ -23,4 +23,4 @@ class TensorDataset : public Dataset {
   Tensor targets_;
 };
 
-}  // namespace fathom::data
+}  // namespace fathom

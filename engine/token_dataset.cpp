@@ -3,7 +3,7 @@
 #include <cmath>
 #include <memory>
 
-namespace fathom::data {
+namespace fathom {
 
 TokenDataset::TokenDataset(TokenStream stream, int64_t block_size, int64_t vocab_size)
     : TokenDataset(std::move(stream), block_size, vocab_size, VocabChecked{}) {
@@ -77,4 +77,4 @@ TrainValSplit split_train_val(const TokenDataset& dataset, double val_fraction) 
           TokenDataset(stream.slice(cut, n), dataset.block_size(), vocab, TokenDataset::VocabChecked{})};
 }
 
-}  // namespace fathom::data
+}  // namespace fathom

@@ -14,7 +14,7 @@
 #include "engine/data_token_stream.h"
 #include "engine/dataset.h"
 
-namespace fathom::data {
+namespace fathom {
 
 struct TokenFileOptions {
   TokenFileFormat format = TokenFileFormat::Auto;
@@ -66,4 +66,4 @@ struct TrainValSplit {
 };
 TrainValSplit split_train_val(const TokenDataset& dataset, double val_fraction);
 
-}  // namespace fathom::data
+}  // namespace fathom

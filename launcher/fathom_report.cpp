@@ -86,12 +86,12 @@ void report_cuda_versions() {
 }
 
 void report_versions() {
-  namespace distributed = fathom::distributed;
+  namespace parallel = fathom::parallel;
   section("Versions");
   report_cuda_versions();
-  row("NCCL", distributed::nccl_built() ? (distributed::nccl_version().empty() ? "not loadable" : distributed::nccl_version())
+  row("NCCL", parallel::nccl_built() ? (parallel::nccl_version().empty() ? "not loadable" : parallel::nccl_version())
                                         : "not built");
-  row("MPI", join(distributed::mpi_library_version(), " (", distributed::mpi_standard_version(), ")"));
+  row("MPI", join(parallel::mpi_library_version(), " (", parallel::mpi_standard_version(), ")"));
 #ifdef EIGEN_WORLD_VERSION
   row("Eigen", dotted(EIGEN_WORLD_VERSION, EIGEN_MAJOR_VERSION, EIGEN_MINOR_VERSION) + " (headers)");
 #else
@@ -150,9 +150,9 @@ void report_gpus() {
 
 void report_backends() {
   section("Backends");
-  for (const auto& [name, check] : {std::pair{"MPI", &fathom::distributed::check_mpi},
-                                    std::pair{"NCCL", &fathom::distributed::check_nccl}}) {
-    const fathom::distributed::BackendCheck result = check();
+  for (const auto& [name, check] : {std::pair{"MPI", &fathom::parallel::check_mpi},
+                                    std::pair{"NCCL", &fathom::parallel::check_nccl}}) {
+    const fathom::parallel::BackendCheck result = check();
     row(name, join(result.ok ? "OK" : "FAILED", ": ", result.detail));
   }
 }

@@ -54,12 +54,12 @@ std::string clock_text(double seconds) {
 }
 
 // Mean loss over up to `max_batches` validation micro-batches, without a graph.
-double validation_loss(models::GPT& model, data::DataLoader& loader, int max_batches) {
+double validation_loss(models::GPT& model, DataLoader& loader, int max_batches) {
   autograd::NoGradGuard no_grad;
   model.eval();
   double total = 0;
   int batches = 0;
-  for (const data::Batch& batch : loader) {
+  for (const Batch& batch : loader) {
     const Device device = model.device();
     total += nn::cross_entropy(model(autograd::Variable(batch.inputs.to(device))), batch.targets.to(device)).item();
     if (++batches == max_batches) break;
@@ -69,7 +69,7 @@ double validation_loss(models::GPT& model, data::DataLoader& loader, int max_bat
   return batches ? total / batches : std::nan("");
 }
 
-int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) {
+int run(const launcher::TrainOptions& opt, const parallel::Runtime& runtime) {
   const bool main_rank = runtime.is_main_process();
   if (opt.threads > 0) set_num_threads(opt.threads);
   // The built-in schedule spans the run: --steps fills total_num_steps, and the warm-up is a tenth
@@ -85,26 +85,26 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
   // Data: a token .bin, any other file as bytes, or the built-in corpus.
   models::GPTConfig model_config = models::GPTConfig::preset(opt.preset);
   opt.apply_sizes(model_config);
-  std::shared_ptr<data::TokenDataset> all;
+  std::shared_ptr<TokenDataset> all;
   std::string data_name = "built-in corpus";
   if (opt.data_path.empty()) {
-    all = std::make_shared<data::ByteTextDataset>(
-        data::ByteTextDataset::from_string(std::string(launcher::default_corpus()), model_config.block_size));
-    model_config.vocab_size = data::ByteTextDataset::kVocabSize;
+    all = std::make_shared<ByteTextDataset>(
+        ByteTextDataset::from_string(std::string(launcher::default_corpus()), model_config.block_size));
+    model_config.vocab_size = ByteTextDataset::kVocabSize;
   } else if (opt.data_path.size() > 4 && opt.data_path.substr(opt.data_path.size() - 4) == ".bin") {
-    all = std::make_shared<data::TokenDataset>(
-        data::TokenDataset::from_file(opt.data_path, model_config.block_size,
-                                      data::TokenFileOptions{data::TokenFileFormat::Auto, model_config.vocab_size}));
+    all = std::make_shared<TokenDataset>(
+        TokenDataset::from_file(opt.data_path, model_config.block_size,
+                                      TokenFileOptions{TokenFileFormat::Auto, model_config.vocab_size}));
     data_name = opt.data_path;
   } else {
-    all = std::make_shared<data::ByteTextDataset>(
-        data::ByteTextDataset::from_file(opt.data_path, model_config.block_size));
-    model_config.vocab_size = data::ByteTextDataset::kVocabSize;
+    all = std::make_shared<ByteTextDataset>(
+        ByteTextDataset::from_file(opt.data_path, model_config.block_size));
+    model_config.vocab_size = ByteTextDataset::kVocabSize;
     data_name = opt.data_path;
   }
-  const data::TrainValSplit split = data::split_train_val(*all, 0.05);
-  auto train = std::make_shared<data::TokenDataset>(split.train);
-  auto val = std::make_shared<data::TokenDataset>(split.val);
+  const TrainValSplit split = split_train_val(*all, 0.05);
+  auto train = std::make_shared<TokenDataset>(split.train);
+  auto val = std::make_shared<TokenDataset>(split.val);
 
   auto model = std::make_shared<models::GPT>(model_config, config.seed.value_or(kDefaultSeed));
   if (!opt.init_path.empty()) models::load_gpt2_safetensors(*model, opt.init_path);
@@ -121,7 +121,7 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
                   static_cast<long long>(engine.global_steps()));
   }
   const std::string checkpoint_dir = (std::filesystem::path(opt.out_dir) / "checkpoints").string();
-  data::DataLoader val_loader(val, engine.options().micro_batch_size, 1, 0, 1, /*shuffle=*/false);
+  DataLoader val_loader(val, engine.options().micro_batch_size, 1, 0, 1, /*shuffle=*/false);
 
   const int64_t tokens_per_step = engine.options().train_batch_size() * model_config.block_size;
   if (main_rank) {
@@ -154,7 +154,7 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
 
   double last_val = std::nan("");
   while (engine.global_steps() < opt.steps) {
-    for (const data::Batch& batch : *init.loader) {
+    for (const Batch& batch : *init.loader) {
       const autograd::Variable logits = engine(autograd::Variable(batch.inputs.to(device)), batch.sample_index);
       engine.backward(nn::cross_entropy(logits, batch.targets.to(device), batch.loss_normaliser));
       engine.step();
@@ -190,7 +190,7 @@ int run(const launcher::TrainOptions& opt, const distributed::Runtime& runtime) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  distributed::Runtime runtime(argc, argv);
+  parallel::Runtime runtime(argc, argv);
   // One rank's error ends the whole job with its message (the others may be waiting for it).
   const auto fail = [&](const std::string& message) {
     if (runtime.size() > 1) runtime.abort(message);

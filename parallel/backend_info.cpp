@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "parallel/nccl_communicator.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 std::string mpi_library_version() {
   char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
@@ -64,4 +64,4 @@ BackendCheck check_nccl() {
   return {true, "one-rank all-reduce on cuda:0"};
 }
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

@@ -3,7 +3,7 @@
 
 #include <string>
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 // MPI_Get_library_version's first line, e.g. "Open MPI v4.1.4, package: Debian OpenMPI, ...".
 std::string mpi_library_version();
@@ -25,4 +25,4 @@ BackendCheck check_mpi();
 // there is none; "not built" without the NCCL backend.
 BackendCheck check_nccl();
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

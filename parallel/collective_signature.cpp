@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 bool comm_debug_enabled() {
   const char* value = std::getenv("FATHOM_COMM_DEBUG");
@@ -69,4 +69,4 @@ std::string find_mismatch(const std::vector<CollectiveSignature>& by_rank, const
   return "";
 }
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

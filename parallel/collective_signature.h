@@ -9,7 +9,7 @@
 
 #include "parallel/communicator.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 // Plain data, exchanged as bytes.
 struct CollectiveSignature {
@@ -25,4 +25,4 @@ CollectiveSignature signature_of(const Collective& collective);
 // communicator, the first rank that differs from rank 0, and both collectives.
 std::string find_mismatch(const std::vector<CollectiveSignature>& by_rank, const std::string& communicator);
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

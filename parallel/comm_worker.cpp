@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "parallel/job_abort.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 std::chrono::duration<double> collective_timeout() {
   const char* text = std::getenv("FATHOM_COMM_TIMEOUT");
@@ -146,4 +146,4 @@ void CommWorker::watch_loop() {
   }
 }
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

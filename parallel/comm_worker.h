@@ -13,7 +13,7 @@
 
 #include "parallel/communicator.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 // FATHOM_COMM_TIMEOUT in seconds (default 1800, DeepSpeed's 30 minutes); a malformed value
 // is an error naming the variable.
@@ -58,4 +58,4 @@ class CommWorker {
   std::thread worker_, watchdog_;
 };
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

@@ -8,7 +8,7 @@
 #include "core/memory_stats.h"
 #include "parallel/job_abort.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
@@ -231,4 +231,4 @@ double Communicator::all_reduce_scalar(double value, ReduceOp op) {
   return scalar.to(kCPU).item();
 }
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

@@ -26,7 +26,7 @@
 
 #include "core/tensor.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 enum class ReduceOp : uint8_t { Sum, Avg, Max, Min };
 const char* reduce_op_name(ReduceOp op);
@@ -167,4 +167,4 @@ class CollectiveGroup {
   Communicator* communicator_;
 };
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

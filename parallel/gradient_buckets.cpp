@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 GradientBuckets::GradientBuckets(const std::vector<int64_t>& sizes, int64_t capacity, const std::vector<int>& kinds)
     : bucket_of_(sizes.size()), offset_(sizes.size()), ready_(sizes.size()) {
@@ -42,4 +42,4 @@ std::optional<size_t> GradientBuckets::next_launchable() {
   return next_launch_++;
 }
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

@@ -15,7 +15,7 @@
 #include <optional>
 #include <vector>
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 class GradientBuckets {
  public:
@@ -52,4 +52,4 @@ class GradientBuckets {
   size_t next_launch_ = 0;
 };
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

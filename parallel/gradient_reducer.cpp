@@ -3,7 +3,7 @@
 #include "core/error.h"
 #include "core/memory_stats.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 namespace {
 std::vector<int64_t> sizes_of(const std::vector<ReducedParameter>& parameters) {
@@ -131,4 +131,4 @@ void GradientReducer::finish_backward() {
   reducing_ = false;
 }
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

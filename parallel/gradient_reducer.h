@@ -30,7 +30,7 @@
 #include "parallel/communicator.h"
 #include "parallel/gradient_buckets.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 struct ReducedParameter {
   std::string name;
@@ -94,4 +94,4 @@ class GradientReducer {
   double last_communication_seconds_ = 0;
 };
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 namespace {
 bool mpi_active() {
   int initialized = 0, finalized = 0;
@@ -49,4 +49,4 @@ void abort_job(const std::string& message, int exit_code) {
 
 void install_abort_on_uncaught_exception() { std::set_terminate(on_terminate); }
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 [[noreturn]] void abort_job(const std::string& message, int exit_code = 1);
 
@@ -13,4 +13,4 @@ namespace fathom::distributed {
 // rank) through abort_job. Runtime installs it.
 void install_abort_on_uncaught_exception();
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

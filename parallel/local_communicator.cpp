@@ -2,7 +2,7 @@
 
 #include "core/error.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 namespace {
 struct Done final : Work {
   void wait() override {}
@@ -29,4 +29,4 @@ WorkHandle LocalCommunicator::start(Collective c, bool) {
   return std::make_shared<Done>();
 }
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

@@ -5,7 +5,7 @@
 
 #include "parallel/communicator.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 class LocalCommunicator final : public Communicator {
  public:
@@ -18,4 +18,4 @@ class LocalCommunicator final : public Communicator {
   WorkHandle start(Collective collective, bool blocking) override;
 };
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

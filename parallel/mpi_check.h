@@ -10,7 +10,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 
-namespace fathom::distributed::mpi_detail {
+namespace fathom::parallel::mpi_detail {
 
 inline void check_mpi(int code, const char* call, const char* file, int line) {
   if (code == MPI_SUCCESS) [[likely]] return;
@@ -24,6 +24,6 @@ inline void check_mpi(int code, const char* call, const char* file, int line) {
 MPI_Datatype mpi_datatype(DType dtype);
 MPI_Op mpi_op(int reduce_op);
 
-}  // namespace fathom::distributed::mpi_detail
+}  // namespace fathom::parallel::mpi_detail
 
-#define FATHOM_MPI_CHECK(call) ::fathom::distributed::mpi_detail::check_mpi((call), #call, __FILE__, __LINE__)
+#define FATHOM_MPI_CHECK(call) ::fathom::parallel::mpi_detail::check_mpi((call), #call, __FILE__, __LINE__)

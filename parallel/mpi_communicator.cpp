@@ -11,7 +11,7 @@
 #include "parallel/mpi_check.h"
 #include "parallel/mpi_native.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 namespace mpi_detail {
 MPI_Datatype mpi_datatype(DType dtype) {
@@ -256,4 +256,4 @@ std::shared_ptr<Communicator> duplicate(MPI_Comm comm, const char* name) {
 std::shared_ptr<Communicator> mpi_world_communicator() { return duplicate(MPI_COMM_WORLD, "world"); }
 std::shared_ptr<Communicator> mpi_self_communicator() { return duplicate(MPI_COMM_SELF, "self"); }
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

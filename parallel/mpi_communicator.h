@@ -9,7 +9,7 @@
 
 #include "parallel/communicator.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 class CommWorker;
 
@@ -42,4 +42,4 @@ class MpiCommunicator final : public Communicator {
 std::shared_ptr<Communicator> mpi_world_communicator();
 std::shared_ptr<Communicator> mpi_self_communicator();
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

@@ -6,7 +6,7 @@
 
 #include "parallel/mpi_communicator.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 struct MpiCommunicator::Native {
   MPI_Comm comm = MPI_COMM_NULL;
@@ -16,4 +16,4 @@ struct MpiCommunicator::Native {
 // The MPI_Comm of an MPI communicator; throws for other backends.
 MPI_Comm native_mpi_comm(const Communicator& communicator);
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

@@ -17,7 +17,7 @@
 #include "parallel/nccl_convert.h"
 #include "parallel/nccl_library.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 bool nccl_available() { return nccl_library().loaded(); }
 std::string nccl_unavailable_reason() { return nccl_library().error; }
@@ -342,4 +342,4 @@ std::shared_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, in
   return std::make_shared<NcclCommunicator>(comm, bootstrap.rank(), bootstrap.size(), device, control, name);
 }
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

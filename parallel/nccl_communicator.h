@@ -14,7 +14,7 @@
 
 #include "parallel/communicator.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 // True when this build has the NCCL backend and libnccl.so.2 can be loaded.
 bool nccl_available();
@@ -31,4 +31,4 @@ std::string nccl_self_test(int device);
 // broadcasts it; every rank joins on GPU `device`. The NCCL communicator has the same ranks.
 std::shared_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, int device, const std::string& name);
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

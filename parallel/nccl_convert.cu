@@ -9,7 +9,7 @@
 #include "core/cuda/launch_check.h"
 #include "parallel/nccl_convert.h"
 
-namespace fathom::distributed::nccl_convert {
+namespace fathom::parallel::nccl_convert {
 namespace {
 template <typename Half>
 __device__ float widen(Half h);
@@ -56,4 +56,4 @@ void narrow_from_f32(const float* src, void* dst, int64_t n, bool bf16, void* st
   FATHOM_CUDA_CHECK_LAUNCH("narrow_from_f32");
 }
 
-}  // namespace fathom::distributed::nccl_convert
+}  // namespace fathom::parallel::nccl_convert

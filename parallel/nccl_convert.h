@@ -4,9 +4,9 @@
 
 #include <cstdint>
 
-namespace fathom::distributed::nccl_convert {
+namespace fathom::parallel::nccl_convert {
 
 void widen_to_f32(const void* src, float* dst, int64_t n, bool bf16, void* stream);
 void narrow_from_f32(const float* src, void* dst, int64_t n, bool bf16, void* stream);
 
-}  // namespace fathom::distributed::nccl_convert
+}  // namespace fathom::parallel::nccl_convert

@@ -2,7 +2,7 @@
 #include "core/error.h"
 #include "parallel/nccl_communicator.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 bool nccl_available() { return false; }
 std::string nccl_unavailable_reason() { return "this build has no CUDA backend (configured with FATHOM_CUDA=OFF)"; }
@@ -12,4 +12,4 @@ std::shared_ptr<Communicator> make_nccl_communicator(Communicator&, int, const s
   FATHOM_FAIL("NCCL backend: ", nccl_unavailable_reason());
 }
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 namespace {
 template <typename Function>
 void bind(void* handle, const char* symbol, Function& slot, std::string& error) {
@@ -55,4 +55,4 @@ void check_nccl(ncclResult_t result, const char* call, const char* file, int lin
                                                                         : "unknown NCCL error"));
 }
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

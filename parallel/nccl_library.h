@@ -6,7 +6,7 @@
 
 #include <string>
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 struct NcclLibrary {
   decltype(&ncclGetVersion) get_version = nullptr;
@@ -36,6 +36,6 @@ const NcclLibrary& nccl_library();
 // FATHOM_NCCL_CHECK(nccl_library().all_reduce(...)): throws naming the call and NCCL's message.
 void check_nccl(ncclResult_t result, const char* call, const char* file, int line);
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel
 
-#define FATHOM_NCCL_CHECK(call) ::fathom::distributed::check_nccl((call), #call, __FILE__, __LINE__)
+#define FATHOM_NCCL_CHECK(call) ::fathom::parallel::check_nccl((call), #call, __FILE__, __LINE__)

@@ -9,7 +9,7 @@
 #include "parallel/mpi_communicator.h"
 #include "parallel/nccl_communicator.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 Runtime::Runtime(int& argc, char**& argv) { start(&argc, &argv); }
 Runtime::Runtime() { start(nullptr, nullptr); }
@@ -77,4 +77,4 @@ ProcessGroups Runtime::groups(int pipeline_parallel_size, int tensor_parallel_si
 
 void Runtime::abort(const std::string& message, int exit_code) const { abort_job(message, exit_code); }
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

@@ -2,7 +2,7 @@
 // The distributed runtime of one process, RAII:
 //
 //   int main(int argc, char** argv) {
-//     fathom::distributed::Runtime runtime(argc, argv);   // MPI up (+ GPU and NCCL when present)
+//     fathom::parallel::Runtime runtime(argc, argv);   // MPI up (+ GPU and NCCL when present)
 //     auto groups = runtime.groups();                      // pipeline x data x tensor grid
 //     ... fathom::initialize(config, model, nullptr, data, groups.data_ptr()) ...
 //   }
@@ -23,7 +23,7 @@
 #include "parallel/communicator.h"
 #include "parallel/topology.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 class Runtime {
  public:
@@ -66,4 +66,4 @@ class Runtime {
   std::shared_ptr<Communicator> world_, nccl_world_;
 };
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 const char* axis_name(Axis axis) {
   switch (axis) {
@@ -120,4 +120,4 @@ const std::shared_ptr<Communicator>& ProcessGroups::group_ptr(Axis axis) const {
   return axis == Axis::Pipeline ? pipeline_ : axis == Axis::Data ? data_ : tensor_;
 }
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

@@ -15,7 +15,7 @@
 
 #include "parallel/communicator.h"
 
-namespace fathom::distributed {
+namespace fathom::parallel {
 
 enum class Axis { Pipeline, Data, Tensor };
 const char* axis_name(Axis axis);  // "pipe", "data", "tensor"
@@ -82,4 +82,4 @@ class ProcessGroups {
   std::shared_ptr<Communicator> device_pipeline_, device_data_, device_tensor_;  // null without
 };
 
-}  // namespace fathom::distributed
+}  // namespace fathom::parallel

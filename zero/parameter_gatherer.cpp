@@ -29,7 +29,7 @@ class GatherBeforeBackward final : public autograd::Function {
 };
 }  // namespace
 
-ParameterGatherer::ParameterGatherer(const FlatParameters& flat, std::shared_ptr<distributed::Communicator> group,
+ParameterGatherer::ParameterGatherer(const FlatParameters& flat, std::shared_ptr<parallel::Communicator> group,
                                      GatherOptions options)
     : flat_(flat), group_(std::move(group)), options_(options) {
   FATHOM_CHECK(flat_.storage() == FlatParameters::Storage::ShardOnly,

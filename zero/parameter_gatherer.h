@@ -34,7 +34,7 @@ struct GatherOptions {
 
 class ParameterGatherer {
  public:
-  ParameterGatherer(const FlatParameters& flat, std::shared_ptr<distributed::Communicator> group,
+  ParameterGatherer(const FlatParameters& flat, std::shared_ptr<parallel::Communicator> group,
                     GatherOptions options);
 
   // Forward pre/post hooks on every module with parameters of its own, removed with the gatherer.
@@ -62,7 +62,7 @@ class ParameterGatherer {
  private:
   struct Pending {
     Tensor full;
-    distributed::WorkHandle work;
+    parallel::WorkHandle work;
   };
   void start_gather(size_t slot);   // issues the all-gather (async)
   void finish_gather(size_t slot);  // waits and installs the data
@@ -71,7 +71,7 @@ class ParameterGatherer {
   bool reused_soon(size_t slot) const;
 
   const FlatParameters& flat_;
-  std::shared_ptr<distributed::Communicator> group_;
+  std::shared_ptr<parallel::Communicator> group_;
   GatherOptions options_;
   std::vector<bool> gathered_, persistent_;
   std::vector<Pending> pending_;

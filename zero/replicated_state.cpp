@@ -34,11 +34,11 @@ ReplicatedState::ReplicatedState(const NamedParameters& params, ParallelLayout l
 
   if (data_group().size() > 1) {
     // Gradients are averaged where the optimizer reads them: the fp32 masters in mixed precision.
-    std::vector<distributed::ReducedParameter> reduced;
+    std::vector<parallel::ReducedParameter> reduced;
     for (size_t i = 0; i < params_.size(); ++i) reduced.push_back({params_[i].first, updated()[i].second});
-    reducer_ = std::make_unique<distributed::GradientReducer>(
-        layout_.groups.for_device(distributed::Axis::Data, device()), std::move(reduced),
-        distributed::GradientReducerOptions{.bucket_elements = options.reduce_bucket_elements,
+    reducer_ = std::make_unique<parallel::GradientReducer>(
+        layout_.groups.for_device(parallel::Axis::Data, device()), std::move(reduced),
+        parallel::GradientReducerOptions{.bucket_elements = options.reduce_bucket_elements,
                                             .overlap = options.overlap_comm});
   }
   if (keeps_masters_ || reducer_)

@@ -3,7 +3,7 @@
 //
 //   one process: gradients stay where autograd put them;
 //   data parallel (more than one rank in the data group): the backward that ends a cycle
-//     averages gradients in buckets that start while backward runs (distributed::
+//     averages gradients in buckets that start while backward runs (parallel::
 //     GradientReducer);
 //   16-bit model: the optimizer updates fp32 master weights. As each 16-bit gradient becomes
 //     final it is folded into its master's fp32 gradient and released, so accumulation over
@@ -51,7 +51,7 @@ class ReplicatedState final : public TrainingState {
   // What the optimizer updates: the fp32 masters (16-bit models) or the parameters themselves.
   const NamedParameters& updated() const { return keeps_masters_ ? masters_ : params_; }
   // Null with one data-parallel rank.
-  const distributed::GradientReducer* reducer() const { return reducer_.get(); }
+  const parallel::GradientReducer* reducer() const { return reducer_.get(); }
 
  protected:
   bool local_overflow() const override;
@@ -67,7 +67,7 @@ class ReplicatedState final : public TrainingState {
   NamedParameters params_, masters_;
   std::vector<FlatSlot> slots_;
   OptimizerLayout optimizer_layout_;
-  std::unique_ptr<distributed::GradientReducer> reducer_;
+  std::unique_ptr<parallel::GradientReducer> reducer_;
   bool reduce_gradients_ = true;
   std::vector<autograd::HookHandle> hooks_;
 };

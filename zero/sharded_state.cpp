@@ -11,7 +11,7 @@
 
 namespace fathom::zero {
 
-using distributed::ReduceOp;
+using parallel::ReduceOp;
 
 namespace {
 FlatParameters::Storage storage_for(int stage) {
@@ -23,7 +23,7 @@ ShardedState::ShardedState(const NamedParameters& params, ParallelLayout layout,
                            const OptimizerFactory& make_optimizer, nn::Module* model)
     : TrainingState(std::move(layout), false),
       flat_(params, layout_.groups.data().size(), layout_.groups.data().rank(), storage_for(options.stage)),
-      group_(layout_.groups.for_device(distributed::Axis::Data, flat_.device())),
+      group_(layout_.groups.for_device(parallel::Axis::Data, flat_.device())),
       options_(options) {
   FATHOM_CHECK(options_.stage >= 1 && options_.stage <= 3, "ZeRO: stage must be 1, 2 or 3, got ", options_.stage);
   FATHOM_CHECK(options_.stage < 3 || model != nullptr, "ZeRO: stage 3 needs the model (to gather each "

@@ -73,7 +73,7 @@ class ShardedState final : public TrainingState {
   void reload_parameters() override;
 
   const FlatParameters& flat_parameters() const { return flat_; }
-  distributed::Communicator& group() const { return *group_; }
+  parallel::Communicator& group() const { return *group_; }
   // The optimizer's variable: this rank's fp32 master shard (f32 models: a view of the
   // parameters' shard), over flat_parameters().partition().owned(rank).
   const autograd::Variable& master() const { return master_; }
@@ -89,7 +89,7 @@ class ShardedState final : public TrainingState {
   struct Bucket {
     Range range;                  // in the flat buffer
     Tensor flat, received;        // alive only while the bucket is in use
-    distributed::WorkHandle work;
+    parallel::WorkHandle work;
   };
   void build_buckets();
   void on_gradient_ready(size_t slot);
@@ -101,7 +101,7 @@ class ShardedState final : public TrainingState {
   void reduce_scatter_flat_gradients();
 
   FlatParameters flat_;
-  std::shared_ptr<distributed::Communicator> group_;  // the data-parallel group for the shards' device
+  std::shared_ptr<parallel::Communicator> group_;  // the data-parallel group for the shards' device
   ShardedOptions options_;
   DType gradient_dtype_;      // of the persistent gradients: the model's, or f32 (accumulate_in_fp32)
   Range owned_;               // this rank's real elements, in buffer coordinates
@@ -109,7 +109,7 @@ class ShardedState final : public TrainingState {
   Tensor gradient_shard_;     // stages 2-3: [owned], gradient_dtype_
   autograd::Variable master_; // fp32: f32 models update their own shard in place
   std::unique_ptr<ParameterGatherer> gatherer_;
-  std::optional<distributed::GradientBuckets> plan_;  // stages 2-3: which slots go together
+  std::optional<parallel::GradientBuckets> plan_;  // stages 2-3: which slots go together
   std::vector<Bucket> buckets_;
   OptimizerLayout optimizer_layout_;
   bool every_slot_counted_ = true;  // no tensor-parallel replicas or tie followers among the slots

@@ -8,11 +8,11 @@
 
 namespace fathom::zero {
 
-using distributed::Axis;
-using distributed::ReduceOp;
+using parallel::Axis;
+using parallel::ReduceOp;
 
-std::vector<distributed::Communicator*> TrainingState::reduction_groups() const {
-  std::vector<distributed::Communicator*> out;
+std::vector<parallel::Communicator*> TrainingState::reduction_groups() const {
+  std::vector<parallel::Communicator*> out;
   const auto& groups = layout_.groups;
   // Tensor and pipeline ranks hold different parameters (or different slices of them).
   for (Axis axis : {Axis::Tensor, Axis::Pipeline})
@@ -26,7 +26,7 @@ std::vector<distributed::Communicator*> TrainingState::reduction_groups() const 
 // all ranks of a tensor group agree, so the pipeline axis sums equal inputs on each of them.
 bool TrainingState::gradients_overflow() const {
   double flag = local_overflow() ? 1.0 : 0.0;
-  for (distributed::Communicator* group : reduction_groups()) flag = group->all_reduce_scalar(flag, ReduceOp::Max);
+  for (parallel::Communicator* group : reduction_groups()) flag = group->all_reduce_scalar(flag, ReduceOp::Max);
   return flag > 0;
 }
 
@@ -35,7 +35,7 @@ double TrainingState::gradient_norm() const {
   const auto groups = reduction_groups();
   if (groups.empty()) return local;
   double squares = local * local;
-  for (distributed::Communicator* group : groups) squares = group->all_reduce_scalar(squares, ReduceOp::Sum);
+  for (parallel::Communicator* group : groups) squares = group->all_reduce_scalar(squares, ReduceOp::Sum);
   return std::sqrt(squares);
 }
 
@@ -50,7 +50,7 @@ std::vector<FlatSlot> flat_slots_of(const NamedParameters& params) {
 }
 
 ParallelLayout single_process_layout(size_t parameters) {
-  return {distributed::ProcessGroups::data_parallel(std::make_shared<distributed::LocalCommunicator>()),
+  return {parallel::ProcessGroups::data_parallel(std::make_shared<parallel::LocalCommunicator>()),
           std::vector<nn::Placement>(parameters)};
 }
 

@@ -68,7 +68,7 @@ struct SavedStates {
 
 // Which groups the state reduces over, and where each parameter lives in them.
 struct ParallelLayout {
-  distributed::ProcessGroups groups;
+  parallel::ProcessGroups groups;
   std::vector<nn::Placement> placements;  // one per parameter, in named order
 };
 
@@ -83,8 +83,8 @@ class TrainingState {
   // The optimizer over whatever this state updates (fp32 masters, a shard); null for a state
   // without one (an evaluation engine).
   const std::shared_ptr<nn::Optimizer>& optimizer() const { return optimizer_; }
-  const distributed::ProcessGroups& groups() const { return layout_.groups; }
-  distributed::Communicator& data_group() const { return layout_.groups.data(); }
+  const parallel::ProcessGroups& groups() const { return layout_.groups; }
+  parallel::Communicator& data_group() const { return layout_.groups.data(); }
   // Whether the model is 16-bit and the optimizer updates fp32 master weights.
   bool keeps_masters() const { return keeps_masters_; }
   // Where the state's buffers live (the parameters' device; later pinned host or NVMe).
@@ -139,7 +139,7 @@ class TrainingState {
   // than the same averaged ones (stage 0).
   virtual bool data_parallel_sharded() const = 0;
   // The groups whose ranks hold different parts of the answer, which it is reduced over.
-  std::vector<distributed::Communicator*> reduction_groups() const;
+  std::vector<parallel::Communicator*> reduction_groups() const;
 
   ParallelLayout layout_;
   bool keeps_masters_ = false;

@@ -51,16 +51,16 @@ models::GPTConfig model_config(const Options& options) {
 
 // The slowest rank's duration of fn, started after a barrier.
 template <typename Fn>
-double timed_ms(distributed::Communicator& world, Fn fn) {
+double timed_ms(parallel::Communicator& world, Fn fn) {
   world.barrier();
   const auto start = std::chrono::steady_clock::now();
   fn();
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  return world.all_reduce_scalar(ms, distributed::ReduceOp::Max);
+  return world.all_reduce_scalar(ms, parallel::ReduceOp::Max);
 }
 
-Result run_stage(distributed::Runtime& runtime, int stage, const Options& options) {
-  distributed::Communicator& world = runtime.world();
+Result run_stage(parallel::Runtime& runtime, int stage, const Options& options) {
+  parallel::Communicator& world = runtime.world();
   const std::string dir = (fs::path(options.dir) / ("stage" + std::to_string(stage))).string();
   if (runtime.is_main_process()) fs::remove_all(dir);
   world.barrier();
@@ -72,7 +72,7 @@ Result run_stage(distributed::Runtime& runtime, int stage, const Options& option
       "steps_per_print": 1000000, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},
       "bf16": {"enabled": )", options.f32 ? "false" : "true", R"(}, "zero_optimization": {"stage": )", stage, "}}");
   Initialized init = initialize(Config::from_string(config), model, nullptr, data, runtime.world_ptr());
-  for (const data::Batch& batch : *init.loader) {  // one step: AdamW's moments exist
+  for (const Batch& batch : *init.loader) {  // one step: AdamW's moments exist
     init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs), batch.sample_index),
                                             batch.targets, batch.loss_normaliser));
     init.engine->step();
@@ -95,10 +95,10 @@ Result run_stage(distributed::Runtime& runtime, int stage, const Options& option
   r.load_ms = bench::median(loads);
   double bytes = 0;  // this rank's files, every kind
   for (const char* kind : {"param", "master", "optim"})
-    if (const fs::path file = fs::path(dir) / tag / checkpoint::rank_file_name(runtime.rank(), kind); fs::exists(file))
+    if (const fs::path file = fs::path(dir) / tag / checkpoint_file_name(runtime.rank(), kind); fs::exists(file))
       bytes += static_cast<double>(fs::file_size(file));
-  r.bytes_max = static_cast<int64_t>(world.all_reduce_scalar(bytes, distributed::ReduceOp::Max));
-  r.bytes_total = static_cast<int64_t>(world.all_reduce_scalar(bytes, distributed::ReduceOp::Sum));
+  r.bytes_max = static_cast<int64_t>(world.all_reduce_scalar(bytes, parallel::ReduceOp::Max));
+  r.bytes_total = static_cast<int64_t>(world.all_reduce_scalar(bytes, parallel::ReduceOp::Sum));
   world.barrier();
   if (runtime.is_main_process()) fs::remove_all(dir);
   return r;
@@ -146,7 +146,7 @@ Options parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  distributed::Runtime runtime(argc, argv);
+  parallel::Runtime runtime(argc, argv);
   const Options options = parse(argc, argv);
   std::vector<Result> results;
   for (int stage : options.stages) results.push_back(run_stage(runtime, stage, options));

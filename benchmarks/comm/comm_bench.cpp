@@ -35,7 +35,7 @@ using fathom::Tensor;
 using fathom::bench::algbw_gbps;
 using fathom::bench::busbw_gbps;
 using fathom::bench::CollectiveOp;
-using fathom::distributed::Communicator;
+using fathom::parallel::Communicator;
 
 struct Options {
   int64_t max_bytes = int64_t{64} << 20;
@@ -313,9 +313,9 @@ bool parse_options(int argc, char** argv, Options& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  fathom::distributed::Runtime runtime(argc, argv);
+  fathom::parallel::Runtime runtime(argc, argv);
   Communicator& world = runtime.world();
-  const MPI_Comm comm = fathom::distributed::native_mpi_comm(world);
+  const MPI_Comm comm = fathom::parallel::native_mpi_comm(world);
   const bool main_rank = runtime.is_main_process();
   Options options;
   if (!parse_options(argc, argv, options)) {

@@ -27,12 +27,12 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-Timing measure(distributed::Runtime& runtime, bool overlap, int steps) {
+Timing measure(parallel::Runtime& runtime, bool overlap, int steps) {
   models::GPTConfig model_config = models::GPTConfig::preset("small");
-  model_config.vocab_size = data::ByteTextDataset::kVocabSize;
+  model_config.vocab_size = ByteTextDataset::kVocabSize;
   std::string text;
   for (int i = 0; text.size() < 400000; ++i) text += "the engine averages gradients over the ranks " + std::to_string(i) + "\n";
-  auto dataset = std::make_shared<data::ByteTextDataset>(data::ByteTextDataset::from_string(text, model_config.block_size));
+  auto dataset = std::make_shared<ByteTextDataset>(ByteTextDataset::from_string(text, model_config.block_size));
   const std::string config = std::string(R"({"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1,
       "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}, "steps_per_print": 1000000,
       "zero_optimization": {"stage": 0, "reduce_bucket_size": 2000000, "overlap_comm": )") +
@@ -42,8 +42,8 @@ Timing measure(distributed::Runtime& runtime, bool overlap, int steps) {
   std::vector<double> step_ms, communication_ms;
   init.engine->on_step([&](const StepReport& r) { step_ms.push_back(r.seconds * 1e3); });
   const auto* state = dynamic_cast<const zero::ReplicatedState*>(&init.engine->training_state());
-  const distributed::GradientReducer* reducer = state ? state->reducer() : nullptr;
-  for (const data::Batch& batch : *init.loader) {
+  const parallel::GradientReducer* reducer = state ? state->reducer() : nullptr;
+  for (const Batch& batch : *init.loader) {
     init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs), batch.sample_index),
                                             batch.targets, batch.loss_normaliser));
     if (reducer) communication_ms.push_back(reducer->last_communication_seconds() * 1e3);
@@ -55,14 +55,14 @@ Timing measure(distributed::Runtime& runtime, bool overlap, int steps) {
   if (communication_ms.size() > 2) communication_ms.erase(communication_ms.begin(), communication_ms.begin() + 2);
   Timing t{median(step_ms), median(communication_ms)};
   // Every rank's view: the slowest decides the step.
-  t.step_ms = runtime.world().all_reduce_scalar(t.step_ms, distributed::ReduceOp::Max);
-  t.communication_ms = runtime.world().all_reduce_scalar(t.communication_ms, distributed::ReduceOp::Max);
+  t.step_ms = runtime.world().all_reduce_scalar(t.step_ms, parallel::ReduceOp::Max);
+  t.communication_ms = runtime.world().all_reduce_scalar(t.communication_ms, parallel::ReduceOp::Max);
   return t;
 }
 }  // namespace
 
 int main(int argc, char** argv) {
-  distributed::Runtime runtime(argc, argv);
+  parallel::Runtime runtime(argc, argv);
   const int steps = argc > 1 ? std::atoi(argv[1]) : 10;
   const Timing overlapped = measure(runtime, true, steps);
   const Timing after = measure(runtime, false, steps);

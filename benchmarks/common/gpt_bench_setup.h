@@ -25,11 +25,11 @@ inline models::GPTConfig gpt_config(int64_t layers, int64_t heads, int64_t width
 }
 
 // `samples` sequences of `block` tokens from a fixed linear congruential stream.
-inline std::shared_ptr<data::TokenDataset> synthetic_tokens(int64_t samples, int64_t block, int64_t vocab) {
+inline std::shared_ptr<TokenDataset> synthetic_tokens(int64_t samples, int64_t block, int64_t vocab) {
   std::vector<uint16_t> tokens(samples * block + 1);
   uint32_t x = 12345;
   for (uint16_t& t : tokens) t = static_cast<uint16_t>((x = x * 1664525u + 1013904223u) >> 16) % vocab;
-  return std::make_shared<data::TokenDataset>(data::TokenDataset::from_tokens(tokens, block, vocab));
+  return std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, block, vocab));
 }
 
 inline double median(std::vector<double> v) {

@@ -68,12 +68,12 @@ models::GPTConfig model_config(const Options& options) {
   return bench::gpt_config(options.layers, options.heads, options.width, options.vocab, options.block, options.f32);
 }
 
-int64_t max_over_ranks(distributed::Communicator& world, int64_t bytes) {
-  return static_cast<int64_t>(world.all_reduce_scalar(static_cast<double>(bytes), distributed::ReduceOp::Max));
+int64_t max_over_ranks(parallel::Communicator& world, int64_t bytes) {
+  return static_cast<int64_t>(world.all_reduce_scalar(static_cast<double>(bytes), parallel::ReduceOp::Max));
 }
 
-Result run_stage(distributed::Runtime& runtime, int stage, const Options& options) {
-  distributed::Communicator& world = runtime.world();
+Result run_stage(parallel::Runtime& runtime, int stage, const Options& options) {
+  parallel::Communicator& world = runtime.world();
   FATHOM_CHECK(model_state_bytes().model_states() == 0, "model states left over from the previous case");
   Allocator& cpu = allocator_for(kCPU);
   cpu.stats().reset_peak();
@@ -93,7 +93,7 @@ Result run_stage(distributed::Runtime& runtime, int stage, const Options& option
   std::vector<StepReport> reports;
   init.engine->on_step([&](const StepReport& r) { reports.push_back(r); });
   int64_t gradients_before_step = 0, peak_through_warmup = 0;
-  for (const data::Batch& batch : *init.loader) {
+  for (const Batch& batch : *init.loader) {
     if (init.engine->global_steps() == 1) {  // after the warm-up step
       peak_through_warmup = cpu.stats().snapshot().total.peak;
       cpu.stats().reset_peak();
@@ -130,7 +130,7 @@ Result run_stage(distributed::Runtime& runtime, int stage, const Options& option
   auto slowest = [&](auto milliseconds) {
     std::vector<double> values;
     for (const StepReport& report : reports) values.push_back(milliseconds(report));
-    return world.all_reduce_scalar(bench::median(values), distributed::ReduceOp::Max);
+    return world.all_reduce_scalar(bench::median(values), parallel::ReduceOp::Max);
   };
   r.step_ms = slowest([](const StepReport& s) { return s.seconds * 1e3; });
   r.forward_ms = slowest([](const StepReport& s) { return s.forward_ms; });
@@ -264,7 +264,7 @@ Options parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  distributed::Runtime runtime(argc, argv);
+  parallel::Runtime runtime(argc, argv);
   const Options options = parse(argc, argv);
   std::vector<Result> results;
   for (int stage : options.stages) results.push_back(run_stage(runtime, stage, options));

@@ -26,12 +26,12 @@ struct MyModel : nn::Module {
 // 1024 samples in 10 classes: each input is its class's random 768-dim centre plus unit noise,
 // so there is something to learn. The same seed on every rank gives every rank the same data
 // set; the loader gives each rank its part of every batch.
-std::shared_ptr<fathom::data::TensorDataset> make_dataset(DType input_dtype) {
+std::shared_ptr<fathom::TensorDataset> make_dataset(DType input_dtype) {
   fathom::Generator gen(/*seed=*/42);
   const Tensor centres = fathom::normal({10, 768}, gen);
   const Tensor labels = fathom::randint({1024}, gen, 0, 10);  // i64 [1024]
   const Tensor inputs = fathom::add(fathom::embedding(labels, centres), fathom::normal({1024, 768}, gen));
-  return std::make_shared<fathom::data::TensorDataset>(inputs.to(input_dtype), labels);
+  return std::make_shared<fathom::TensorDataset>(inputs.to(input_dtype), labels);
 }
 
 struct Options {
@@ -51,14 +51,14 @@ Options parse_options(int argc, char** argv) {
   return options;
 }
 
-int train(const Options& options, const fathom::distributed::Runtime& runtime) {
+int train(const Options& options, const fathom::parallel::Runtime& runtime) {
   auto config = fathom::Config::from_file(options.config);
   // fp16/bf16 models compute in 16 bits and take 16-bit inputs (DeepSpeed: `inputs.half()`).
   const DType input_dtype = config.fp16.enabled ? DType::F16 : config.bf16.enabled ? DType::BF16 : DType::F32;
   auto model = std::make_shared<MyModel>();
 
   auto [engine, optimizer, loader, scheduler] =
-      fathom::initialize(config, model, /*optimizer=*/nullptr, make_dataset(input_dtype), runtime.world_ptr());
+      fathom::initialize(config, model, /*optimizer=*/nullptr, make_dataset(input_dtype), runtime.groups());
 
   // Replaces the engine's own log line: rank 0 prints every steps_per_print steps. The loss is
   // the global batch's mean over all ranks, so every rank sees the same numbers.
@@ -94,7 +94,7 @@ int train(const Options& options, const fathom::distributed::Runtime& runtime) {
 }
 
 int main(int argc, char** argv) {
-  fathom::distributed::Runtime runtime(argc, argv);  // MPI up: rank, size (one rank without mpirun)
+  fathom::parallel::Runtime runtime(argc, argv);  // MPI up: rank, size (one rank without mpirun)
   // One rank's error ends the whole job with its message (the others may be waiting for it).
   const auto fail = [&](const std::string& message) {
     if (runtime.size() > 1) runtime.abort(message);

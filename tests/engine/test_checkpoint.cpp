@@ -17,10 +17,10 @@ using fathom::testing::runtime;
 namespace fs = std::filesystem;
 
 namespace {
-std::shared_ptr<data::TokenDataset> tokens() {
+std::shared_ptr<TokenDataset> tokens() {
   std::vector<uint16_t> t;
   for (int i = 0; i < 64 * 16 + 1; ++i) t.push_back(static_cast<uint16_t>((i * 37 + i / 7 + i * i % 13) % 61));
-  return std::make_shared<data::TokenDataset>(data::TokenDataset::from_tokens(t, 16, 64));
+  return std::make_shared<TokenDataset>(TokenDataset::from_tokens(t, 16, 64));
 }
 
 struct Job {
@@ -28,7 +28,7 @@ struct Job {
   Initialized init;
 };
 
-Job make_job(int stage, bool fp16, std::shared_ptr<distributed::Communicator> group) {
+Job make_job(int stage, bool fp16, std::shared_ptr<parallel::Communicator> group) {
   models::GPTConfig c;
   c.n_layer = 2;
   c.n_head = 2;
@@ -54,7 +54,7 @@ std::vector<double> run_steps(Job& job, int steps) {
   Engine& engine = *job.init.engine;
   const int64_t target = engine.global_steps() + steps;
   while (engine.global_steps() < target)
-    for (const data::Batch& batch : *job.init.loader) {
+    for (const Batch& batch : *job.init.loader) {
       const autograd::Variable logits = engine(autograd::Variable(batch.inputs), batch.sample_index);
       engine.backward(nn::cross_entropy(logits, batch.targets, batch.loss_normaliser));
       engine.step();
@@ -74,7 +74,7 @@ std::vector<double> weights(Job& job) {
 
 // `values` on the group's rank 0, everywhere in the group (others pass anything of size n).
 std::vector<double> broadcast_from_rank0(std::vector<double> values, size_t n,
-                                          const std::shared_ptr<distributed::Communicator>& group) {
+                                          const std::shared_ptr<parallel::Communicator>& group) {
   if (values.size() != n) values.assign(n, 0.0);
   Tensor t = Tensor::from_vector(values, {static_cast<int64_t>(n)});
   group->broadcast(t, 0);
@@ -82,7 +82,7 @@ std::vector<double> broadcast_from_rank0(std::vector<double> values, size_t n,
 }
 
 // A folder shared by the ranks of one job (rank 0 names it, everyone gets it).
-std::string shared_dir(distributed::Communicator& group, const std::string& what) {
+std::string shared_dir(parallel::Communicator& group, const std::string& what) {
   Tensor pid = Tensor::full({1}, static_cast<double>(::getpid()), DType::I64);
   group.broadcast(pid, 0);
   return (fs::temp_directory_path() / detail::concat("fathom_ckpt_", pid.to_vector<int64_t>()[0], "_", what)).string();
@@ -104,7 +104,7 @@ TEST_CASE("resume is bit-identical at the same world size, ZeRO stages 0-3 and f
       CHECK(resumed.init.engine->load_checkpoint(dir) == R"({"note": "three steps"})");
       CHECK(resumed.init.engine->global_steps() == 3);
       // The config travels with the state.
-      const checkpoint::CheckpointReader reader(dir, "");
+      const CheckpointReader reader(dir, "");
       CHECK(parse_json(reader.index().at("config").as_string()).at("zero_optimization").at("stage").as_int64() ==
             stage);
       const std::vector<double> resumed_rest = run_steps(resumed, 3);
@@ -176,7 +176,7 @@ TEST_CASE("bad checkpoints are errors naming the file and the tensor", "[checkpo
   }
   // The index lists each rank's files with their checksums.
   {
-    checkpoint::CheckpointReader reader(dir, "good");
+    CheckpointReader reader(dir, "good");
     const auto& states = reader.index().at("shards").as_array().at(0).at("states");
     CHECK(states.at("param").at("file").as_string() == "rank_00000.param.safetensors");
     CHECK(states.at("optim.exp_avg").at("file").as_string() == "rank_00000.optim.safetensors");
@@ -231,7 +231,7 @@ TEST_CASE("export: the checkpoint's consolidated weights equal the gathered mode
     job.init.engine->save_checkpoint(dir);
     const std::vector<double> expected = weights(job);
     // What fathom-export does: read the flat state back and cut it into the named tensors.
-    checkpoint::CheckpointReader reader(dir, "");
+    CheckpointReader reader(dir, "");
     Tensor flat = Tensor::empty({reader.parameters()}, DType::F32);
     reader.read("param", flat, {0, reader.parameters()});
     CHECK(reader.index().at("tensors").as_array().size() == job.model->named_parameters().size());

@@ -28,7 +28,6 @@
 #include "engine/token_dataset.h"
 
 using namespace fathom;
-using namespace fathom::data;
 
 using fathom::testing::error_of;
 

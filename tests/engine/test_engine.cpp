@@ -17,10 +17,10 @@ using fathom::testing::error_of;
 
 namespace {
 
-std::shared_ptr<data::TokenDataset> token_data() {
+std::shared_ptr<TokenDataset> token_data() {
   std::vector<uint16_t> tokens;
   for (int i = 0; i < 24 * 32 + 1; ++i) tokens.push_back(static_cast<uint16_t>((i * 37 + i / 7) % 251));
-  return std::make_shared<data::TokenDataset>(data::TokenDataset::from_tokens(tokens, 32, 256));
+  return std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 32, 256));
 }
 
 struct Trajectory {
@@ -40,9 +40,9 @@ Trajectory train(int64_t micro, int64_t gas) {
   options.micro_batch_size = micro;
   options.gradient_accumulation_steps = gas;
   Engine engine(model, std::move(optimizer), nullptr, options);
-  data::DataLoader loader(token_data(), micro, gas, 0, 1, /*shuffle=*/true, /*seed=*/5);
+  DataLoader loader(token_data(), micro, gas, 0, 1, /*shuffle=*/true, /*seed=*/5);
   Trajectory t;
-  for (const data::Batch& batch : loader) {
+  for (const Batch& batch : loader) {
     const autograd::Variable logits = engine(autograd::Variable(batch.inputs), batch.sample_index);
     engine.backward(nn::cross_entropy(logits, batch.targets, batch.loss_normaliser));
     const bool boundary = engine.is_gradient_accumulation_boundary();

@@ -16,10 +16,10 @@ using autograd::Variable;
 
 namespace {
 
-std::shared_ptr<data::TokenDataset> text_data() {
+std::shared_ptr<TokenDataset> text_data() {
   std::vector<uint16_t> tokens;
   for (int i = 0; i < 64 * 33 + 1; ++i) tokens.push_back(static_cast<uint16_t>((i * 7 + (i / 13) * 3) % 97));
-  return std::make_shared<data::TokenDataset>(data::TokenDataset::from_tokens(tokens, 32, 256));
+  return std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 32, 256));
 }
 
 std::string config_text(const std::string& precision) {
@@ -34,7 +34,7 @@ std::vector<double> losses(const std::string& precision, int steps) {
   Initialized init = initialize(Config::from_string(config_text(precision)), model, nullptr, text_data());
   std::vector<double> out;
   while (static_cast<int>(out.size()) < steps)
-    for (const data::Batch& batch : *init.loader) {
+    for (const Batch& batch : *init.loader) {
       const auto logits = (*init.engine)(autograd::Variable(batch.inputs), batch.sample_index);
       init.engine->backward(nn::cross_entropy(logits, batch.targets, batch.loss_normaliser));
       init.engine->step();
@@ -70,7 +70,7 @@ TEST_CASE("an fp16 overflow skips the step: weights, optimizer state and schedul
   Initialized init = initialize(Config::from_string(config_text(R"(, "fp16": {"enabled": true})")), model, nullptr,
                                 text_data());
   Engine& engine = *init.engine;
-  auto run_step = [&](const data::Batch& batch, double loss_multiplier) {
+  auto run_step = [&](const Batch& batch, double loss_multiplier) {
     const auto logits = engine(autograd::Variable(batch.inputs), batch.sample_index);
     engine.backward(autograd::mul(nn::cross_entropy(logits, batch.targets, batch.loss_normaliser), loss_multiplier));
     engine.step();
@@ -125,7 +125,7 @@ TEST_CASE("bf16 gradient accumulation sums in fp32: micro-batch 2 x 4 matches ba
                              R"(, "optimizer": {"type": "SGD", "params": {"lr": 0.5}}, "bf16": {"enabled": true}})";
     Initialized init = initialize(Config::from_string(text), model, nullptr, text_data());
     std::vector<double> losses;
-    for (const data::Batch& batch : *init.loader) {
+    for (const Batch& batch : *init.loader) {
       const auto logits = (*init.engine)(autograd::Variable(batch.inputs), batch.sample_index);
       init.engine->backward(nn::cross_entropy(logits, batch.targets, batch.loss_normaliser));
       const bool boundary = init.engine->is_gradient_accumulation_boundary();

@@ -17,10 +17,10 @@ using fathom::testing::error_of;
 
 namespace {
 
-std::shared_ptr<data::TokenDataset> tokens() {
+std::shared_ptr<TokenDataset> tokens() {
   std::vector<uint16_t> ids;
   for (int i = 0; i < 16 * 32 + 1; ++i) ids.push_back(static_cast<uint16_t>((i * 31 + i / 5) % 251));
-  return std::make_shared<data::TokenDataset>(data::TokenDataset::from_tokens(ids, 32, 256));
+  return std::make_shared<TokenDataset>(TokenDataset::from_tokens(ids, 32, 256));
 }
 
 Config config_with(const std::string& extra) {
@@ -37,7 +37,7 @@ size_t hooks_on(nn::Module& model) {
 }
 
 void train_one_step(const Initialized& init) {
-  for (const data::Batch& batch : *init.loader) {
+  for (const Batch& batch : *init.loader) {
     init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs), batch.sample_index),
                                             batch.targets, batch.loss_normaliser));
     init.engine->step();
@@ -139,7 +139,7 @@ TEST_CASE("train_batch runs one optimizer step exactly as the micro-batch loop d
       if (with_train_batch) {
         losses.push_back(init.engine
                              ->train_batch([&] {
-                               data::Batch batch = *it;
+                               Batch batch = *it;
                                ++it;
                                return batch;
                              })
@@ -187,7 +187,7 @@ TEST_CASE("an evaluation engine has no optimizer, shards at ZeRO-3 and refuses t
   auto reference = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 11);
   reference->eval();
   const std::vector<float> expected = (*reference)(idx).data().to_vector<float>();
-  const auto groups = distributed::ProcessGroups::data_parallel(std::make_shared<distributed::LocalCommunicator>());
+  const auto groups = parallel::ProcessGroups::data_parallel(std::make_shared<parallel::LocalCommunicator>());
 
   auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 11);
   model->eval();

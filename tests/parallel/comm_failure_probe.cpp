@@ -23,9 +23,9 @@
 using namespace fathom;
 
 int main(int argc, char** argv) {
-  distributed::Runtime runtime(argc, argv);
+  parallel::Runtime runtime(argc, argv);
   const std::string mode = argc > 1 ? argv[1] : "";
-  distributed::Communicator& world = runtime.world();
+  parallel::Communicator& world = runtime.world();
   Tensor values = Tensor::ones({1024});
   if (mode == "throw") {
     if (world.rank() == 1) FATHOM_FAIL("matmul: shapes [4, 64] and [32, 10] do not match (64 != 32)");

@@ -11,10 +11,10 @@
 
 namespace fathom::testing {
 namespace {
-std::shared_ptr<data::TokenDataset> token_data() {
+std::shared_ptr<TokenDataset> token_data() {
   std::vector<uint16_t> tokens;
   for (int i = 0; i < 96 * 16 + 1; ++i) tokens.push_back(static_cast<uint16_t>((i * 37 + i / 7 + i * i % 13) % 61));
-  return std::make_shared<data::TokenDataset>(data::TokenDataset::from_tokens(tokens, 16, 64));
+  return std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
 }
 
 models::GPTConfig tiny_gpt() {
@@ -39,7 +39,7 @@ double norm(const std::vector<double>& v) {
 }
 }  // namespace
 
-TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<distributed::Communicator> group, int steps,
+TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<parallel::Communicator> group, int steps,
                            bool activation_checkpointing, Device device) {
   const int rank = group ? group->rank() : 0;
   models::GPTConfig gpt = tiny_gpt();
@@ -51,7 +51,7 @@ TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<distribute
   run.engine = init.engine;
   init.engine->on_step([&](const StepReport& r) { run.losses.push_back(r.loss); });
   while (init.engine->global_steps() < steps) {
-    for (const data::Batch& batch : *init.loader) {
+    for (const Batch& batch : *init.loader) {
       const autograd::Variable logits =
           (*init.engine)(autograd::Variable(batch.inputs.to(device)), batch.sample_index);
       const bool boundary = init.engine->is_gradient_accumulation_boundary();

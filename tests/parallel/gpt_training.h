@@ -26,7 +26,7 @@ struct TrainingRun {
 // null: one process.
 // activation_checkpointing: the GPT recomputes each block in backward.
 // device: where the model and batches live (the GPU tests pass a CUDA device).
-TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<distributed::Communicator> group, int steps,
+TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<parallel::Communicator> group, int steps,
                            bool activation_checkpointing = false, Device device = kCPU);
 
 

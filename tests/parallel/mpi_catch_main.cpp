@@ -9,7 +9,7 @@
 #include "parallel/job_abort.h"
 
 namespace {
-fathom::distributed::Runtime* the_runtime = nullptr;
+fathom::parallel::Runtime* the_runtime = nullptr;
 
 struct AbortJobOnFailure : Catch::TestEventListenerBase {
   using TestEventListenerBase::TestEventListenerBase;
@@ -21,7 +21,7 @@ struct AbortJobOnFailure : Catch::TestEventListenerBase {
     if (result.hasExpandedExpression()) what += " with expansion " + result.getExpandedExpression();
     if (result.hasMessage()) what += " — " + result.getMessage();
     for (const Catch::MessageInfo& info : stats.infoMessages) what += " [" + info.message + "]";
-    fathom::distributed::abort_job("test \"" + currentTestCaseInfo->name + "\" failed at " + what);
+    fathom::parallel::abort_job("test \"" + currentTestCaseInfo->name + "\" failed at " + what);
   }
 };
 }  // namespace
@@ -29,11 +29,11 @@ struct AbortJobOnFailure : Catch::TestEventListenerBase {
 CATCH_REGISTER_LISTENER(AbortJobOnFailure)
 
 namespace fathom::testing {
-distributed::Runtime& runtime() { return *the_runtime; }
+parallel::Runtime& runtime() { return *the_runtime; }
 }  // namespace fathom::testing
 
 int main(int argc, char** argv) {
-  fathom::distributed::Runtime runtime(argc, argv);
+  fathom::parallel::Runtime runtime(argc, argv);
   the_runtime = &runtime;
   return Catch::Session().run(argc, argv);
 }

@@ -6,6 +6,6 @@
 namespace fathom::testing {
 
 // The runtime the test main started.
-distributed::Runtime& runtime();
+parallel::Runtime& runtime();
 
 }  // namespace fathom::testing

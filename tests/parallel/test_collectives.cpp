@@ -12,7 +12,7 @@
 #include "test_util.h"
 
 using namespace fathom;
-using namespace fathom::distributed;
+using namespace fathom::parallel;
 using fathom::testing::error_of;
 using fathom::testing::runtime;
 
@@ -254,7 +254,7 @@ TEST_CASE("a blocking collective inside a collective group is refused, and nothi
 }
 
 TEST_CASE("process groups: each axis's communicator holds the grid's ranks", "[parallel]") {
-  distributed::Runtime& rt = runtime();
+  parallel::Runtime& rt = runtime();
   const int tensor_size = rt.size() % 2 == 0 ? 2 : 1;
   ProcessGroups groups = rt.groups(/*pipeline=*/1, tensor_size);
   const Topology& topo = groups.topology();

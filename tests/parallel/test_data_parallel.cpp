@@ -25,7 +25,7 @@ std::string config_text(int gas, const std::string& extra) {
       "gradient_clipping": 1.0, "seed": 7)", extra, "}");
 }
 
-TrainingRun train(int gas, std::shared_ptr<distributed::Communicator> group, const std::string& extra = "") {
+TrainingRun train(int gas, std::shared_ptr<parallel::Communicator> group, const std::string& extra = "") {
   return train_tiny_gpt(config_text(gas, extra), std::move(group), kSteps);
 }
 }  // namespace
@@ -69,11 +69,11 @@ TEST_CASE("overlap: the first bucket's all-reduce is issued before backward ends
   const std::string small_buckets = R"(, "zero_optimization": {"stage": 0, "reduce_bucket_size": 2000)";
   const TrainingRun overlapped = train(1, world, small_buckets + "}");
   const TrainingRun after = train(1, world, small_buckets + R"(, "overlap_comm": false})");
-  using Event = distributed::GradientReducer::Event;
+  using Event = parallel::GradientReducer::Event;
   for (const auto* run : {&overlapped, &after}) {
     const auto* state = dynamic_cast<const zero::ReplicatedState*>(&run->engine->training_state());
     REQUIRE(state != nullptr);
-    const distributed::GradientReducer* reducer = state->reducer();
+    const parallel::GradientReducer* reducer = state->reducer();
     REQUIRE(reducer != nullptr);
     REQUIRE(reducer->num_buckets() > 2);
     const std::vector<Event>& events = reducer->events();

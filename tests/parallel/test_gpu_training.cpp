@@ -33,7 +33,7 @@ std::string config_text(int stage, bool bf16, int global_batch) {
 Device gpu() { return runtime().device().is_cuda() ? runtime().device() : Device::cuda(0); }
 
 // A one-rank group of this process (ZeRO at world size 1 without the other ranks).
-std::shared_ptr<distributed::Communicator> self_group() {
+std::shared_ptr<parallel::Communicator> self_group() {
   return runtime().world().split(runtime().rank(), 0, "self");
 }
 }  // namespace
@@ -71,17 +71,17 @@ TEST_CASE("data parallel and ZeRO-2 over MPI with host staging equal the one-pro
 
 TEST_CASE("NCCL collectives equal the MPI ones", "[cuda]") {
   FATHOM_REQUIRE_CUDA();
-  REQUIRE(distributed::nccl_available());
-  const auto nccl = distributed::make_nccl_communicator(*self_group(), gpu().index, "nccl self");
+  REQUIRE(parallel::nccl_available());
+  const auto nccl = parallel::make_nccl_communicator(*self_group(), gpu().index, "nccl self");
   const auto mpi = self_group();
   Generator gen(5);
   for (DType dtype : {DType::F32, DType::BF16, DType::F16}) {
     INFO(dtype_name(dtype));
     const Tensor host = uniform({1000003}, gen, -1, 1, DType::F64).to(dtype);
     Tensor on_mpi = host.clone();
-    mpi->all_reduce(on_mpi, distributed::ReduceOp::Avg);
+    mpi->all_reduce(on_mpi, parallel::ReduceOp::Avg);
     Tensor on_nccl = host.to(gpu());
-    nccl->all_reduce(on_nccl, distributed::ReduceOp::Avg);
+    nccl->all_reduce(on_nccl, parallel::ReduceOp::Avg);
     FATHOM_REQUIRE_CLOSE(on_nccl.to(kCPU), on_mpi, 0.0, 0.0);
     Tensor gathered_mpi = Tensor::empty({host.numel()}, dtype);
     mpi->all_gather(host, gathered_mpi);
@@ -93,20 +93,20 @@ TEST_CASE("NCCL collectives equal the MPI ones", "[cuda]") {
 
 TEST_CASE("NCCL collectives in a group equal the same collectives issued one by one on MPI", "[cuda]") {
   FATHOM_REQUIRE_CUDA();
-  REQUIRE(distributed::nccl_available());
-  const auto nccl = distributed::make_nccl_communicator(*self_group(), gpu().index, "nccl grouped");
+  REQUIRE(parallel::nccl_available());
+  const auto nccl = parallel::make_nccl_communicator(*self_group(), gpu().index, "nccl grouped");
   const auto mpi = self_group();
   Generator gen(6);
   std::vector<Tensor> on_mpi, on_nccl;
-  std::vector<distributed::WorkHandle> handles;
+  std::vector<parallel::WorkHandle> handles;
   {
-    distributed::CollectiveGroup group(*nccl);
+    parallel::CollectiveGroup group(*nccl);
     for (DType dtype : {DType::F32, DType::BF16, DType::F16, DType::F32}) {  // 16-bit: staged in f32
       const Tensor host = uniform({4099}, gen, -1, 1, DType::F64).to(dtype);
       on_mpi.push_back(host.clone());
-      mpi->all_reduce(on_mpi.back(), distributed::ReduceOp::Avg);
+      mpi->all_reduce(on_mpi.back(), parallel::ReduceOp::Avg);
       on_nccl.push_back(host.to(gpu()));
-      handles.push_back(nccl->all_reduce_async(on_nccl.back(), distributed::ReduceOp::Avg));
+      handles.push_back(nccl->all_reduce_async(on_nccl.back(), parallel::ReduceOp::Avg));
     }
     REQUIRE_THROWS_WITH(handles.front()->wait(), Catch::Contains("close the group first"));
   }
@@ -116,10 +116,10 @@ TEST_CASE("NCCL collectives in a group equal the same collectives issued one by 
 
 TEST_CASE("the process groups put device tensors on NCCL exactly when every rank has its own GPU", "[cuda]") {
   FATHOM_REQUIRE_CUDA();
-  const distributed::ProcessGroups groups = runtime().groups();
+  const parallel::ProcessGroups groups = runtime().groups();
   const bool own_gpu = runtime().nccl_world() != nullptr;
   CHECK(groups.has_device_groups() == own_gpu);
-  const std::string device_backend = groups.for_device(distributed::Axis::Data, gpu())->backend();
+  const std::string device_backend = groups.for_device(parallel::Axis::Data, gpu())->backend();
   CHECK(device_backend == (own_gpu ? "nccl" : "mpi"));  // ranks sharing a GPU: MPI's host staging
-  CHECK(std::string(groups.for_device(distributed::Axis::Data, kCPU)->backend()) == "mpi");
+  CHECK(std::string(groups.for_device(parallel::Axis::Data, kCPU)->backend()) == "mpi");
 }

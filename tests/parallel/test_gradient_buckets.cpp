@@ -5,7 +5,7 @@
 #include "parallel/gradient_buckets.h"
 #include "test_util.h"
 
-using fathom::distributed::GradientBuckets;
+using fathom::parallel::GradientBuckets;
 using fathom::testing::error_of;
 
 TEST_CASE("gradient buckets pack items in reverse, at most the capacity, one large item alone", "[parallel]") {

@@ -68,12 +68,12 @@ double expected_norm(int data_size) {
 struct Job {
   std::shared_ptr<Handmade> model;
   Initialized init;
-  distributed::GridCoord coord;
+  parallel::GridCoord coord;
 };
 
 Job start(const std::string& extra) {
   const auto groups = runtime().groups(/*pipeline=*/1, /*tensor=*/kTensor);
-  const distributed::GridCoord coord = groups.coord();
+  const parallel::GridCoord coord = groups.coord();
   auto model = std::make_shared<Handmade>(coord.data, coord.tensor);
   const int data_size = groups.data().size();
   Config config =

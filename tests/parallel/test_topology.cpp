@@ -6,7 +6,7 @@
 #include "parallel/topology.h"
 #include "test_util.h"
 
-using namespace fathom::distributed;
+using namespace fathom::parallel;
 using fathom::testing::error_of;
 
 TEST_CASE("topology: rank <-> coordinate in Megatron order", "[parallel]") {

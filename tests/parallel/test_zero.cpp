@@ -172,7 +172,7 @@ struct TwiceLinear : nn::Module {
   }
 };
 
-std::vector<float> train_twice_linear(const std::string& zero, std::shared_ptr<distributed::Communicator> group,
+std::vector<float> train_twice_linear(const std::string& zero, std::shared_ptr<parallel::Communicator> group,
                                       int64_t* gathers = nullptr) {
   auto model = std::make_shared<TwiceLinear>();
   const int n = group ? group->size() : 1;

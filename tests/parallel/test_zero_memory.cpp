@@ -33,7 +33,7 @@ Measured train_two_steps(int stage, bool bf16, int64_t bucket) {
   c.block_size = 16;
   std::vector<uint16_t> tokens;
   for (int i = 0; i < 64 * 16 + 1; ++i) tokens.push_back(static_cast<uint16_t>(i * 7 % 61));
-  auto data = std::make_shared<data::TokenDataset>(data::TokenDataset::from_tokens(tokens, 16, 64));
+  auto data = std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
   auto model = std::make_shared<models::GPT>(c, 1);
   Measured m;
   m.parameters = model->parameter_count();
@@ -42,7 +42,7 @@ Measured train_two_steps(int stage, bool bf16, int64_t bucket) {
       bf16 ? "true" : "false", R"(}, "zero_optimization": {"stage": )", stage, R"(, "reduce_bucket_size": )", bucket,
       R"(, "allgather_bucket_size": )", bucket, R"(, "stage3_param_persistence_threshold": 0}})");
   Initialized init = initialize(Config::from_string(config), model, nullptr, data, runtime().world_ptr());
-  for (const data::Batch& batch : *init.loader) {
+  for (const Batch& batch : *init.loader) {
     if (init.engine->global_steps() == 1) allocator_for(kCPU).stats().reset_peak();
     init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs), batch.sample_index),
                                             batch.targets, batch.loss_normaliser));
