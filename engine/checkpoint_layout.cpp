@@ -34,10 +34,24 @@ std::string checksum_hex(uint64_t checksum) {
 
 std::string checkpoint_state_kind(const std::string& state) { return state.substr(0, state.find('.')); }
 
-std::string checkpoint_file_name(int rank, const std::string& kind) {
-  char name[64];
-  std::snprintf(name, sizeof name, "rank_%05d.%s.safetensors", rank, kind.c_str());
-  return name;
+std::string checkpoint_file_name(const parallel::GridCoord& coord, const parallel::Topology& topology,
+                                 const std::string& kind) {
+  char name[96];
+  std::snprintf(name, sizeof name, "rank_%05d", coord.data);
+  std::string out = name;
+  if (topology.size(parallel::Axis::Tensor) > 1) {
+    std::snprintf(name, sizeof name, ".tp%02d", coord.tensor);
+    out += name;
+  }
+  if (topology.size(parallel::Axis::Pipeline) > 1) {
+    std::snprintf(name, sizeof name, ".pp%02d", coord.pipeline);
+    out += name;
+  }
+  return out + "." + kind + ".safetensors";
+}
+
+std::string checkpoint_file_name(int data_rank, const std::string& kind) {
+  return checkpoint_file_name({0, data_rank, 0}, parallel::Topology(data_rank + 1), kind);
 }
 
 }  // namespace fathom

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "parallel/topology.h"
 #include "zero/partition.h"
 
 namespace fathom {
@@ -32,6 +33,13 @@ std::string checksum_hex(uint64_t checksum);  // 16 lowercase hex digits
 // Per-element states are grouped by kind, one file per saved rank per kind: "param" (the
 // model's weights), "master" (fp32 master weights), "optim" (every "optim.<state>").
 std::string checkpoint_state_kind(const std::string& state);
-std::string checkpoint_file_name(int rank, const std::string& kind);  // "rank_00002.optim.safetensors"
+// The file of one rank's states of one kind, named by every coordinate that makes the rank's
+// state distinct: its data-parallel rank, and its tensor and pipeline coordinates when those
+// axes have more than one rank, so model-parallel peers never write the same file:
+// "rank_00002.optim.safetensors", "rank_00002.tp01.pp03.optim.safetensors".
+std::string checkpoint_file_name(const parallel::GridCoord& coord, const parallel::Topology& topology,
+                                 const std::string& kind);
+// The data-parallel-only form: "rank_00002.optim.safetensors".
+std::string checkpoint_file_name(int data_rank, const std::string& kind);
 
 }  // namespace fathom

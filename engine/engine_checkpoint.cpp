@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 
@@ -85,7 +86,7 @@ Tensor gathered_checksums(parallel::Communicator* group, const std::vector<std::
 
 // index.json's "shards": per saved rank its flat range and, per state, file and checksum.
 void write_shard_table(JsonWriter& w, const Tensor& sums, const std::vector<std::string>& states, int64_t numel,
-                       int world, int stage) {
+                       int world, int stage, const std::function<std::string(int, const std::string&)>& file_of) {
   const int64_t* at = sums.data<int64_t>();
   w.begin_array();
   for (int r = 0; r < world; ++r) {
@@ -95,7 +96,7 @@ void write_shard_table(JsonWriter& w, const Tensor& sums, const std::vector<std:
     for (size_t i = 0; i < states.size(); ++i, at += 2) {
       if (at[0] == 0) continue;
       w.key(states[i]).begin_object();
-      w.member("file", checkpoint_file_name(r, checkpoint_state_kind(states[i])));
+      w.member("file", file_of(r, checkpoint_state_kind(states[i])));
       w.member("checksum", checksum_hex(static_cast<uint64_t>(at[1]))).end_object();
     }
     w.end_object().end_object();
@@ -123,6 +124,12 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   const DType param_dtype = state_->parameter_dtype();
   const bool has_master = state_->keeps_masters();
   const fs::path final_dir = fs::path(dir) / tag, tmp_dir = fs::path(dir) / (tag + ".tmp");
+  // Data rank r's file of one kind of state, named by this rank's other coordinates too.
+  const auto file_of = [&](int data_rank, const std::string& kind) {
+    parallel::GridCoord coord = state_->groups().coord();
+    coord.data = data_rank;
+    return checkpoint_file_name(coord, state_->groups().topology(), kind);
+  };
 
   if (rank == 0) {
     fs::create_directories(dir);
@@ -144,7 +151,7 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   std::map<std::string, std::vector<std::pair<std::string, Tensor>>> by_kind;
   for (const auto& entry : tensors) by_kind[checkpoint_state_kind(entry.first)].push_back(entry);
   for (const auto& [kind, kind_tensors] : by_kind) {
-    nn::save_safetensors((tmp_dir / checkpoint_file_name(rank, kind)).string(), kind_tensors);
+    nn::save_safetensors((tmp_dir / file_of(rank, kind)).string(), kind_tensors);
     crash_here_for_tests("shard", rank == world - 1);
   }
   std::vector<std::string> states = {"param"};
@@ -160,7 +167,7 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
     w.member("format", kCheckpointFormat).member("tag", tag).member("world_size", world).member("zero_stage", stage);
     w.member("dtype", dtype_name(param_dtype)).member("mixed_precision", has_master).member("parameters", numel);
     w.member("checksum", kCheckpointChecksum);
-    write_shard_table(w.key("shards"), sums, states, numel, world, stage);
+    write_shard_table(w.key("shards"), sums, states, numel, world, stage, file_of);
     w.key("tensors").begin_array();
     for (const TensorSlot& slot : slots) {
       w.begin_object(Layout::Inline).member("name", slot.name);

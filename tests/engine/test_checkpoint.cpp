@@ -2,7 +2,9 @@
 // scaling), resharding to and from one process at another stage, and every bad-file case.
 #include <filesystem>
 #include <fstream>
+#include <set>
 
+#include "engine/checkpoint_layout.h"
 #include "engine/checkpoint_reader.h"
 #include "engine/initialize.h"
 #include "engine/token_dataset.h"
@@ -305,4 +307,17 @@ TEST_CASE("N -> M resharding between multi-rank jobs: (4, 2), (3, 4), (1, 3)", "
     world->barrier();
     if (rank == 0) fs::remove_all(dir), fs::remove_all(single);
   }
+}
+
+TEST_CASE("checkpoint file names carry every parallel coordinate that makes a rank's state distinct", "[checkpoint]") {
+  using parallel::Topology;
+  CHECK(checkpoint_file_name(2, "optim") == "rank_00002.optim.safetensors");  // data parallelism: the format as before
+  CHECK(checkpoint_file_name({0, 2, 0}, Topology(4), "param") == "rank_00002.param.safetensors");
+  CHECK(checkpoint_file_name({0, 1, 1}, Topology(4, 1, 2), "param") == "rank_00001.tp01.param.safetensors");
+  CHECK(checkpoint_file_name({3, 0, 1}, Topology(16, 4, 2), "master") == "rank_00000.tp01.pp03.master.safetensors");
+  // Every rank of a pipe 2 x data 2 x tensor 2 job writes its own file.
+  const Topology grid(8, 2, 2);
+  std::set<std::string> names;
+  for (int rank = 0; rank < 8; ++rank) names.insert(checkpoint_file_name(grid.coord_of(rank), grid, "param"));
+  CHECK(names.size() == 8);
 }
