@@ -22,11 +22,16 @@ void write_value(JsonWriter& w, const nn::LRParamValue& value) {
   std::visit([&](const auto& v) { w.value(v); }, value.value());
 }
 
+// An offload section's "device" and "nvme_path" (null when unset).
+void write_offload_device(JsonWriter& w, const std::string& device, const std::string& nvme_path) {
+  w.member("device", device);
+  if (nvme_path.empty()) w.key("nvme_path").null();
+  else w.member("nvme_path", nvme_path);
+}
+
 void write_offload_param(JsonWriter& w, const OffloadParamConfig& c) {
   w.key("offload_param").begin_object();
-  w.member("device", c.device);
-  if (c.nvme_path.empty()) w.key("nvme_path").null();
-  else w.member("nvme_path", c.nvme_path);
+  write_offload_device(w, c.device, c.nvme_path);
   w.member("buffer_count", c.buffer_count);
   w.member("buffer_size", c.buffer_size);
   w.member("max_in_cpu", c.max_in_cpu);
@@ -36,9 +41,7 @@ void write_offload_param(JsonWriter& w, const OffloadParamConfig& c) {
 
 void write_offload_optimizer(JsonWriter& w, const OffloadOptimizerConfig& c) {
   w.key("offload_optimizer").begin_object();
-  w.member("device", c.device);
-  if (c.nvme_path.empty()) w.key("nvme_path").null();
-  else w.member("nvme_path", c.nvme_path);
+  write_offload_device(w, c.device, c.nvme_path);
   w.member("buffer_count", c.buffer_count);
   w.member("pin_memory", c.pin_memory);
   w.member("pipeline_read", c.pipeline_read);

@@ -13,12 +13,6 @@
 
 namespace fathom::zero {
 
-struct OptimizerLayout {
-  std::vector<std::string> keys;
-  std::vector<FlatSlot> slots;
-  Range covers;
-};
-
 // The optimizer's step count (the first key's "step"; 0 before any step).
 int64_t optimizer_step_count(const nn::Optimizer& optimizer, const OptimizerLayout& layout);
 // The names of its per-element states, sorted ("exp_avg", ...; none before the first step).

@@ -45,8 +45,6 @@ class ReplicatedState final : public TrainingState {
   DType parameter_dtype() const override;
   std::vector<FlatRange> flat_ranges(Range wanted) const override;
   void load_flat_ranges(const FlatReader& read, const SavedStates& saved) override;
-  int64_t optimizer_steps() const override;
-  std::vector<std::string> optimizer_state_names() const override;
 
   // What the optimizer updates: the fp32 masters (16-bit models) or the parameters themselves.
   const NamedParameters& updated() const { return keeps_masters_ ? masters_ : params_; }
@@ -66,7 +64,6 @@ class ReplicatedState final : public TrainingState {
 
   NamedParameters params_, masters_;
   std::vector<FlatSlot> slots_;
-  OptimizerLayout optimizer_layout_;
   std::unique_ptr<parallel::GradientReducer> reducer_;
   bool reduce_gradients_ = true;
   std::vector<autograd::HookHandle> hooks_;

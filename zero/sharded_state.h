@@ -66,8 +66,6 @@ class ShardedState final : public TrainingState {
   DType parameter_dtype() const override { return flat_.dtype(); }
   std::vector<FlatRange> flat_ranges(Range wanted) const override;
   void load_flat_ranges(const FlatReader& read, const SavedStates& saved) override;
-  int64_t optimizer_steps() const override;
-  std::vector<std::string> optimizer_state_names() const override;
   void gather_full_parameters() override;
   void release_full_parameters() override;
   void reload_parameters() override;
@@ -111,7 +109,6 @@ class ShardedState final : public TrainingState {
   std::unique_ptr<ParameterGatherer> gatherer_;
   std::optional<parallel::GradientBuckets> plan_;  // stages 2-3: which slots go together
   std::vector<Bucket> buckets_;
-  OptimizerLayout optimizer_layout_;
   bool every_slot_counted_ = true;  // no tensor-parallel replicas or tie followers among the slots
   std::vector<autograd::HookHandle> hooks_;
   size_t next_complete_ = 0;

@@ -1,5 +1,7 @@
 #include "zero/training_state.h"
 
+#include "zero/flat_optimizer_state.h"
+
 #include <cmath>
 
 #include "kernels/elementwise.h"
@@ -37,6 +39,14 @@ double TrainingState::gradient_norm() const {
   double squares = local * local;
   for (parallel::Communicator* group : groups) squares = group->all_reduce_scalar(squares, ReduceOp::Sum);
   return std::sqrt(squares);
+}
+
+int64_t TrainingState::optimizer_steps() const {
+  return optimizer_ ? optimizer_step_count(*optimizer_, optimizer_layout_) : 0;
+}
+
+std::vector<std::string> TrainingState::optimizer_state_names() const {
+  return optimizer_ ? zero::optimizer_state_names(*optimizer_, optimizer_layout_) : std::vector<std::string>{};
 }
 
 std::vector<FlatSlot> flat_slots_of(const NamedParameters& params) {

@@ -55,6 +55,14 @@ struct FlatRange {
   Range covers;
 };
 
+// How the optimizer's state_dict keys map onto flat coordinates (zero/flat_optimizer_state.h):
+// one key per variable it updates, keys[i] covering slots[i] (offsets relative to covers.begin).
+struct OptimizerLayout {
+  std::vector<std::string> keys;
+  std::vector<FlatSlot> slots;
+  Range covers;
+};
+
 // Reads a per-element state of a checkpoint into `target` (flat over `covers`).
 using FlatReader = std::function<void(const std::string& state, const Tensor& target, Range covers)>;
 
@@ -114,8 +122,8 @@ class TrainingState {
   virtual void load_flat_ranges(const FlatReader& read, const SavedStates& saved) = 0;
   // The optimizer's step count (0 before the first step) and its per-element states' names
   // ("exp_avg", ...; sorted, none before the first step), the same on every rank.
-  virtual int64_t optimizer_steps() const = 0;
-  virtual std::vector<std::string> optimizer_state_names() const = 0;
+  int64_t optimizer_steps() const;
+  std::vector<std::string> optimizer_state_names() const;
 
   // Whether backward averages gradients over the data group (on by default). An optimizer that
   // does its own data-parallel communication (1-bit Adam after its warm-up) turns it off; only
@@ -144,6 +152,7 @@ class TrainingState {
   ParallelLayout layout_;
   bool keeps_masters_ = false;
   std::shared_ptr<nn::Optimizer> optimizer_;
+  OptimizerLayout optimizer_layout_;  // set by the state that builds the optimizer
 };
 
 // The flat tensor table of named parameters in order (offsets from 0, no padding).
