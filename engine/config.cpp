@@ -43,6 +43,9 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
                        "fp16.enabled and bf16.enabled are both true; choose one mixed-precision mode (DeepSpeed "
                        "rejects both too)");
   c.zero = parse_zero(top.section("zero_optimization"));
+  c.prescale_gradients = top.boolean("prescale_gradients", c.prescale_gradients);
+  c.gradient_predivide_factor = top.number("gradient_predivide_factor", c.gradient_predivide_factor, 1e-30);
+  c.communication_data_type = top.choice("communication_data_type", "", {"fp32", "fp16", "bf16"});
   c.optimizer = parse_optimizer(top.section("optimizer"));
   const auto lr = c.optimizer.params.find("lr");
   const double* base_lr = lr == c.optimizer.params.end() ? nullptr : std::get_if<double>(&lr->second.value());

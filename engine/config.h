@@ -150,6 +150,15 @@ struct Config {
   Fp16Config fp16;
   Bf16Config bf16;
   ZeroConfig zero;
+  // Data-parallel gradient averaging (DeepSpeed's semantics; parallel/gradient_averaging.h):
+  // divide by the data-parallel size before the reduction instead of after it; or, without
+  // prescaling, divide by the factor before and by (size / factor) after.
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;
+  // "fp32", "fp16" or "bf16": the dtype gradients are reduced in. Unset: the gradients' own
+  // (fp32 at stage 0 in mixed precision, the model's dtype in ZeRO's buckets) — Fathom's
+  // default; DeepSpeed's is the training precision.
+  std::string communication_data_type;
   std::string source;  // the file path ("" for a string), for messages
 
   // Fills in `batch` for this data-parallel world size (see fathom::resolve_batch).

@@ -115,6 +115,10 @@ std::string Config::to_json() const {
   w.member("steps_per_print", steps_per_print);
   w.member("wall_clock_breakdown", wall_clock_breakdown);
   if (seed) w.member("seed", static_cast<long long>(*seed));
+  w.member("prescale_gradients", prescale_gradients);
+  w.member("gradient_predivide_factor", gradient_predivide_factor);
+  if (communication_data_type.empty()) w.key("communication_data_type").null();
+  else w.member("communication_data_type", communication_data_type);
   w.key("fp16").begin_object();
   w.member("enabled", fp16.enabled);
   w.member("auto_cast", fp16.auto_cast);

@@ -12,8 +12,6 @@ namespace {
 // configs) for the keys Fathom does not implement. A key is accepted while its value equals
 // the default here; in an object, every sub-key must be one listed here and equal its default.
 constexpr const char* kDefaults = R"({
-  "prescale_gradients": false,
-  "gradient_predivide_factor": 1.0,
   "sparse_gradients": false,
   "memory_breakdown": false,
   "dump_state": false,
@@ -21,7 +19,6 @@ constexpr const char* kDefaults = R"({
   "graph_harvesting": false,
   "use_data_before_expert_parallelism": false,
   "dataloader_drop_last": false,
-  "communication_data_type": null,
   "seq_parallel_comm_data_type": "fp32",
   "activation_checkpointing": {
     "partition_activations": false, "number_checkpoints": null, "contiguous_memory_optimization": false,
@@ -88,8 +85,6 @@ const std::vector<std::string> kNoEffect = {"zero_allow_untested_optimizer", "ze
 // What each key turns on, for messages.
 std::string feature_name(const std::string& key) {
   static const std::vector<std::pair<std::string, std::string>> names = {
-      {"prescale_gradients", "gradient prescaling"},
-      {"gradient_predivide_factor", "gradient predivision"},
       {"sparse_gradients", "sparse gradients"},
       {"memory_breakdown", "memory breakdown logging"},
       {"dump_state", "state dumping"},
@@ -97,7 +92,6 @@ std::string feature_name(const std::string& key) {
       {"graph_harvesting", "graph harvesting"},
       {"use_data_before_expert_parallelism", "expert parallelism"},
       {"dataloader_drop_last", "data loader options"},
-      {"communication_data_type", "communication data type"},
       {"seq_parallel_comm_data_type", "sequence parallelism"},
       {"activation_checkpointing", "activation checkpointing settings (use autograd::checkpoint in the model)"},
       {"aio", "async I/O settings"},
@@ -202,7 +196,7 @@ const std::vector<std::string>& fathom_config_keys() {
   static const std::vector<std::string> keys = {
       "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "optimizer", "scheduler",
       "gradient_clipping", "steps_per_print", "wall_clock_breakdown", "seed", "fp16", "bf16", "bfloat16",
-      "zero_optimization"};
+      "zero_optimization", "prescale_gradients", "gradient_predivide_factor", "communication_data_type"};
   return keys;
 }
 

@@ -28,6 +28,15 @@ void broadcast_initial_weights(const nn::Module& model, const zero::ParallelLayo
   }
 }
 
+// prescale_gradients, gradient_predivide_factor and communication_data_type.
+parallel::GradientAveraging averaging_of(const Config& config) {
+  parallel::GradientAveraging averaging{config.prescale_gradients, config.gradient_predivide_factor, std::nullopt};
+  if (config.communication_data_type == "fp32") averaging.dtype = DType::F32;
+  if (config.communication_data_type == "fp16") averaging.dtype = DType::F16;
+  if (config.communication_data_type == "bf16") averaging.dtype = DType::BF16;
+  return averaging;
+}
+
 // The one owner of gradients and optimizer state for this config.
 std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, nn::Module& model,
                                                          const zero::ParallelLayout& layout,
@@ -37,7 +46,8 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
     return std::make_unique<zero::ReplicatedState>(
         named, layout,
         zero::ReplicatedOptions{.reduce_bucket_elements = config.zero.reduce_bucket_size,
-                                .overlap_comm = config.zero.overlap_comm},
+                                .overlap_comm = config.zero.overlap_comm,
+                                .averaging = averaging_of(config)},
         make_optimizer);
   FATHOM_CHECK(!make_optimizer || lower(config.optimizer.type) != "lamb",
                "config error at optimizer.type: Lamb computes a trust ratio "
@@ -51,6 +61,7 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
                            .allgather_bucket_elements = config.zero.allgather_bucket_size,
                            .overlap_comm = config.zero.overlap_comm,
                            .accumulate_in_fp32 = config.batch.gradient_accumulation_steps > 1,
+                           .averaging = averaging_of(config),
                            .gather = {.persistence_threshold = config.zero.param_persistence_threshold,
                                       .prefetch_elements = config.zero.prefetch_bucket_size,
                                       .max_live_elements = config.zero.max_live_parameters,

@@ -30,12 +30,13 @@ GradientReducer::GradientReducer(std::shared_ptr<Communicator> group, std::vecto
       options_(options),
       plan_(sizes_of(parameters_), options.bucket_elements, dtypes_of(parameters_)) {
   FATHOM_CHECK(group_ != nullptr, "gradient reducer: no communicator");
-  // The buckets are the gradients' storage (attach_gradient_views), hence their tag.
-  MemoryTagScope tag(MemoryTag::Gradients);
   buckets_.resize(plan_.size());
   for (size_t b = 0; b < plan_.size(); ++b) {
     const ReducedParameter& first = parameters_[plan_.members(b).front()];
-    buckets_[b].flat = Tensor::zeros({plan_.elements(b)}, first.holder.dtype(), first.holder.device());
+    const DType dtype = options_.averaging.dtype_for(first.holder.dtype());
+    // Buckets of the gradients' dtype are their storage (attach_gradient_views), hence the tag.
+    MemoryTagScope tag(dtype == first.holder.dtype() ? MemoryTag::Gradients : MemoryTag::Communication);
+    buckets_[b].flat = Tensor::zeros({plan_.elements(b)}, dtype, first.holder.device());
   }
 }
 
@@ -53,6 +54,7 @@ void GradientReducer::attach_gradient_views() {
     const ReducedParameter& p = parameters_[k];
     if (p.holder.grad().defined()) continue;  // accumulating already (a view, or someone else's tensor)
     Tensor view = slot_of(k);
+    if (view.dtype() != p.holder.dtype()) continue;  // a communication buffer of another dtype
     view.zero_();
     p.holder.set_grad(view.view(p.holder.sizes()));
   }
@@ -92,7 +94,8 @@ void GradientReducer::gradient_ready(size_t k) {
 }
 
 void GradientReducer::launch(size_t b) {
-  buckets_[b].work = group_->all_reduce_async(buckets_[b].flat, ReduceOp::Avg);
+  scale_in_place(buckets_[b].flat, options_.averaging.before(group_->size()));
+  buckets_[b].work = group_->all_reduce_async(buckets_[b].flat, options_.averaging.op());
   record(Event::BucketIssued, static_cast<int>(b));
 }
 
@@ -114,6 +117,7 @@ void GradientReducer::finish_backward() {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     buckets_[b].work->wait();
     buckets_[b].work.reset();
+    scale_in_place(buckets_[b].flat, options_.averaging.after(group_->size()));
     for (const size_t k : plan_.members(b)) {
       if (is_view(k)) continue;  // averaged in place
       const ReducedParameter& p = parameters_[k];
@@ -121,7 +125,7 @@ void GradientReducer::finish_backward() {
       if (const Tensor& grad = p.holder.grad(); grad.defined()) grad.copy_(averaged);
       else {
         MemoryTagScope tag(MemoryTag::Gradients);
-        p.holder.set_grad(averaged.clone());
+        p.holder.set_grad(averaged.dtype() == p.holder.dtype() ? averaged.clone() : averaged.to(p.holder.dtype()));
       }
     }
   }

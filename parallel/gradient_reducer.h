@@ -16,7 +16,9 @@
 // The buckets are the gradients' storage: before each backward, every gradient not yet defined
 // becomes a view of its bucket slot (PyTorch DDP's gradient_as_bucket_view), so gradients
 // accumulate in place and are averaged in place — no copy in, no copy back, no second buffer.
-// A gradient someone else set (not a view) is copied in and back instead.
+// A gradient someone else set (not a view) is copied in and back instead, and so is every
+// gradient when the communication dtype differs from the gradients' (the buckets are then
+// communication buffers of that dtype).
 //
 // A parameter that got no gradient on this rank contributes zeros and ends with the average
 // (a defined gradient), so all ranks keep identical gradients.
@@ -28,6 +30,7 @@
 
 #include "autograd/variable.h"
 #include "parallel/communicator.h"
+#include "parallel/gradient_averaging.h"
 #include "parallel/gradient_buckets.h"
 
 namespace fathom::parallel {
@@ -40,6 +43,7 @@ struct ReducedParameter {
 struct GradientReducerOptions {
   int64_t bucket_elements = 0;            // zero_optimization.reduce_bucket_size (required)
   bool overlap = true;                    // zero_optimization.overlap_comm
+  GradientAveraging averaging;            // prescaling, predivision, communication dtype
 };
 
 class GradientReducer {

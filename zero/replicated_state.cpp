@@ -39,7 +39,8 @@ ReplicatedState::ReplicatedState(const NamedParameters& params, ParallelLayout l
     reducer_ = std::make_unique<parallel::GradientReducer>(
         layout_.groups.for_device(parallel::Axis::Data, device()), std::move(reduced),
         parallel::GradientReducerOptions{.bucket_elements = options.reduce_bucket_elements,
-                                            .overlap = options.overlap_comm});
+                                            .overlap = options.overlap_comm,
+                                            .averaging = options.averaging});
   }
   if (keeps_masters_ || reducer_)
     for (size_t i = 0; i < params_.size(); ++i)

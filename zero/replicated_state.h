@@ -25,6 +25,7 @@ namespace fathom::zero {
 struct ReplicatedOptions {
   int64_t reduce_bucket_elements = kDefaultReduceBucketElements;  // zero_optimization.reduce_bucket_size
   bool overlap_comm = true;                                       // reduce buckets while backward runs
+  parallel::GradientAveraging averaging;  // prescaling, predivision, communication dtype
 };
 
 class ReplicatedState final : public TrainingState {

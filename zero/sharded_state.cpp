@@ -12,6 +12,7 @@
 namespace fathom::zero {
 
 using parallel::ReduceOp;
+using parallel::scale_in_place;
 
 namespace {
 FlatParameters::Storage storage_for(int stage) {
@@ -108,7 +109,7 @@ void ShardedState::on_gradient_ready(size_t s) {
   Bucket& bucket = buckets_[plan_->bucket_of(s)];
   if (!bucket.flat.defined()) {
     MemoryTagScope tag(MemoryTag::Communication);
-    bucket.flat = Tensor::zeros({bucket.range.size()}, flat_.dtype(), flat_.device());
+    bucket.flat = Tensor::zeros({bucket.range.size()}, communication_dtype(), flat_.device());
   }
   Tensor destination = bucket.flat.narrow(0, slot.offset - bucket.range.begin, slot.numel);
   if (const Tensor& grad = slot.param.grad(); grad.defined()) destination.copy_(grad.reshape({slot.numel}));
@@ -126,9 +127,10 @@ void ShardedState::launch_ready_buckets() {
     const std::vector<int64_t> counts = flat_.partition().counts_within(bucket.range);
     {
       MemoryTagScope tag(MemoryTag::Communication);
-      bucket.received = Tensor::empty({counts[group_->rank()]}, flat_.dtype(), flat_.device());
+      bucket.received = Tensor::empty({counts[group_->rank()]}, communication_dtype(), flat_.device());
     }
-    bucket.work = group_->reduce_scatter_v_async(bucket.flat, bucket.received, counts, ReduceOp::Avg);
+    scale_in_place(bucket.flat, options_.averaging.before(group_->size()));
+    bucket.work = group_->reduce_scatter_v_async(bucket.flat, bucket.received, counts, options_.averaging.op());
     if (!options_.overlap_comm) complete(next_complete_);
   }
 }
@@ -138,6 +140,7 @@ void ShardedState::complete(size_t b) {
   FATHOM_CHECK(b == next_complete_, "ZeRO: buckets complete in order");
   Bucket& bucket = buckets_[b];
   bucket.work->wait();
+  scale_in_place(bucket.received, options_.averaging.after(group_->size()));
   const int64_t begin = std::max(bucket.range.begin, owned_.begin);
   if (bucket.received.numel() > 0) {
     Tensor target = gradient_shard_.narrow(0, begin - owned_.begin, bucket.received.numel());
@@ -172,21 +175,28 @@ void ShardedState::reduce_scatter_flat_gradients() {
   const int64_t shard = partition.shard_size();
   const int world = group_->size();
   const int64_t piece = std::max<int64_t>(1, std::min(shard, options_.reduce_bucket_elements / world));
+  const DType dtype = options_.averaging.dtype_for(gradient_dtype_);
   Tensor reduced;
   {
     MemoryTagScope tag(MemoryTag::Gradients);
-    reduced = Tensor::empty({shard}, gradient_dtype_, flat_.device());
+    reduced = Tensor::empty({shard}, dtype, flat_.device());
   }
   for (int64_t start = 0; start < shard; start += piece) {
     const int64_t n = std::min(piece, shard - start);
-    Tensor input = flat_gradients_;  // whole shards: the flat buffer itself
-    if (n != shard) {
+    Tensor input = flat_gradients_;  // whole shards in the gradients' dtype: the flat buffer itself
+    if (n != shard || dtype != gradient_dtype_) {
       MemoryTagScope tag(MemoryTag::Communication);
-      input = Tensor::empty({n * world}, gradient_dtype_, flat_.device());
+      input = Tensor::empty({n * world}, dtype, flat_.device());
       for (int r = 0; r < world; ++r)
         input.narrow(0, r * n, n).copy_(flat_gradients_.narrow(0, partition.shard(r).begin + start, n));
     }
-    group_->reduce_scatter(input, reduced.narrow(0, start, n), ReduceOp::Avg);
+    scale_in_place(input, options_.averaging.before(world));
+    group_->reduce_scatter(input, reduced.narrow(0, start, n), options_.averaging.op());
+  }
+  scale_in_place(reduced, options_.averaging.after(world));
+  if (dtype != gradient_dtype_) {
+    MemoryTagScope tag(MemoryTag::Gradients);
+    reduced = reduced.to(gradient_dtype_);
   }
   gradient_shard_ = reduced.narrow(0, 0, owned_.size());
 }

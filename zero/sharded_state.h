@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "parallel/gradient_averaging.h"
 #include "parallel/gradient_buckets.h"
 #include "zero/flat_optimizer_state.h"
 #include "zero/flat_parameters.h"
@@ -44,6 +45,7 @@ struct ShardedOptions {
   int64_t allgather_bucket_elements = kDefaultAllgatherBucketElements;  // allgather_bucket_size
   bool overlap_comm = false;                        // stage 2: reduce buckets while backward runs
   bool accumulate_in_fp32 = false;                  // 16-bit models: fp32 gradients across micro-steps
+  parallel::GradientAveraging averaging;            // prescaling, predivision, communication dtype
   GatherOptions gather;                             // stage 3: persistence, prefetch, live cap
 };
 
@@ -97,6 +99,8 @@ class ShardedState final : public TrainingState {
   void gradients_to_master();
   void all_gather_parameters();
   void reduce_scatter_flat_gradients();
+  // The dtype stage 2-3 buckets travel in: the configured one, or the parameters'.
+  DType communication_dtype() const { return options_.averaging.dtype_for(flat_.dtype()); }
 
   FlatParameters flat_;
   std::shared_ptr<parallel::Communicator> group_;  // the data-parallel group for the shards' device

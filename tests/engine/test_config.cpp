@@ -428,15 +428,6 @@ TEST_CASE("DeepSpeed keys Fathom does not implement: accepted off, errors on", "
     "amp": {"enabled": false, "opt_level": "O1"}, "sparse_attention": {}, "timers": {"throughput": {"enabled": true}})")) ==
         "(no error)");
   // On: an error naming the key.
-  CHECK(parse_error(with(R"("prescale_gradients": true)")) ==
-        "config error at prescale_gradients: true is not supported (Fathom does not implement DeepSpeed's gradient "
-        "prescaling); remove the key or use false");
-  CHECK(parse_error(with(R"("gradient_predivide_factor": 2.0)")) ==
-        "config error at gradient_predivide_factor: 2.0 is not supported (Fathom does not implement DeepSpeed's "
-        "gradient predivision); remove the key or use 1.0");
-  CHECK(parse_error(with(R"("communication_data_type": "fp16")")) ==
-        "config error at communication_data_type: \"fp16\" is not supported (Fathom does not implement DeepSpeed's "
-        "communication data type); remove the key or use null");
   CHECK(parse_error(with(R"("flops_profiler": {"enabled": true})")) ==
         "config error at flops_profiler.enabled: true is not supported (Fathom does not implement DeepSpeed's flops "
         "profiler); remove the section or set it to false");
@@ -521,4 +512,23 @@ TEST_CASE("to_json writes the config as used and reads back the same", "[engine]
   CHECK(again.seed == uint64_t{7});
   CHECK(again.zero.offload_param.nvme_path == "/tmp/a \"b\"");
   CHECK(again.zero.model_persistence_threshold == INT64_MAX);
+}
+
+TEST_CASE("gradient averaging keys: prescaling, predivision and the communication dtype", "[engine]") {
+  const auto with = [](const std::string& extra) {
+    return R"({"train_batch_size": 8, "optimizer": {"type": "SGD", "params": {"lr": 0.1}}, )" + extra + "}";
+  };
+  const Config c = Config::from_string(
+      with(R"("prescale_gradients": true, "gradient_predivide_factor": 4, "communication_data_type": "FP16")"));
+  CHECK(c.prescale_gradients);
+  CHECK(c.gradient_predivide_factor == 4.0);
+  CHECK(c.communication_data_type == "fp16");  // as DeepSpeed spells it, whatever the case given
+  const Config back = Config::from_string(c.to_json());
+  CHECK(back.prescale_gradients);
+  CHECK(back.communication_data_type == "fp16");
+  CHECK(Config::from_string(with(R"("train_micro_batch_size_per_gpu": 8)")).communication_data_type.empty());
+  CHECK(parse_error(with(R"("communication_data_type": "fp8")")) ==
+        "config error at communication_data_type: expected one of \"fp32\", \"fp16\", \"bf16\", got \"fp8\"; did "
+        "you mean \"fp32\"?");
+  CHECK(parse_error(with(R"("gradient_predivide_factor": 0)")).find("gradient_predivide_factor") != std::string::npos);
 }
