@@ -46,12 +46,14 @@ BatchConfig resolve_batch(const BatchConfig& given, int64_t dp_world_size, const
 struct OptimizerConfig {
   std::string type;  // as written; nn::make_optimizer matches it ignoring case
   nn::OptimizerParams params;
+  std::string to_json() const;  // {"type": "AdamW", "params": {...}} on one line
 };
 
 // "scheduler": {"type": "WarmupLR", "params": {...}}; empty type = no schedule.
 struct SchedulerConfig {
   std::string type;  // DeepSpeed's case-sensitive names (nn::lr_scheduler_types())
   nn::LRParamMap params;
+  std::string to_json() const;  // {"type": "WarmupLR", "params": {...}} on one line
 };
 
 // "fp16": dynamic loss scaling as DeepSpeed's. loss_scale 0 = dynamic.

@@ -23,6 +23,15 @@ void write_value(JsonWriter& w, const nn::LRParamValue& value) {
 }
 
 // An offload section's "device" and "nvme_path" (null when unset).
+// An "optimizer" or "scheduler" section: its type and params.
+template <typename Section>
+void write_section(JsonWriter& w, const Section& section, JsonWriter::Layout layout = JsonWriter::Layout::Pretty) {
+  w.begin_object(layout).member("type", section.type);
+  w.key("params").begin_object();
+  for (const auto& [name, value] : section.params) write_value(w.key(name), value);
+  w.end_object().end_object();
+}
+
 void write_offload_device(JsonWriter& w, const std::string& device, const std::string& nvme_path) {
   w.member("device", device);
   if (nvme_path.empty()) w.key("nvme_path").null();
@@ -91,6 +100,18 @@ void write_zero(JsonWriter& w, const ZeroConfig& c) {
 
 }  // namespace
 
+std::string OptimizerConfig::to_json() const {
+  JsonWriter w;
+  write_section(w, *this, JsonWriter::Layout::Inline);
+  return w.str();
+}
+
+std::string SchedulerConfig::to_json() const {
+  JsonWriter w;
+  write_section(w, *this, JsonWriter::Layout::Inline);
+  return w.str();
+}
+
 std::string Config::to_json() const {
   JsonWriter w;
   w.begin_object();
@@ -99,18 +120,8 @@ std::string Config::to_json() const {
   if (batch.train_micro_batch_size_per_gpu)
     w.member("train_micro_batch_size_per_gpu", batch.train_micro_batch_size_per_gpu);
   if (batch.gradient_accumulation_steps) w.member("gradient_accumulation_steps", batch.gradient_accumulation_steps);
-  if (!optimizer.type.empty()) {
-    w.key("optimizer").begin_object().member("type", optimizer.type);
-    w.key("params").begin_object();
-    for (const auto& [name, value] : optimizer.params) write_value(w.key(name), value);
-    w.end_object().end_object();
-  }
-  if (!scheduler.type.empty()) {
-    w.key("scheduler").begin_object().member("type", scheduler.type);
-    w.key("params").begin_object();
-    for (const auto& [name, value] : scheduler.params) write_value(w.key(name), value);
-    w.end_object().end_object();
-  }
+  if (!optimizer.type.empty()) write_section(w.key("optimizer"), optimizer);
+  if (!scheduler.type.empty()) write_section(w.key("scheduler"), scheduler);
   w.member("gradient_clipping", gradient_clipping);
   w.member("steps_per_print", steps_per_print);
   w.member("wall_clock_breakdown", wall_clock_breakdown);

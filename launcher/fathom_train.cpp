@@ -79,8 +79,23 @@ int run(const launcher::TrainOptions& opt, const parallel::Runtime& runtime) {
   std::string builtin = kDefaultConfig;
   builtin.replace(builtin.find("@STEPS@"), 7, std::to_string(opt.steps));
   builtin.replace(builtin.find("@WARMUP@"), 8, std::to_string(warmup));
-  Config config = opt.config_path.empty() ? Config::from_string(builtin) : Config::from_file(opt.config_path);
+  const Config defaults = Config::from_string(builtin);
+  Config config = opt.config_path.empty() ? defaults : Config::from_file(opt.config_path);
   if (opt.seed) config.seed = *opt.seed;
+  // What a given config lacks, fathom-train fills from its own defaults, and says so (the
+  // library keeps refusing a config without an optimizer: only a program knows its defaults).
+  if (config.optimizer.type.empty()) {
+    config.optimizer = defaults.optimizer;
+    if (main_rank)
+      std::printf("fathom-train: optimizer: %s (fathom-train's default: the config has none)\n",
+                  config.optimizer.to_json().c_str());
+  }
+  if (config.scheduler.type.empty() && !opt.config_path.empty()) {
+    config.scheduler = defaults.scheduler;
+    if (main_rank)
+      std::printf("fathom-train: scheduler: %s (fathom-train's default: the config has none)\n",
+                  config.scheduler.to_json().c_str());
+  }
 
   // Data: a token .bin, any other file as bytes, or the built-in corpus.
   models::GPTConfig model_config = models::GPTConfig::preset(opt.preset);
