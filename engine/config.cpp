@@ -38,11 +38,28 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
     top.fail("bfloat16", "\"bf16\" is given too (line " + std::to_string(top.line_of("bf16")) +
                              "); \"bfloat16\" is DeepSpeed's old name for it, keep one");
   c.bf16 = parse_bf16(top.section(top.find("bfloat16") ? "bfloat16" : "bf16"));
+  if (top.find("bfloat16"))
+    c.notices.push_back(config_notice(top, "bfloat16", "DeepSpeed's deprecated name, read as \"bf16\""));
   if (c.fp16.enabled && c.bf16.enabled)
     throw_config_error({source, 0, ""},
                        "fp16.enabled and bf16.enabled are both true; choose one mixed-precision mode (DeepSpeed "
                        "rejects both too)");
-  c.zero = parse_zero(top.section("zero_optimization"));
+  // DeepSpeed's oldest ZeRO spelling, a boolean: true is stage 1, false stage 0.
+  if (const ConfigNode* zero = top.find("zero_optimization"); zero && zero->is_scalar() && config_bool(*zero)) {
+    c.zero.stage = *config_bool(*zero) ? 1 : 0;
+    c.zero.overlap_comm = c.zero.stage == 0;  // the stage's default
+    c.notices.push_back(config_notice(top, "zero_optimization", std::string("DeepSpeed's deprecated boolean form, read ") +
+                                      "as {\"stage\": " + std::to_string(c.zero.stage) + "}"));
+  } else {
+    c.zero = parse_zero(top.section("zero_optimization"), c.notices);
+  }
+  // aio.thread_count: DeepSpeed accepts and ignores it; its setting today is intra_op_parallelism.
+  if (const ConfigSection aio = top.section("aio"); aio.find("thread_count")) {
+    c.aio_intra_op_parallelism = aio.integer("thread_count", 1, 1);
+    c.notices.push_back(config_notice(aio, "thread_count", "DeepSpeed ignores it; Fathom reads it as "
+                                      "\"intra_op_parallelism\" (" + std::to_string(c.aio_intra_op_parallelism) +
+                                      " I/O threads)"));
+  }
   c.prescale_gradients = top.boolean("prescale_gradients", c.prescale_gradients);
   c.gradient_predivide_factor = top.number("gradient_predivide_factor", c.gradient_predivide_factor, 1e-30);
   c.communication_data_type = top.choice("communication_data_type", "", {"fp32", "fp16", "bf16"});

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/config_reader.h"
 #include "nn/lr_schedule.h"
@@ -161,6 +162,12 @@ struct Config {
   // (fp32 at stage 0 in mixed precision, the model's dtype in ZeRO's buckets) — Fathom's
   // default; DeepSpeed's is the training precision.
   std::string communication_data_type;
+  // aio.thread_count: DeepSpeed ignores it; Fathom reads it as intra_op_parallelism (the
+  // offload I/O engine's threads).
+  int64_t aio_intra_op_parallelism = 1;
+  // One line per key read differently from how it is written (DeepSpeed's deprecated
+  // spellings, mapped to the current key): fathom::initialize logs them on rank 0.
+  std::vector<std::string> notices;
   std::string source;  // the file path ("" for a string), for messages
 
   // Fills in `batch` for this data-parallel world size (see fathom::resolve_batch).

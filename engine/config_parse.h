@@ -9,7 +9,10 @@ namespace fathom {
 
 Fp16Config parse_fp16(const ConfigSection& section);
 Bf16Config parse_bf16(const ConfigSection& section);
-ZeroConfig parse_zero(const ConfigSection& section);
+// DeepSpeed's deprecated spellings inside the section are mapped, each with a line in `notices`.
+ZeroConfig parse_zero(const ConfigSection& section, std::vector<std::string>& notices);
+// "config notice at <path> (line N): <what>" — a key read differently from how it is written.
+std::string config_notice(const ConfigSection& section, const std::string& key, const std::string& what);
 OptimizerConfig parse_optimizer(const ConfigSection& section);
 // `base_lr`: the optimizer's lr (the schedule is built once here to check its params).
 SchedulerConfig parse_scheduler(const ConfigSection& section, double base_lr);

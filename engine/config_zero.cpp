@@ -48,9 +48,17 @@ OffloadOptimizerConfig parse_offload_optimizer(const ConfigSection& s) {
   return c;
 }
 
-// DeepSpeed's deprecated spellings: false is harmless; true gets the current spelling.
-void reject_deprecated(const ConfigSection& s, const std::string& key, const std::string& instead) {
-  if (s.boolean(key, false)) s.fail(key, "deprecated in DeepSpeed and not read by Fathom; write " + instead);
+// DeepSpeed's deprecated spellings, read as the current key (as DeepSpeed reads them), each with
+// a notice. `section`: the current key's section, which must not be given as well.
+void map_deprecated_offload(const ConfigSection& s, const std::string& key, const std::string& section,
+                            std::string& device, std::vector<std::string>& notices) {
+  if (!s.boolean(key, false)) return;
+  if (s.find(section))
+    s.fail(key, "is DeepSpeed's deprecated spelling of \"" + section + "\": {\"device\": \"cpu\"}, which is given "
+                "too (line " + std::to_string(s.line_of(section)) + "); keep \"" + section + "\"");
+  device = "cpu";
+  notices.push_back(config_notice(s, key, "DeepSpeed's deprecated spelling, read as \"" + section +
+                                              "\": {\"device\": \"cpu\"}"));
 }
 
 // ZeRO++ and MiCS: DeepSpeed features outside Fathom's ZeRO. (Fathom's ZeRO will read the
@@ -64,7 +72,12 @@ void reject_feature(const ConfigSection& s, const std::string& key, bool on, con
 
 }  // namespace
 
-ZeroConfig parse_zero(const ConfigSection& s) {
+std::string config_notice(const ConfigSection& s, const std::string& key, const std::string& what) {
+  const int line = s.line_of(key);
+  return "config notice at " + s.path_of(key) + (line > 0 ? " (line " + std::to_string(line) + ")" : "") + ": " + what;
+}
+
+ZeroConfig parse_zero(const ConfigSection& s, std::vector<std::string>& notices) {
   std::vector<std::string> known = {
       "stage", "contiguous_gradients", "overlap_comm", "reduce_scatter", "reduce_bucket_size",
       "use_multi_rank_bucket_allreduce", "allgather_partitions", "allgather_bucket_size", "load_from_fp32_weights",
@@ -100,10 +113,14 @@ ZeroConfig parse_zero(const ConfigSection& s) {
   c.offload_param = parse_offload_param(s.section("offload_param"));
   c.offload_optimizer = parse_offload_optimizer(s.section("offload_optimizer"));
   c.sub_group_size = s.integer("sub_group_size", c.sub_group_size, 0);
-  reject_deprecated(s, "cpu_offload", "\"offload_optimizer\": {\"device\": \"cpu\"}");
-  reject_deprecated(s, "cpu_offload_param", "\"offload_param\": {\"device\": \"cpu\"}");
-  reject_deprecated(s, "cpu_offload_use_pin_memory", "\"pin_memory\": true inside offload_param / offload_optimizer");
-  reject_deprecated(s, "stage3_gather_fp16_weights_on_model_save", "\"stage3_gather_16bit_weights_on_model_save\"");
+  map_deprecated_offload(s, "cpu_offload", "offload_optimizer", c.offload_optimizer.device, notices);
+  map_deprecated_offload(s, "cpu_offload_param", "offload_param", c.offload_param.device, notices);
+  // DeepSpeed maps this one to nothing; Fathom pins the buffers of both offloads, as meant.
+  if (s.boolean("cpu_offload_use_pin_memory", false)) {
+    c.offload_optimizer.pin_memory = c.offload_param.pin_memory = true;
+    notices.push_back(config_notice(s, "cpu_offload_use_pin_memory", "DeepSpeed's deprecated spelling (which DeepSpeed "
+                                    "ignores), read as \"pin_memory\": true in offload_optimizer and offload_param"));
+  }
 
   auto integer = [&](int64_t fallback, int64_t min) {
     return [&s, fallback, min](const std::string& key) { return s.integer(key, fallback, min); };
@@ -116,6 +133,14 @@ ZeroConfig parse_zero(const ConfigSection& s) {
   c.max_reuse_distance = read_aliased(s, "max_reuse_distance", integer(c.max_reuse_distance, 0));
   c.gather_16bit_weights_on_model_save =
       read_aliased(s, "gather_16bit_weights_on_model_save", flag(c.gather_16bit_weights_on_model_save));
+  if (const std::string old = "stage3_gather_fp16_weights_on_model_save"; s.find(old)) {
+    if (s.find("gather_16bit_weights_on_model_save") || s.find(alias_of("gather_16bit_weights_on_model_save")))
+      s.fail(old, "is DeepSpeed's deprecated spelling of \"stage3_gather_16bit_weights_on_model_save\", which is "
+                  "given too; keep that one");
+    c.gather_16bit_weights_on_model_save = s.boolean(old, false);
+    notices.push_back(config_notice(s, old, "DeepSpeed's deprecated spelling, read as "
+                                            "\"stage3_gather_16bit_weights_on_model_save\""));
+  }
   c.module_granularity_threshold =
       read_aliased(s, "module_granularity_threshold", integer(c.module_granularity_threshold, INT64_MIN));
   c.use_all_reduce_for_fetch_params =

@@ -2,6 +2,7 @@
 
 #include <cctype>
 
+#include "core/logging.h"
 #include "nn/optimizer_factory.h"
 #include "parallel/local_communicator.h"
 #include "zero/replicated_state.h"
@@ -72,6 +73,9 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
 // What every engine does first: the config checked against this build and the data group's
 // size, the layout read from the model, one set of weights, the model in its precision.
 zero::ParallelLayout prepare(Config& config, nn::Module& model, const parallel::ProcessGroups& groups) {
+  const parallel::GridCoord coord = groups.coord();
+  if (coord.data == 0 && coord.tensor == 0 && coord.pipeline == 0)
+    for (const std::string& notice : config.notices) FATHOM_LOG(Warning, notice);
   config.check_supported();
   config.resolve_batch(groups.data().size());
   zero::ParallelLayout layout{groups, {}};
