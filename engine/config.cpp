@@ -60,6 +60,8 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
                                       "\"intra_op_parallelism\" (" + std::to_string(c.aio_intra_op_parallelism) +
                                       " I/O threads)"));
   }
+  c.checkpoint_tag_validation =
+      top.section("checkpoint").choice("tag_validation", c.checkpoint_tag_validation, {"Ignore", "Warn", "Fail"});
   c.prescale_gradients = top.boolean("prescale_gradients", c.prescale_gradients);
   c.gradient_predivide_factor = top.number("gradient_predivide_factor", c.gradient_predivide_factor, 1e-30);
   c.communication_data_type = top.choice("communication_data_type", "", {"fp32", "fp16", "bf16"});

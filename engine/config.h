@@ -165,6 +165,8 @@ struct Config {
   // aio.thread_count: DeepSpeed ignores it; Fathom reads it as intra_op_parallelism (the
   // offload I/O engine's threads).
   int64_t aio_intra_op_parallelism = 1;
+  // checkpoint.tag_validation: "Ignore", "Warn" or "Fail" when ranks save under different tags.
+  std::string checkpoint_tag_validation = "Warn";
   // One line per key read differently from how it is written (DeepSpeed's deprecated
   // spellings, mapped to the current key): fathom::initialize logs them on rank 0.
   std::vector<std::string> notices;

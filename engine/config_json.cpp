@@ -126,6 +126,7 @@ std::string Config::to_json() const {
   w.member("steps_per_print", steps_per_print);
   w.member("wall_clock_breakdown", wall_clock_breakdown);
   if (seed) w.member("seed", static_cast<long long>(*seed));
+  w.key("checkpoint").begin_object().member("tag_validation", checkpoint_tag_validation).end_object();
   w.member("prescale_gradients", prescale_gradients);
   w.member("gradient_predivide_factor", gradient_predivide_factor);
   if (communication_data_type.empty()) w.key("communication_data_type").null();

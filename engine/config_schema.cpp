@@ -169,7 +169,9 @@ std::string not_supported(const std::string& key, const std::string& fix) {
 void check_defaults(const ConfigSection& section, const ConfigNode& fallback, const std::string& top_key) {
   section.check_keys(keys_of(fallback));
   for (const ConfigMember& member : section.node()->members) {
-    if (section.path_of(member.key) == "aio.thread_count") continue;  // read by parse_config
+    // Keys inside these sections that parse_config reads itself.
+    const std::string path = section.path_of(member.key);
+    if (path == "aio.thread_count" || path == "checkpoint.tag_validation") continue;
     const ConfigNode& expected = *fallback.find(member.key);
     if (expected.is_map()) {
       check_defaults(section.section(member.key), expected, top_key);

@@ -50,6 +50,8 @@ struct EngineOptions {
   int64_t steps_per_print = 10;    // 0: never
   bool wall_clock_breakdown = false;
   uint64_t seed = kDefaultSeed;    // dropout's seed
+  // checkpoint.tag_validation: what save_checkpoint does when ranks pass different tags.
+  enum class TagValidation { Ignore, Warn, Fail } tag_validation = TagValidation::Warn;
   int64_t train_batch_size() const { return micro_batch_size * gradient_accumulation_steps * dp_world_size; }
 };
 

@@ -23,6 +23,8 @@
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
+#include "core/logging.h"
+#include "core/xxhash64.h"
 #include "engine/checkpoint_layout.h"
 #include "engine/checkpoint_reader.h"
 #include "engine/engine.h"
@@ -63,6 +65,22 @@ void write_atomically(const fs::path& path, const std::string& text) {
   fsync_path(tmp);
   fs::rename(tmp, path);
   fsync_path(path.parent_path());
+}
+
+// checkpoint.tag_validation, as DeepSpeed checks it: every rank of the group must save under the
+// same tag (a tag with rank-specific text would not load at another world size). Collective.
+void validate_tag(parallel::Communicator& group, const std::string& tag, EngineOptions::TagValidation mode) {
+  if (mode == EngineOptions::TagValidation::Ignore || group.size() == 1) return;
+  Tensor hash = Tensor::from_vector<int64_t>({static_cast<int64_t>(xxhash64(tag.data(), tag.size()))});
+  Tensor low = hash.clone();
+  group.all_reduce(hash, parallel::ReduceOp::Max);
+  group.all_reduce(low, parallel::ReduceOp::Min);
+  if (hash.data<int64_t>()[0] == low.data<int64_t>()[0]) return;
+  const std::string message = "save_checkpoint: the tag \"" + tag + "\" of rank " + std::to_string(group.rank()) +
+                              " is not the tag of every rank; pass one tag on every rank (a tag with rank-specific "
+                              "text does not load at another world size)";
+  FATHOM_CHECK(mode != EngineOptions::TagValidation::Fail, message, " (checkpoint.tag_validation is \"Fail\")");
+  FATHOM_LOG(Warning, message);
 }
 
 // Every rank's checksum of each state in `states` (the same list on every rank), gathered on
@@ -130,6 +148,8 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
     coord.data = data_rank;
     return checkpoint_file_name(coord, state_->groups().topology(), kind);
   };
+
+  validate_tag(*group, tag, options_.tag_validation);
 
   if (rank == 0) {
     fs::create_directories(dir);

@@ -94,6 +94,10 @@ EngineOptions engine_options(const Config& config, int64_t dp_world_size) {
   options.steps_per_print = config.steps_per_print;
   options.wall_clock_breakdown = config.wall_clock_breakdown;
   options.seed = config.seed.value_or(kDefaultSeed);
+  using TagValidation = EngineOptions::TagValidation;
+  options.tag_validation = config.checkpoint_tag_validation == "Fail"     ? TagValidation::Fail
+                           : config.checkpoint_tag_validation == "Ignore" ? TagValidation::Ignore
+                                                                          : TagValidation::Warn;
   return options;
 }
 

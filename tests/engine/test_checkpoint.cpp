@@ -321,3 +321,25 @@ TEST_CASE("checkpoint file names carry every parallel coordinate that makes a ra
   for (int rank = 0; rank < 8; ++rank) names.insert(checkpoint_file_name(grid.coord_of(rank), grid, "param"));
   CHECK(names.size() == 8);
 }
+
+TEST_CASE("checkpoint.tag_validation: different tags on different ranks warn, or fail on every rank", "[checkpoint]") {
+  const auto& world = runtime().world_ptr();
+  if (world->size() == 1) return;
+  const std::string dir = (std::filesystem::temp_directory_path() / "fathom_tag_validation").string();
+  const std::string config = R"({"train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "SGD", "params": {"lr": 0.1}},
+      "checkpoint": {"tag_validation": "Fail"}})";
+  auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 5);
+  const Initialized init = initialize(Config::from_string(config), model, nullptr, tokens(), world);
+  const std::string tag = "rank" + std::to_string(world->rank());  // rank-specific: refused on every rank
+  CHECK(testing::error_of([&] { init.engine->save_checkpoint(dir, tag); }) ==
+        "save_checkpoint: the tag \"" + tag + "\" of rank " + std::to_string(world->rank()) +
+            " is not the tag of every rank; pass one tag on every rank (a tag with rank-specific text does not load "
+            "at another world size) (checkpoint.tag_validation is \"Fail\")");
+  CHECK_FALSE(std::filesystem::exists(dir + "/" + tag + ".tmp"));  // refused before anything is written
+  // One tag on every rank saves.
+  init.engine->save_checkpoint(dir, "same");
+  CHECK(std::filesystem::exists(dir + "/same/index.json"));
+  CHECK(Config::from_string(config).checkpoint_tag_validation == "Fail");
+  CHECK(Config::from_string(R"({"train_batch_size": 2, "checkpoint": {"tag_validation": "ignore"}})")
+            .checkpoint_tag_validation == "Ignore");
+}
