@@ -21,6 +21,15 @@ std::string read_text(const fs::path& path) {
 }
 }  // namespace
 
+std::string find_checkpoint_dir(const std::string& dir) {
+  const fs::path given(dir), nested = fs::path(dir) / "checkpoints";
+  if (fs::exists(given / "latest")) return given.string();
+  if (fs::exists(nested / "latest")) return nested.string();
+  FATHOM_FAIL("no checkpoint in ", dir, ": looked for ", (given / "latest").string(), " and ",
+              (nested / "latest").string(), " (a fathom-train --out folder keeps its checkpoints in checkpoints/); "
+              "pass the folder that holds `latest`, or save a checkpoint first (--save-every)");
+}
+
 CheckpointReader::CheckpointReader(const std::string& dir, std::string tag) : dir_(dir), tag_(std::move(tag)) {
   if (tag_.empty()) {
     const fs::path latest = fs::path(dir) / "latest";

@@ -19,6 +19,10 @@ namespace fathom {
 
 inline constexpr const char* kCheckpointFormat = "fathom-checkpoint-2";
 
+// The checkpoint folder `dir` names: `dir` itself when it holds `latest`, or `dir`/checkpoints
+// when `dir` is a fathom-train --out folder. Otherwise an error listing what it looked for.
+std::string find_checkpoint_dir(const std::string& dir);
+
 class CheckpointReader {
  public:
   // tag "": the one `<dir>/latest` names. Errors name the missing file and the fix.

@@ -47,7 +47,7 @@ int run(int argc, char** argv) {
   FATHOM_CHECK(!dir.empty() && !out.empty(), "give a checkpoint folder and --out FILE; see fathom-export --help");
   FATHOM_CHECK(is_floating_point(dtype), "--dtype must be f32, bf16 or f16");
 
-  CheckpointReader reader(dir, tag);
+  CheckpointReader reader(tag.empty() ? find_checkpoint_dir(dir) : dir, tag);
   const std::string source = reader.has("master") ? "master" : "param";
   Tensor flat = Tensor::empty({reader.parameters()}, DType::F32);
   reader.read(source, flat, {0, reader.parameters()});

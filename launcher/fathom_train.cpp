@@ -20,6 +20,7 @@
 #include "core/allocator.h"
 #include "core/threads.h"
 #include "engine/byte_text_dataset.h"
+#include "engine/checkpoint_reader.h"
 #include "engine/initialize.h"
 #include "engine/memory_report.h"
 #include "engine/token_dataset.h"
@@ -130,7 +131,7 @@ int run(const launcher::TrainOptions& opt, const parallel::Runtime& runtime) {
   Initialized init = initialize(config, model, nullptr, train, runtime.groups());
   Engine& engine = *init.engine;
   if (!opt.resume_dir.empty()) {
-    engine.load_checkpoint(opt.resume_dir);
+    engine.load_checkpoint(find_checkpoint_dir(opt.resume_dir));
     if (main_rank)
       std::printf("fathom-train: resumed from %s at step %lld\n", opt.resume_dir.c_str(),
                   static_cast<long long>(engine.global_steps()));

@@ -98,7 +98,8 @@ and sources), 300 steps, output in runs/latest.
   --eval-interval N    validation loss every N steps (default 50; 0: only at the end)
   --eval-batches N     validation micro-batches per evaluation (default 8)
   --save-every N       save a checkpoint to <out>/checkpoints every N steps and at the end
-  --resume DIR         continue from the latest checkpoint in DIR (any world size or ZeRO stage)
+  --resume DIR         continue from the latest checkpoint in DIR: a checkpoint folder, or the --out
+                       folder of an earlier run (any world size or ZeRO stage)
   --device D           auto (default: this rank's GPU when there is one, else the CPU), cpu or cuda
   --attention K        auto (default), fused or gemm: how causal attention is computed
                        (docs/nn.md, "Attention kernels")
