@@ -7,7 +7,6 @@
 #include "engine/config_schema.h"
 
 namespace fathom {
-namespace {
 
 Config parse_config(const ConfigNode& root, const std::string& source) {
   const ConfigSection top(&root, "", source);
@@ -72,13 +71,15 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
   return c;
 }
 
+namespace {
+
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
 
-Config Config::from_file(const std::string& path) {
+ConfigNode read_config_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_config_error({path, 0, ""}, "cannot open the file; check the path (relative paths start in the working directory)");
   std::ostringstream text;
@@ -86,8 +87,10 @@ Config Config::from_file(const std::string& path) {
   ConfigFormat format = ConfigFormat::Auto;
   if (ends_with(path, ".json")) format = ConfigFormat::Json;
   if (ends_with(path, ".yaml") || ends_with(path, ".yml")) format = ConfigFormat::Yaml;
-  return parse_config(read_config_tree(text.str(), format, path), path);
+  return read_config_tree(text.str(), format, path);
 }
+
+Config Config::from_file(const std::string& path) { return parse_config(read_config_file(path), path); }
 
 Config Config::from_string(const std::string& text, ConfigFormat format) {
   return parse_config(read_config_tree(text, format, ""), "");

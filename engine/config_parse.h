@@ -7,6 +7,10 @@
 
 namespace fathom {
 
+// The whole config from its tree (Config::from_file / from_string), and a file's tree.
+Config parse_config(const ConfigNode& root, const std::string& source);
+ConfigNode read_config_file(const std::string& path);
+
 Fp16Config parse_fp16(const ConfigSection& section);
 Bf16Config parse_bf16(const ConfigSection& section);
 // DeepSpeed's deprecated spellings inside the section are mapped, each with a line in `notices`.

@@ -88,8 +88,9 @@ std::optional<bool> config_bool(const ConfigNode& node) {
 
 void throw_config_type_error(const ConfigLocation& where, const ConfigNode& value, const std::string& expected) {
   if (value.is_scalar() && value.text == "auto")
-    throw_config_error(where, "\"auto\" is filled in by the Hugging Face Trainer's DeepSpeed integration, which Fathom "
-                              "does not have; write " + expected);
+    throw_config_error(where, "\"auto\" is a placeholder that a program fills in from its own settings (the "
+                              "Hugging Face Trainer; fathom-train fills the usual ones), not the library; write " +
+                                  expected);
   if (value.is_scalar() && value.quoted) {
     ConfigNode plain = value;
     plain.quoted = false;

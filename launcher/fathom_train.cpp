@@ -20,7 +20,9 @@
 #include "core/allocator.h"
 #include "core/threads.h"
 #include "engine/byte_text_dataset.h"
+#include "core/json_writer.h"
 #include "engine/checkpoint_reader.h"
+#include "engine/config_auto.h"
 #include "engine/initialize.h"
 #include "engine/memory_report.h"
 #include "engine/token_dataset.h"
@@ -70,6 +72,49 @@ double validation_loss(models::GPT& model, DataLoader& loader, int max_batches) 
   return batches ? total / batches : std::nan("");
 }
 
+// The values fathom-train gives a config's "auto" keys, as the Hugging Face Trainer's DeepSpeed
+// integration derives them from its own arguments: batch sizes and accumulation from fathom-train's
+// built-in config and the world size, the optimizer's and schedule's settings from its defaults
+// and --steps, fp16/bf16 from its precision (f32), the bucket sizes from the model's width.
+AutoValues auto_values(const Config& defaults, int64_t hidden, int64_t warmup, int64_t steps, int world) {
+  const auto number = [](double value) { return json_number(value); };
+  const auto integer = [](int64_t value) { return std::to_string(value); };
+  const BatchConfig& batch = defaults.batch;
+  const int64_t micro = batch.train_micro_batch_size_per_gpu, accumulation = batch.gradient_accumulation_steps;
+  const std::string builtin = "fathom-train's default";
+  AutoValues v = {
+      {"train_micro_batch_size_per_gpu", {integer(micro), builtin}},
+      {"gradient_accumulation_steps", {integer(accumulation), builtin}},
+      {"train_batch_size", {integer(micro * accumulation * world),
+                            "micro-batch x accumulation x " + std::to_string(world) + (world == 1 ? " rank" : " ranks")}},
+      {"gradient_clipping", {number(defaults.gradient_clipping), builtin}},
+      {"fp16.enabled", {"false", "fathom-train trains in f32"}},
+      {"bf16.enabled", {"false", "fathom-train trains in f32"}},
+      {"scheduler.params.warmup_num_steps", {integer(warmup), builtin + " for --steps " + std::to_string(steps)}},
+      {"scheduler.params.total_num_steps", {integer(steps), "--steps"}},
+      {"scheduler.params.warmup_min_lr", {"0.0", builtin}},
+      {"zero_optimization.reduce_bucket_size", {integer(hidden * hidden), "hidden size squared"}},
+      {"zero_optimization.stage3_prefetch_bucket_size",
+       {integer(static_cast<int64_t>(0.9 * static_cast<double>(hidden * hidden))), "0.9 x hidden size squared"}},
+      {"zero_optimization.stage3_param_persistence_threshold", {integer(10 * hidden), "10 x hidden size"}},
+  };
+  for (const auto& [name, value] : defaults.optimizer.params) {
+    JsonWriter w(JsonWriter::Layout::Inline);
+    if (const double* real = std::get_if<double>(&value.value())) w.value(*real);
+    else if (const bool* flag = std::get_if<bool>(&value.value())) w.value(*flag);
+    else {
+      w.begin_array();
+      for (double item : std::get<std::vector<double>>(value.value())) w.value(item);
+      w.end_array();
+    }
+    v["optimizer.params." + name] = {w.str(), builtin};
+  }
+  v["optimizer.params.eps"] = {"1e-08", builtin};
+  if (const auto lr = v.find("optimizer.params.lr"); lr != v.end())
+    v["scheduler.params.warmup_max_lr"] = {lr->second.json, builtin + " lr"};
+  return v;
+}
+
 int run(const launcher::TrainOptions& opt, const parallel::Runtime& runtime) {
   const bool main_rank = runtime.is_main_process();
   if (opt.threads > 0) set_num_threads(opt.threads);
@@ -81,7 +126,16 @@ int run(const launcher::TrainOptions& opt, const parallel::Runtime& runtime) {
   builtin.replace(builtin.find("@STEPS@"), 7, std::to_string(opt.steps));
   builtin.replace(builtin.find("@WARMUP@"), 8, std::to_string(warmup));
   const Config defaults = Config::from_string(builtin);
-  Config config = opt.config_path.empty() ? defaults : Config::from_file(opt.config_path);
+  models::GPTConfig sizes = models::GPTConfig::preset(opt.preset);
+  opt.apply_sizes(sizes);
+  std::vector<AutoFilled> filled;
+  Config config = opt.config_path.empty()
+                      ? defaults
+                      : config_from_file_with_auto(opt.config_path, auto_values(defaults, sizes.n_embd, warmup,
+                                                                                opt.steps, runtime.size()),
+                                                   &filled);
+  if (main_rank)
+    for (const AutoFilled& f : filled) std::printf("fathom-train: \"auto\" %s\n", f.line().c_str());
   if (opt.seed) config.seed = *opt.seed;
   // What a given config lacks, fathom-train fills from its own defaults, and says so (the
   // library keeps refusing a config without an optimizer: only a program knows its defaults).
@@ -99,8 +153,7 @@ int run(const launcher::TrainOptions& opt, const parallel::Runtime& runtime) {
   }
 
   // Data: a token .bin, any other file as bytes, or the built-in corpus.
-  models::GPTConfig model_config = models::GPTConfig::preset(opt.preset);
-  opt.apply_sizes(model_config);
+  models::GPTConfig model_config = sizes;
   std::shared_ptr<TokenDataset> all;
   std::string data_name = "built-in corpus";
   if (opt.data_path.empty()) {

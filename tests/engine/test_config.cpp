@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "engine/config.h"
+#include "engine/config_auto.h"
 
 using namespace fathom;
 
@@ -180,7 +181,9 @@ TEST_CASE("quoted numbers and bools are type errors naming the key", "[engine]")
 }
 
 TEST_CASE("\"auto\" is rejected with an explanation", "[engine]") {
-  const std::string why = "\"auto\" is filled in by the Hugging Face Trainer's DeepSpeed integration, which Fathom does not have; write ";
+  const std::string why =
+      "\"auto\" is a placeholder that a program fills in from its own settings (the Hugging Face Trainer; "
+      "fathom-train fills the usual ones), not the library; write ";
   CHECK(parse_error("{\"train_batch_size\": \"auto\"}") == "config error at train_batch_size: " + why + "an integer >= 1");
   CHECK(parse_error(with(R"("gradient_clipping": "auto")")) == "config error at gradient_clipping: " + why + "a number >= 0");
   CHECK(parse_error(with(R"("fp16": {"enabled": "auto"})")) == "config error at fp16.enabled: " + why + "true or false");
@@ -574,4 +577,23 @@ TEST_CASE("gradient averaging keys: prescaling, predivision and the communicatio
         "config error at communication_data_type: expected one of \"fp32\", \"fp16\", \"bf16\", got \"fp8\"; did "
         "you mean \"fp32\"?");
   CHECK(parse_error(with(R"("gradient_predivide_factor": 0)")).find("gradient_predivide_factor") != std::string::npos);
+}
+
+TEST_CASE("\"auto\" filled by a program: its values replace the placeholders it knows, the rest are refused", "[engine]") {
+  const std::string path = write_file("auto.json", R"({"train_batch_size": "auto",
+  "optimizer": {"type": "AdamW", "params": {"lr": "auto", "betas": "auto"}}})");
+  std::vector<AutoFilled> filled;
+  const Config c = config_from_file_with_auto(
+      path, {{"train_batch_size", {"8", "the program"}}, {"optimizer.params.lr", {"0.001", "a flag"}},
+             {"optimizer.params.betas", {"[0.8, 0.9]", "the program"}}},
+      &filled);
+  CHECK(c.batch.train_batch_size == 8);
+  REQUIRE(filled.size() == 3);
+  CHECK(filled[0].line() == "train_batch_size = 8 (the program)");
+  CHECK(filled[1].line() == "optimizer.params.lr = 0.001 (a flag)");
+  CHECK(std::get<std::vector<double>>(c.optimizer.params.at("betas").value()) == std::vector<double>{0.8, 0.9});
+  // An "auto" the program has no value for is refused, naming the key (and line).
+  const std::string error = error_of([&] { config_from_file_with_auto(path, {{"train_batch_size", {"8", "x"}}}, nullptr); });
+  CHECK(error.find("optimizer.params.lr") != std::string::npos);
+  CHECK(error.find("\"auto\" is a placeholder") != std::string::npos);
 }
