@@ -23,12 +23,17 @@ void fill(ConfigNode& node, const std::string& path, const AutoValues& values, s
 
 }  // namespace
 
+std::vector<AutoFilled> fill_auto(ConfigNode& tree, const AutoValues& values) {
+  std::vector<AutoFilled> filled;
+  fill(tree, "", values, filled);
+  return filled;
+}
+
 std::string AutoFilled::line() const { return path + " = " + value.json + " (" + value.from + ")"; }
 
 Config config_from_file_with_auto(const std::string& path, const AutoValues& values, std::vector<AutoFilled>* filled) {
   ConfigNode root = read_config_file(path);
-  std::vector<AutoFilled> replaced;
-  fill(root, "", values, replaced);
+  std::vector<AutoFilled> replaced = fill_auto(root, values);
   if (filled) *filled = std::move(replaced);
   return parse_config(root, path);
 }

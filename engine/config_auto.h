@@ -25,6 +25,9 @@ struct AutoFilled {
   std::string line() const;  // "optimizer.params.lr = 0.002 (fathom-train's default)"
 };
 
+// Replaces every "auto" in `tree` whose path `values` has; returns what was replaced.
+std::vector<AutoFilled> fill_auto(ConfigNode& tree, const AutoValues& values);
+
 // Reads the config file like Config::from_file, with every "auto" whose path `values` has
 // replaced first; `filled` lists them in document order. An "auto" at another path stays and
 // is refused by the parser, naming the key.

@@ -19,7 +19,7 @@ std::string config_error_message(const ConfigLocation& where, const std::string&
 }
 
 void throw_config_error(const ConfigLocation& where, const std::string& what) {
-  FATHOM_FAIL(config_error_message(where, what));
+  throw ConfigError(__FILE__, __LINE__, where, what);
 }
 
 std::string join_config_path(const std::string& parent, const std::string& key) {

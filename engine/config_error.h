@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "core/error.h"
+
 namespace fathom {
 
 // Where in the config an error points: the file (empty for a string), the 1-based line (0 when
@@ -18,7 +20,19 @@ struct ConfigLocation {
 
 std::string config_error_message(const ConfigLocation& where, const std::string& what);
 
-// Throws fathom::Error whose message() is config_error_message(where, what).
+// A config error: a fathom::Error that also says where it points (the checker uses that to
+// go on past it and report every problem of a file at once).
+class ConfigError : public Error {
+ public:
+  ConfigError(const char* file, int line, const ConfigLocation& where, const std::string& what)
+      : Error(file, line, config_error_message(where, what)), where_(where) {}
+  const ConfigLocation& where() const { return where_; }
+
+ private:
+  ConfigLocation where_;
+};
+
+// Throws ConfigError whose message() is config_error_message(where, what).
 [[noreturn]] void throw_config_error(const ConfigLocation& where, const std::string& what);
 
 // "a.b" from "a" and "b"; "b" from "" and "b".

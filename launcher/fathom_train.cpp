@@ -20,13 +20,12 @@
 #include "core/allocator.h"
 #include "core/threads.h"
 #include "engine/byte_text_dataset.h"
-#include "core/json_writer.h"
 #include "engine/checkpoint_reader.h"
-#include "engine/config_auto.h"
 #include "engine/initialize.h"
 #include "engine/memory_report.h"
 #include "engine/token_dataset.h"
 #include "launcher/default_corpus.h"
+#include "launcher/train_config.h"
 #include "launcher/train_options.h"
 #include "models/gpt.h"
 #include "models/gpt_weights.h"
@@ -37,17 +36,7 @@ using namespace fathom;
 
 namespace {
 
-const char* kDefaultConfig = R"({
-  # fathom-train's built-in config (DeepSpeed's key names; --config replaces it)
-  "train_micro_batch_size_per_gpu": 16,
-  "gradient_accumulation_steps": 1,
-  "optimizer": {"type": "AdamW", "params": {"lr": 2e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}},
-  "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": @STEPS@, "warmup_num_steps": @WARMUP@,
-                                                     "warmup_type": "linear", "cos_min_ratio": 0.1}},
-  "gradient_clipping": 1.0,
-  "steps_per_print": 10,
-  "seed": 1337
-})";
+
 
 std::string clock_text(double seconds) {
   const int s = static_cast<int>(std::lround(seconds));
@@ -72,85 +61,16 @@ double validation_loss(models::GPT& model, DataLoader& loader, int max_batches) 
   return batches ? total / batches : std::nan("");
 }
 
-// The values fathom-train gives a config's "auto" keys, as the Hugging Face Trainer's DeepSpeed
-// integration derives them from its own arguments: batch sizes and accumulation from fathom-train's
-// built-in config and the world size, the optimizer's and schedule's settings from its defaults
-// and --steps, fp16/bf16 from its precision (f32), the bucket sizes from the model's width.
-AutoValues auto_values(const Config& defaults, int64_t hidden, int64_t warmup, int64_t steps, int world) {
-  const auto number = [](double value) { return json_number(value); };
-  const auto integer = [](int64_t value) { return std::to_string(value); };
-  const BatchConfig& batch = defaults.batch;
-  const int64_t micro = batch.train_micro_batch_size_per_gpu, accumulation = batch.gradient_accumulation_steps;
-  const std::string builtin = "fathom-train's default";
-  AutoValues v = {
-      {"train_micro_batch_size_per_gpu", {integer(micro), builtin}},
-      {"gradient_accumulation_steps", {integer(accumulation), builtin}},
-      {"train_batch_size", {integer(micro * accumulation * world),
-                            "micro-batch x accumulation x " + std::to_string(world) + (world == 1 ? " rank" : " ranks")}},
-      {"gradient_clipping", {number(defaults.gradient_clipping), builtin}},
-      {"fp16.enabled", {"false", "fathom-train trains in f32"}},
-      {"bf16.enabled", {"false", "fathom-train trains in f32"}},
-      {"scheduler.params.warmup_num_steps", {integer(warmup), builtin + " for --steps " + std::to_string(steps)}},
-      {"scheduler.params.total_num_steps", {integer(steps), "--steps"}},
-      {"scheduler.params.warmup_min_lr", {"0.0", builtin}},
-      {"zero_optimization.reduce_bucket_size", {integer(hidden * hidden), "hidden size squared"}},
-      {"zero_optimization.stage3_prefetch_bucket_size",
-       {integer(static_cast<int64_t>(0.9 * static_cast<double>(hidden * hidden))), "0.9 x hidden size squared"}},
-      {"zero_optimization.stage3_param_persistence_threshold", {integer(10 * hidden), "10 x hidden size"}},
-  };
-  for (const auto& [name, value] : defaults.optimizer.params) {
-    JsonWriter w(JsonWriter::Layout::Inline);
-    if (const double* real = std::get_if<double>(&value.value())) w.value(*real);
-    else if (const bool* flag = std::get_if<bool>(&value.value())) w.value(*flag);
-    else {
-      w.begin_array();
-      for (double item : std::get<std::vector<double>>(value.value())) w.value(item);
-      w.end_array();
-    }
-    v["optimizer.params." + name] = {w.str(), builtin};
-  }
-  v["optimizer.params.eps"] = {"1e-08", builtin};
-  if (const auto lr = v.find("optimizer.params.lr"); lr != v.end())
-    v["scheduler.params.warmup_max_lr"] = {lr->second.json, builtin + " lr"};
-  return v;
-}
-
 int run(const launcher::TrainOptions& opt, const parallel::Runtime& runtime) {
   const bool main_rank = runtime.is_main_process();
   if (opt.threads > 0) set_num_threads(opt.threads);
-  // The built-in schedule spans the run: --steps fills total_num_steps, and the warm-up is a tenth
-  // of it, 2 to 20 steps (WarmupCosineLR wants at least 2, and a cosine phase of nonzero length).
-  int64_t warmup = std::clamp<int64_t>(opt.steps / 10, 2, 20);
-  if (warmup == opt.steps) ++warmup;
-  std::string builtin = kDefaultConfig;
-  builtin.replace(builtin.find("@STEPS@"), 7, std::to_string(opt.steps));
-  builtin.replace(builtin.find("@WARMUP@"), 8, std::to_string(warmup));
-  const Config defaults = Config::from_string(builtin);
   models::GPTConfig sizes = models::GPTConfig::preset(opt.preset);
   opt.apply_sizes(sizes);
-  std::vector<AutoFilled> filled;
-  Config config = opt.config_path.empty()
-                      ? defaults
-                      : config_from_file_with_auto(opt.config_path, auto_values(defaults, sizes.n_embd, warmup,
-                                                                                opt.steps, runtime.size()),
-                                                   &filled);
+  std::vector<std::string> config_log;
+  Config config = launcher::train_config(opt.config_path, sizes.n_embd, opt.steps, runtime.size(), &config_log);
   if (main_rank)
-    for (const AutoFilled& f : filled) std::printf("fathom-train: \"auto\" %s\n", f.line().c_str());
+    for (const std::string& line : config_log) std::printf("fathom-train: %s\n", line.c_str());
   if (opt.seed) config.seed = *opt.seed;
-  // What a given config lacks, fathom-train fills from its own defaults, and says so (the
-  // library keeps refusing a config without an optimizer: only a program knows its defaults).
-  if (config.optimizer.type.empty()) {
-    config.optimizer = defaults.optimizer;
-    if (main_rank)
-      std::printf("fathom-train: optimizer: %s (fathom-train's default: the config has none)\n",
-                  config.optimizer.to_json().c_str());
-  }
-  if (config.scheduler.type.empty() && !opt.config_path.empty()) {
-    config.scheduler = defaults.scheduler;
-    if (main_rank)
-      std::printf("fathom-train: scheduler: %s (fathom-train's default: the config has none)\n",
-                  config.scheduler.to_json().c_str());
-  }
 
   // Data: a token .bin, any other file as bytes, or the built-in corpus.
   models::GPTConfig model_config = sizes;

@@ -1,0 +1,61 @@
+#include "engine/config_check.h"
+
+#include <algorithm>
+
+#include "engine/config_parse.h"
+
+namespace fathom {
+namespace {
+
+// Removes the member at dotted `path`; false when there is none.
+bool remove_path(ConfigNode& root, const std::string& path) {
+  ConfigNode* node = &root;
+  std::string rest = path;
+  for (;;) {
+    const size_t dot = rest.find('.');
+    const std::string key = rest.substr(0, dot);
+    auto it = std::find_if(node->members.begin(), node->members.end(),
+                           [&](const ConfigMember& member) { return member.key == key; });
+    if (it == node->members.end()) return false;
+    if (dot == std::string::npos) {
+      node->members.erase(it);
+      return true;
+    }
+    node = &it->value;
+    rest = rest.substr(dot + 1);
+  }
+}
+
+}  // namespace
+
+ConfigCheck check_config_file(const std::string& path, int64_t world_size, const AutoValues& autos) {
+  ConfigCheck check;
+  ConfigNode tree;
+  try {
+    tree = read_config_file(path);
+  } catch (const Error& e) {
+    check.problems.push_back(e.message());  // unreadable: nothing more to check
+    return check;
+  }
+  check.filled = fill_auto(tree, autos);
+  // Each round either succeeds or removes the key its error names; a problem that names no key
+  // (or a key that cannot be removed) ends the check after it is reported.
+  for (size_t round = 0; round <= tree.members.size() * 64 + 64; ++round) {
+    try {
+      Config config = parse_config(tree, path);
+      config.check_supported();
+      config.resolve_batch(world_size);
+      if (check.problems.empty()) check.config = std::move(config);
+      return check;
+    } catch (const ConfigError& e) {
+      check.problems.push_back(e.message());
+      if (e.where().path.empty() || !remove_path(tree, e.where().path)) return check;
+    } catch (const Error& e) {
+      check.problems.push_back(e.message());
+      return check;
+    }
+  }
+  return check;
+}
+
+}  // namespace fathom
