@@ -62,6 +62,7 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
   c.checkpoint_tag_validation =
       top.section("checkpoint").choice("tag_validation", c.checkpoint_tag_validation, {"Ignore", "Warn", "Fail"});
   c.prescale_gradients = top.boolean("prescale_gradients", c.prescale_gradients);
+  c.dataloader_drop_last = top.optional_boolean("dataloader_drop_last");
   c.gradient_predivide_factor = top.number("gradient_predivide_factor", c.gradient_predivide_factor, 1e-30);
   c.communication_data_type = top.choice("communication_data_type", "", {"fp32", "fp16", "bf16"});
   c.optimizer = parse_optimizer(top.section("optimizer"));

@@ -162,6 +162,9 @@ struct Config {
   // (fp32 at stage 0 in mixed precision, the model's dtype in ZeRO's buckets) — Fathom's
   // default; DeepSpeed's is the training precision.
   std::string communication_data_type;
+  // Whether the loader skips an epoch's last, short global batch. Unset: Fathom's default,
+  // true (every step a full global batch); DeepSpeed's default is false.
+  std::optional<bool> dataloader_drop_last;
   // aio.thread_count: DeepSpeed ignores it; Fathom reads it as intra_op_parallelism (the
   // offload I/O engine's threads).
   int64_t aio_intra_op_parallelism = 1;

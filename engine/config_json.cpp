@@ -128,6 +128,7 @@ std::string Config::to_json() const {
   if (seed) w.member("seed", static_cast<long long>(*seed));
   w.key("checkpoint").begin_object().member("tag_validation", checkpoint_tag_validation).end_object();
   w.member("prescale_gradients", prescale_gradients);
+  w.member("dataloader_drop_last", dataloader_drop_last.value_or(true));
   w.member("gradient_predivide_factor", gradient_predivide_factor);
   if (communication_data_type.empty()) w.key("communication_data_type").null();
   else w.member("communication_data_type", communication_data_type);

@@ -18,7 +18,6 @@ constexpr const char* kDefaults = R"({
   "disable_allgather": false,
   "graph_harvesting": false,
   "use_data_before_expert_parallelism": false,
-  "dataloader_drop_last": false,
   "seq_parallel_comm_data_type": "fp32",
   "activation_checkpointing": {
     "partition_activations": false, "number_checkpoints": null, "contiguous_memory_optimization": false,
@@ -91,7 +90,6 @@ std::string feature_name(const std::string& key) {
       {"disable_allgather", "all-gather replacement"},
       {"graph_harvesting", "graph harvesting"},
       {"use_data_before_expert_parallelism", "expert parallelism"},
-      {"dataloader_drop_last", "data loader options"},
       {"seq_parallel_comm_data_type", "sequence parallelism"},
       {"activation_checkpointing", "activation checkpointing settings (use autograd::checkpoint in the model)"},
       {"aio", "async I/O settings"},
@@ -199,7 +197,8 @@ const std::vector<std::string>& fathom_config_keys() {
   static const std::vector<std::string> keys = {
       "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "optimizer", "scheduler",
       "gradient_clipping", "steps_per_print", "wall_clock_breakdown", "seed", "fp16", "bf16", "bfloat16",
-      "zero_optimization", "prescale_gradients", "gradient_predivide_factor", "communication_data_type"};
+      "zero_optimization", "prescale_gradients", "gradient_predivide_factor", "communication_data_type",
+      "dataloader_drop_last"};
   return keys;
 }
 

@@ -152,6 +152,7 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
     loader.dp_rank = groups.data().rank();
     loader.dp_world_size = dp_world_size;
     loader.seed = options.seed;
+    loader.drop_last = config.dataloader_drop_last.value_or(true);
     out.loader = std::make_shared<DataLoader>(std::move(training_data), loader);
     out.engine->attach_data_loader(out.loader);
   }

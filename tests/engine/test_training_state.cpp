@@ -210,3 +210,23 @@ TEST_CASE("an evaluation engine has no optimizer, shards at ZeRO-3 and refuses t
   CHECK_FALSE(bf16->training_state().keeps_masters());
   CHECK(half->named_parameters()[0].second.dtype() == DType::BF16);
 }
+
+TEST_CASE("dataloader_drop_last: the epoch's short last global batch is skipped, or kept as one more step", "[engine]") {
+  const auto steps_per_epoch = [](const std::string& extra) {
+    std::vector<uint16_t> ids(10 * 8 + 1, 3);  // 10 samples of 8 tokens
+    auto data = std::make_shared<TokenDataset>(TokenDataset::from_tokens(ids, 8, 256));
+    auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 1);
+    const Initialized init = initialize(
+        Config::from_string(R"({"train_batch_size": 4, "optimizer": {"type": "SGD", "params": {"lr": 0.1}})" + extra +
+                            "}"),
+        model, nullptr, data);
+    int64_t steps = 0;
+    for (const Batch& batch : *init.loader)
+      if (batch.epoch == 0) ++steps;
+      else break;
+    return steps;
+  };
+  CHECK(steps_per_epoch("") == 2);  // Fathom's default: full global batches only
+  CHECK(steps_per_epoch(R"(, "dataloader_drop_last": true)") == 2);
+  CHECK(steps_per_epoch(R"(, "dataloader_drop_last": false)") == 3);  // DeepSpeed's default: the tail of 2 is kept
+}
