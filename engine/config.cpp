@@ -63,6 +63,14 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
       top.section("checkpoint").choice("tag_validation", c.checkpoint_tag_validation, {"Ignore", "Warn", "Fail"});
   c.prescale_gradients = top.boolean("prescale_gradients", c.prescale_gradients);
   c.dataloader_drop_last = top.optional_boolean("dataloader_drop_last");
+  const ConfigSection data_types = top.section("data_types");
+  data_types.check_keys({"grad_accum_dtype"});
+  c.grad_accum_dtype = data_types.choice("grad_accum_dtype", "", {"fp32", "fp16", "bf16"});
+  const std::string model_dtype = c.fp16.enabled ? "fp16" : c.bf16.enabled ? "bf16" : "fp32";
+  if (!c.grad_accum_dtype.empty() && c.grad_accum_dtype != "fp32" && c.grad_accum_dtype != model_dtype)
+    data_types.fail("grad_accum_dtype", "\"" + c.grad_accum_dtype + "\" with a model trained in " + model_dtype +
+                                            "; gradients accumulate in fp32 or in the model's own dtype (\"" +
+                                            model_dtype + "\")");
   c.gradient_predivide_factor = top.number("gradient_predivide_factor", c.gradient_predivide_factor, 1e-30);
   c.communication_data_type = top.choice("communication_data_type", "", {"fp32", "fp16", "bf16"});
   c.optimizer = parse_optimizer(top.section("optimizer"));

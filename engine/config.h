@@ -165,6 +165,10 @@ struct Config {
   // Whether the loader skips an epoch's last, short global batch. Unset: Fathom's default,
   // true (every step a full global batch); DeepSpeed's default is false.
   std::optional<bool> dataloader_drop_last;
+  // data_types.grad_accum_dtype: "fp32", "fp16" or "bf16", the dtype gradients accumulate in
+  // across micro-batches. Unset: fp32 at stage 0 in mixed precision, and at ZeRO 1-3 fp32 when
+  // gradient_accumulation_steps > 1, else the model's dtype. A 16-bit dtype must be the model's.
+  std::string grad_accum_dtype;
   // aio.thread_count: DeepSpeed ignores it; Fathom reads it as intra_op_parallelism (the
   // offload I/O engine's threads).
   int64_t aio_intra_op_parallelism = 1;

@@ -129,6 +129,10 @@ std::string Config::to_json() const {
   w.key("checkpoint").begin_object().member("tag_validation", checkpoint_tag_validation).end_object();
   w.member("prescale_gradients", prescale_gradients);
   w.member("dataloader_drop_last", dataloader_drop_last.value_or(true));
+  w.key("data_types").begin_object();
+  if (grad_accum_dtype.empty()) w.key("grad_accum_dtype").null();
+  else w.member("grad_accum_dtype", grad_accum_dtype);
+  w.end_object();
   w.member("gradient_predivide_factor", gradient_predivide_factor);
   if (communication_data_type.empty()) w.key("communication_data_type").null();
   else w.member("communication_data_type", communication_data_type);

@@ -34,8 +34,7 @@ constexpr const char* kDefaults = R"({
   "pipeline": {
     "stages": "auto", "partition": "best", "seed_layers": false, "activation_checkpoint_interval": 0,
     "pipe_partitioned": true, "grad_partitioned": true
-  },
-  "data_types": {"grad_accum_dtype": null}
+  }
 })";
 
 // Sections that DeepSpeed turns on with "enabled": true (anywhere inside: compression and
@@ -95,7 +94,6 @@ std::string feature_name(const std::string& key) {
       {"aio", "async I/O settings"},
       {"checkpoint", "checkpoint options"},
       {"pipeline", "pipeline parallelism settings"},
-      {"data_types", "gradient accumulation dtype"},
       {"amp", "NVIDIA Apex AMP"},
       {"flops_profiler", "flops profiler"},
       {"tensorboard", "TensorBoard monitor"},
@@ -198,7 +196,7 @@ const std::vector<std::string>& fathom_config_keys() {
       "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "optimizer", "scheduler",
       "gradient_clipping", "steps_per_print", "wall_clock_breakdown", "seed", "fp16", "bf16", "bfloat16",
       "zero_optimization", "prescale_gradients", "gradient_predivide_factor", "communication_data_type",
-      "dataloader_drop_last"};
+      "dataloader_drop_last", "data_types"};
   return keys;
 }
 

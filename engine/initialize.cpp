@@ -48,7 +48,9 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
         named, layout,
         zero::ReplicatedOptions{.reduce_bucket_elements = config.zero.reduce_bucket_size,
                                 .overlap_comm = config.zero.overlap_comm,
-                                .averaging = averaging_of(config)},
+                                .averaging = averaging_of(config),
+                                .accumulate_in_model_dtype = config.grad_accum_dtype == "fp16" ||
+                                                             config.grad_accum_dtype == "bf16"},
         make_optimizer);
   FATHOM_CHECK(!make_optimizer || lower(config.optimizer.type) != "lamb",
                "config error at optimizer.type: Lamb computes a trust ratio "
@@ -61,7 +63,9 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
                            .reduce_bucket_elements = config.zero.reduce_bucket_size,
                            .allgather_bucket_elements = config.zero.allgather_bucket_size,
                            .overlap_comm = config.zero.overlap_comm,
-                           .accumulate_in_fp32 = config.batch.gradient_accumulation_steps > 1,
+                           .accumulate_in_fp32 = config.grad_accum_dtype.empty()
+                                                     ? config.batch.gradient_accumulation_steps > 1
+                                                     : config.grad_accum_dtype == "fp32",
                            .averaging = averaging_of(config),
                            .gather = {.persistence_threshold = config.zero.param_persistence_threshold,
                                       .prefetch_elements = config.zero.prefetch_bucket_size,

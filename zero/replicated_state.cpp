@@ -15,7 +15,8 @@ ReplicatedState::ReplicatedState(const NamedParameters& params, ParallelLayout l
                     make_optimizer && !params.empty() &&
                         (params.front().second.dtype() == DType::BF16 || params.front().second.dtype() == DType::F16)),
       params_(params),
-      slots_(flat_slots_of(params)) {
+      slots_(flat_slots_of(params)),
+      accumulate_in_model_dtype_(options.accumulate_in_model_dtype) {
   FATHOM_CHECK(layout_.placements.size() == params_.size(), "training state: ", layout_.placements.size(),
                " placements for ", params_.size(), " parameters");
   if (keeps_masters_) {
@@ -53,7 +54,7 @@ Device ReplicatedState::device() const { return params_.empty() ? kCPU : params_
 DType ReplicatedState::parameter_dtype() const { return params_.empty() ? DType::F32 : params_.front().second.dtype(); }
 
 void ReplicatedState::on_gradient_ready(size_t i) {
-  if (keeps_masters_) {
+  if (keeps_masters_ && (boundary_ || !accumulate_in_model_dtype_)) {
     const autograd::Variable& param = params_[i].second;
     const autograd::Variable& master = masters_[i].second;
     MemoryTagScope grads(MemoryTag::Gradients);
@@ -68,6 +69,7 @@ void ReplicatedState::on_gradient_ready(size_t i) {
 }
 
 void ReplicatedState::begin_backward(bool boundary) {
+  boundary_ = boundary;
   if (reducer_) reducer_->prepare_backward(boundary && reduce_gradients_);
 }
 

@@ -26,6 +26,10 @@ struct ReplicatedOptions {
   int64_t reduce_bucket_elements = kDefaultReduceBucketElements;  // zero_optimization.reduce_bucket_size
   bool overlap_comm = true;                                       // reduce buckets while backward runs
   parallel::GradientAveraging averaging;  // prescaling, predivision, communication dtype
+  // 16-bit models: gradients accumulate across micro-batches in the model's dtype and are folded
+  // into the fp32 masters once, in the backward that ends the cycle (data_types.grad_accum_dtype);
+  // otherwise every micro-batch's gradient is folded in at once (fp32 accumulation).
+  bool accumulate_in_model_dtype = false;
 };
 
 class ReplicatedState final : public TrainingState {
@@ -67,6 +71,8 @@ class ReplicatedState final : public TrainingState {
   std::vector<FlatSlot> slots_;
   std::unique_ptr<parallel::GradientReducer> reducer_;
   bool reduce_gradients_ = true;
+  bool accumulate_in_model_dtype_ = false;
+  bool boundary_ = false;  // the backward running ends an accumulation cycle
   std::vector<autograd::HookHandle> hooks_;
 };
 

@@ -2,6 +2,8 @@
 // the micro-step API (backward with given output gradients, train_batch).
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #include "autograd/functions.h"
 #include "engine/engine.h"
 #include "engine/initialize.h"
@@ -10,7 +12,10 @@
 #include "nn/loss.h"
 #include "nn/optimizer_factory.h"
 #include "parallel/local_communicator.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduction.h"
 #include "test_util.h"
+#include "zero/replicated_state.h"
 
 using namespace fathom;
 using fathom::testing::error_of;
@@ -229,4 +234,45 @@ TEST_CASE("dataloader_drop_last: the epoch's short last global batch is skipped,
   CHECK(steps_per_epoch("") == 2);  // Fathom's default: full global batches only
   CHECK(steps_per_epoch(R"(, "dataloader_drop_last": true)") == 2);
   CHECK(steps_per_epoch(R"(, "dataloader_drop_last": false)") == 3);  // DeepSpeed's default: the tail of 2 is kept
+}
+
+TEST_CASE("data_types.grad_accum_dtype: gradients accumulate in the model's 16 bits or in fp32", "[engine]") {
+  const auto run = [](const std::string& extra, bool inspect) {
+    auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 9);
+    const Initialized init = initialize(
+        // SGD: Adam would move the key bias (a true gradient of ~0) by lr on rounding noise alone.
+        Config::from_string(R"({"train_batch_size": 4, "gradient_accumulation_steps": 2, "bf16": {"enabled": true},
+            "optimizer": {"type": "SGD", "params": {"lr": 0.5, "momentum": 0.9}})" + extra + "}"),
+        model, nullptr, tokens());
+    int micro = 0;
+    for (const Batch& batch : *init.loader) {
+      init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs), batch.sample_index),
+                                              batch.targets, batch.loss_normaliser));
+      if (inspect && micro == 0) {
+        // After the first of two micro-batches the gradient is still the model's bf16 one.
+        const auto* state = dynamic_cast<const zero::ReplicatedState*>(&init.engine->training_state());
+        REQUIRE(state != nullptr);
+        CHECK(model->named_parameters()[0].second.grad().dtype() == DType::BF16);
+        CHECK_FALSE(state->updated()[0].second.grad().defined());
+      }
+      init.engine->step();
+      if (++micro == 8) break;
+    }
+    return model->state_dict();
+  };
+  const auto in_fp32 = run("", false);
+  const auto in_bf16 = run(R"(, "data_types": {"grad_accum_dtype": "bf16"})", true);
+  const auto zero_bf16 = run(R"(, "data_types": {"grad_accum_dtype": "bf16"}, "zero_optimization": {"stage": 2})", false);
+  for (size_t i = 0; i < in_fp32.size(); ++i) {
+    INFO(in_fp32[i].first);
+    const Tensor a = in_fp32[i].second.to(DType::F64), b = in_bf16[i].second.to(DType::F64);
+    const Tensor c = zero_bf16[i].second.to(DType::F64);
+    const double norm = std::sqrt(sum(mul(a, a)).item()) + 1e-12;
+    CHECK(std::sqrt(sum(mul(sub(a, b), sub(a, b))).item()) / norm < 1e-2);
+    CHECK(std::sqrt(sum(mul(sub(a, c), sub(a, c))).item()) / norm < 1e-2);
+  }
+  CHECK(error_of([] {
+          Config::from_string(R"({"train_batch_size": 4, "bf16": {"enabled": true}, "data_types": {"grad_accum_dtype": "fp16"}})");
+        }) == "config error at data_types.grad_accum_dtype: \"fp16\" with a model trained in bf16; gradients accumulate "
+              "in fp32 or in the model's own dtype (\"bf16\")");
 }
