@@ -6,10 +6,11 @@
 //     with gradients averaged in buckets while backward runs; fp32 masters when the model is
 //     16-bit;
 //   ShardedState (zero/sharded_state.h): ZeRO stages 1-3 — masters, optimizer states and
-//     (stage 2) gradients or (stage 3) parameters too exist for this rank's shard only.
+//     (stage 2) gradients or (stage 3) gradients and parameters too exist for this rank's shard only.
 // Mixed precision is a property of the state (whether it keeps fp32 masters), not a separate
-// hook chain, and each state installs exactly one grad-ready hook per parameter, kept as a
-// HookHandle: destroying the state removes everything it installed on the model.
+// hook chain, and each state installs at most one grad-ready hook per parameter (none where
+// autograd's own accumulation is all it needs), kept as a HookHandle: destroying the state
+// removes everything it installed on the model.
 //
 // One training step through it (docs/architecture.md):
 //   begin_backward(boundary) -> autograd's grad-ready hooks hand each gradient over as it becomes
