@@ -16,3 +16,8 @@ run_step("configure" ${CMAKE_COMMAND} -S ${CONSUMER_SOURCE_DIR} -B ${WORK_DIR}/b
 run_step("build" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run_step("run" ${WORK_DIR}/build/consumer)
 message("${step_output}")
+
+# The installed programs start (each finds libfathom through its rpath) and print their help.
+foreach(program fathom-train fathom-generate fathom-config fathom-export fathom-estimate-memory fathom-report)
+  run_step("installed ${program}" ${WORK_DIR}/prefix/bin/${program} --help)
+endforeach()
