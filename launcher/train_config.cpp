@@ -9,8 +9,9 @@ namespace fathom::launcher {
 namespace {
 
 const char* kDefaultConfig = R"({
-  # fathom-train's built-in config (DeepSpeed's key names; --config replaces it)
-  "train_micro_batch_size_per_gpu": 16,
+  # fathom-train's built-in config (DeepSpeed's key names; --config replaces it). The global
+  # batch is fixed, so the same command at N ranks is the same job (N must divide 16).
+  "train_batch_size": 16,
   "gradient_accumulation_steps": 1,
   "optimizer": {"type": "AdamW", "params": {"lr": 2e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}},
   "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": @STEPS@, "warmup_num_steps": @WARMUP@,
@@ -39,7 +40,7 @@ AutoValues train_auto_values(const Config& defaults, int64_t hidden, int64_t ste
   const int64_t warmup = builtin_warmup_steps(steps);
   const auto number = [](double value) { return json_number(value); };
   const auto integer = [](int64_t value) { return std::to_string(value); };
-  const BatchConfig& batch = defaults.batch;
+  const BatchConfig batch = resolve_batch(defaults.batch, world);
   const int64_t micro = batch.train_micro_batch_size_per_gpu, accumulation = batch.gradient_accumulation_steps;
   const std::string builtin = "fathom-train's default";
   AutoValues v = {
