@@ -135,9 +135,14 @@ int run(const launcher::TrainOptions& opt, const parallel::Runtime& runtime) {
     const double spent = elapsed();
     const double eta = spent / static_cast<double>(r.step) * static_cast<double>(opt.steps - r.step);
     const double mem_gib = static_cast<double>(memory_snapshot(device).total.current) / (1u << 30);
-    std::printf("step %lld/%lld | loss %.3f | lr %.1e | %.1fk tok/s | grad norm %.2f | mem %.2f GiB | %s < %s\n",
-                (long long)r.step, (long long)opt.steps, r.loss, r.lr, r.tokens_per_second / 1e3, r.grad_norm, mem_gib,
-                clock_text(spent).c_str(), clock_text(eta).c_str());
+    // fp16: the loss scale and the steps skipped on overflow so far.
+    char scale[64] = "";
+    if (r.loss_scale != 1.0 || r.skipped_steps > 0)
+      std::snprintf(scale, sizeof scale, " | scale 2^%.0f | skipped %lld", std::log2(r.loss_scale),
+                    (long long)r.skipped_steps);
+    std::printf("step %lld/%lld | loss %.3f | lr %.1e | %.1fk tok/s | grad norm %.2f%s | mem %.2f GiB | %s < %s\n",
+                (long long)r.step, (long long)opt.steps, r.loss, r.lr, r.tokens_per_second / 1e3, r.grad_norm, scale,
+                mem_gib, clock_text(spent).c_str(), clock_text(eta).c_str());
     std::fflush(stdout);
   });
 
