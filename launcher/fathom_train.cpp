@@ -130,7 +130,13 @@ int run(const launcher::TrainOptions& opt, const parallel::Runtime& runtime) {
   engine.on_step([&](const StepReport& r) {
     const bool last = r.step == opt.steps;
     if (!main_rank) return;
-    if (r.step == 1) std::printf("memory per rank: %s\n", format_model_state_bytes(model_state_bytes()).c_str());
+    // After the first step, with the gradients at their peak (they live through backward and the
+    // step frees them), so the line adds up to docs/zero.md's totals (16 bytes/parameter at stage 0).
+    if (r.step == 1) {
+      ModelStateBytes bytes = model_state_bytes();
+      bytes.gradients = model_state_bytes(/*peak=*/true).gradients;
+      std::printf("memory per rank (gradients at their peak): %s\n", format_model_state_bytes(bytes).c_str());
+    }
     if (r.step % std::max<int64_t>(1, engine.options().steps_per_print) != 0 && r.step != 1 && !last) return;
     const double spent = elapsed();
     const double eta = spent / static_cast<double>(r.step) * static_cast<double>(opt.steps - r.step);
