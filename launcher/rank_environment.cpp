@@ -58,7 +58,7 @@ std::vector<EnvVar> parse_env_file(std::string_view text, std::string_view sourc
     FATHOM_CHECK(equals != std::string_view::npos && is_variable_name(name),
                  line_error("env file", source, static_cast<int>(index) + 1, content,
                             "expected KEY=VALUE, KEY made of letters, digits and '_' (no spaces, no \"export\")"));
-    set_variable(variables, std::string(name), std::string(content.substr(equals + 1)));
+    set_variable(variables, std::string(name), std::string(trim(content.substr(equals + 1))));
   }
   return variables;
 }

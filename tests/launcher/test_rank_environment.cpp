@@ -39,12 +39,14 @@ TEST_CASE("rank environment: .fathom_env lines", "[launcher]") {
       "EMPTY=\n"
       "URL=http://host/x#frag=1\n"
       "QUOTED=\"kept\"\n"
+      "SPACED=   value with inner spaces \t\n"
       "NCCL_IB_DISABLE=0\n";
   REQUIRE(parse_env_file(text, ".fathom_env") == Variables{{"NCCL_IB_DISABLE", "0"},
                                                            {"PYTHONPATH", "/a:/b"},
                                                            {"EMPTY", ""},
                                                            {"URL", "http://host/x#frag=1"},
-                                                           {"QUOTED", "\"kept\""}});
+                                                           {"QUOTED", "\"kept\""},
+                                                           {"SPACED", "value with inner spaces"}});
 }
 
 TEST_CASE("rank environment: a bad .fathom_env line names the file and line", "[launcher]") {
