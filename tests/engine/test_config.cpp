@@ -597,3 +597,18 @@ TEST_CASE("\"auto\" filled by a program: its values replace the placeholders it 
   CHECK(error.find("optimizer.params.lr") != std::string::npos);
   CHECK(error.find("\"auto\" is a placeholder") != std::string::npos);
 }
+
+TEST_CASE("batch sizes whose product overflows are errors naming them, never a wrapped value", "[engine]") {
+  // Before: a SIGFPE in the sample map, or a product that wrapped to exactly 8 and passed.
+  CHECK(error_of([] {
+          resolve_batch({0, 4, 4611686018427387904, 0}, 1);
+        }) == "config error: gradient_accumulation_steps (4611686018427387904) is more than 2147483648 samples; use a "
+              "real batch size");
+  CHECK(error_of([] { resolve_batch({8, 4, 4611686018427387906, 0}, 1); }).find("gradient_accumulation_steps") !=
+        std::string::npos);
+  CHECK(error_of([] { resolve_batch({0, 65536, 65536, 0}, 4); }) ==
+        "config error: train_micro_batch_size_per_gpu (65536) * gradient_accumulation_steps (65536) * data-parallel "
+        "world size (4) is more than 2147483648 samples per optimizer step; use batch sizes whose product is at most "
+        "that");
+  CHECK(resolve_batch({0, 4, 4, 0}, 2).train_batch_size == 32);
+}
