@@ -36,6 +36,12 @@ CheckpointReader::CheckpointReader(const std::string& dir, std::string tag) : di
     FATHOM_CHECK(fs::exists(latest), "load_checkpoint: no checkpoint in ", dir, " (", latest.string(),
                  " does not exist); pass a tag or save one first");
     tag_ = read_text(latest);
+    // Written by hand (`echo tag > latest`) it ends in a newline: whitespace around is not the
+    // tag's, as DeepSpeed strips it too.
+    const size_t first = tag_.find_first_not_of(" \t\r\n"), last = tag_.find_last_not_of(" \t\r\n");
+    tag_ = first == std::string::npos ? "" : tag_.substr(first, last - first + 1);
+    FATHOM_CHECK(!tag_.empty(), "load_checkpoint: ", latest.string(), " is empty; write the tag to load into it, "
+                 "or pass the tag");
   }
   index_path_ = (fs::path(dir) / tag_ / "index.json").string();
   FATHOM_CHECK(fs::exists(index_path_), "load_checkpoint: ", index_path_, " does not exist; is \"", tag_,

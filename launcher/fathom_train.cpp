@@ -104,7 +104,8 @@ int run(const launcher::TrainOptions& opt, const parallel::Runtime& runtime) {
   Initialized init = initialize(config, model, nullptr, train, runtime.groups());
   Engine& engine = *init.engine;
   if (!opt.resume_dir.empty()) {
-    engine.load_checkpoint(find_checkpoint_dir(opt.resume_dir));
+    engine.load_checkpoint(opt.resume_tag.empty() ? find_checkpoint_dir(opt.resume_dir) : opt.resume_dir,
+                           opt.resume_tag);
     if (main_rank)
       std::printf("fathom-train: resumed from %s at step %lld\n", opt.resume_dir.c_str(),
                   static_cast<long long>(engine.global_steps()));

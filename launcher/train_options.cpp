@@ -64,6 +64,7 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     else if (flag == "--eval-interval") o.eval_interval = parse_int(flag, value, 0);
     else if (flag == "--eval-batches") o.eval_batches = static_cast<int>(parse_int(flag, value, 1));
     else if (flag == "--resume") o.resume_dir = value;
+    else if (flag == "--tag") o.resume_tag = value;
     else if (flag == "--save-every") o.save_every = parse_int(flag, value, 0);
     else if (flag == "--device") o.device = device_option(value);
     else if (flag == "--attention") o.attention = nn::parse_attention_kernel(value, "--attention");
@@ -75,6 +76,8 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     else FATHOM_FAIL("unknown option ", flag, "; see fathom-train --help");
   }
   models::GPTConfig::preset(o.preset);  // validates the name
+  FATHOM_CHECK(o.resume_tag.empty() || !o.resume_dir.empty(), "--tag ", o.resume_tag,
+               " names a checkpoint to resume from; give the folder too: --resume DIR --tag ", o.resume_tag);
   return o;
 }
 
@@ -100,6 +103,7 @@ and sources), 300 steps, output in runs/latest.
   --save-every N       save a checkpoint to <out>/checkpoints every N steps and at the end
   --resume DIR         continue from the latest checkpoint in DIR: a checkpoint folder, or the --out
                        folder of an earlier run (any world size or ZeRO stage)
+  --tag TAG            with --resume: that checkpoint (e.g. global_step100) instead of `latest`
   --device D           auto (default: this rank's GPU when there is one, else the CPU), cpu or cuda
   --attention K        auto (default), fused or gemm: how causal attention is computed
                        (docs/nn.md, "Attention kernels")

@@ -22,6 +22,7 @@ struct TrainOptions {
   int64_t eval_interval = 50;
   int eval_batches = 8;
   std::string resume_dir;      // resume from the latest checkpoint there
+  std::string resume_tag;      // --tag: that checkpoint instead of `latest`
   int64_t save_every = 0;      // save a checkpoint to <out>/checkpoints every N steps (0: never)
   std::string device = "auto";  // "auto" (this rank's GPU when there is one), "cpu" or "cuda"
   nn::AttentionKernel attention = nn::AttentionKernel::Auto;  // --attention

@@ -343,3 +343,20 @@ TEST_CASE("checkpoint.tag_validation: different tags on different ranks warn, or
   CHECK(Config::from_string(R"({"train_batch_size": 2, "checkpoint": {"tag_validation": "ignore"}})")
             .checkpoint_tag_validation == "Ignore");
 }
+
+TEST_CASE("a `latest` written by hand with a newline loads; an empty one says so", "[checkpoint]") {
+  const auto& world = runtime().world_ptr();
+  const std::string dir = (std::filesystem::temp_directory_path() / "fathom_latest_by_hand").string();
+  Job job = make_job(0, false, world);
+  run_steps(job, 1);
+  job.init.engine->save_checkpoint(dir, "first");
+  if (world->rank() == 0) std::ofstream(dir + "/latest") << "  first\n";  // as `echo first > latest` writes it
+  world->barrier();
+  CHECK(CheckpointReader(dir, "").tag() == "first");
+  world->barrier();
+  if (world->rank() == 0) std::ofstream(dir + "/latest") << "\n";
+  world->barrier();
+  CHECK(testing::error_of([&] { CheckpointReader(dir, ""); }) ==
+        "load_checkpoint: " + dir + "/latest is empty; write the tag to load into it, or pass the tag");
+  world->barrier();
+}

@@ -5,9 +5,11 @@
 
 #include "core/cuda/cuda_runtime.h"
 #include "launcher/train_options.h"
+#include "test_util.h"
 
 using namespace fathom;
 using fathom::launcher::parse_train_options;
+using fathom::launcher::TrainOptions;
 using fathom::launcher::resolve_device;
 
 namespace {
@@ -37,4 +39,14 @@ TEST_CASE("fathom-train --attention sets the model's attention kernel", "[launch
   CHECK(config.attention == nn::AttentionKernel::Auto);
   CHECK_THROWS_WITH(parse({"--attention", "flash"}),
                     Catch::Contains("--attention: unknown attention kernel \"flash\"; use \"auto\", \"fused\" or \"gemm\""));
+}
+
+TEST_CASE("train options: --tag picks the checkpoint to resume from, and needs --resume", "[launcher]") {
+  const char* with_tag[] = {"fathom-train", "--resume", "runs/a", "--tag", "global_step100"};
+  const TrainOptions o = parse_train_options(5, with_tag);
+  CHECK(o.resume_dir == "runs/a");
+  CHECK(o.resume_tag == "global_step100");
+  const char* alone[] = {"fathom-train", "--tag", "global_step100"};
+  CHECK(fathom::testing::error_of([&] { parse_train_options(3, alone); }) ==
+        "--tag global_step100 names a checkpoint to resume from; give the folder too: --resume DIR --tag global_step100");
 }
