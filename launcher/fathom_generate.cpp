@@ -5,6 +5,9 @@
 //
 // Byte-level models (vocab 256) take a text prompt and print text; larger vocabularies take
 // token ids ("--prompt 464,3290,318") and print ids, until a GPT-2 BPE tokenizer arrives.
+#include <charconv>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -44,6 +47,26 @@ const char* kUsage = R"(usage: fathom-generate --model FILE [options]
   --device D          auto (default: GPU 0 when there is one, else the CPU), cpu or cuda
 )";
 
+// A flag's whole-number value in [min, max]; anything else is an error naming the flag.
+int64_t whole_number(const std::string& flag, const std::string& value, int64_t min,
+                     int64_t max = std::numeric_limits<int64_t>::max()) {
+  int64_t out = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), out);
+  FATHOM_CHECK(error == std::errc() && end == value.data() + value.size() && out >= min && out <= max, flag,
+               " takes a whole number", max == std::numeric_limits<int64_t>::max() ? " >= " + std::to_string(min) :
+               " from " + std::to_string(min) + " to " + std::to_string(max), ", got \"", value, "\"");
+  return out;
+}
+
+// --temperature: a finite number >= 0.
+double real_number(const std::string& flag, const std::string& value) {
+  double out = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), out);
+  FATHOM_CHECK(error == std::errc() && end == value.data() + value.size() && std::isfinite(out) && out >= 0, flag,
+               " takes a finite number >= 0 (0: greedy), got \"", value, "\"");
+  return out;
+}
+
 Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -56,11 +79,11 @@ Options parse(int argc, char** argv) {
     const std::string value = argv[++i];
     if (flag == "--model") o.model_path = value;
     else if (flag == "--prompt") o.prompt = value;
-    else if (flag == "--max-tokens") o.max_tokens = std::stoll(value);
-    else if (flag == "--temperature") o.temperature = std::stod(value);
-    else if (flag == "--top-k") o.top_k = std::stoll(value);
-    else if (flag == "--seed") o.seed = std::stoull(value);
-    else if (flag == "--threads") o.threads = std::stoi(value);
+    else if (flag == "--max-tokens") o.max_tokens = whole_number(flag, value, 1);
+    else if (flag == "--temperature") o.temperature = real_number(flag, value);
+    else if (flag == "--top-k") o.top_k = whole_number(flag, value, 0);
+    else if (flag == "--seed") o.seed = static_cast<uint64_t>(whole_number(flag, value, 0));
+    else if (flag == "--threads") o.threads = static_cast<int>(whole_number(flag, value, 1, 4096));
     else if (flag == "--device") o.device = launcher::device_option(value);
     else FATHOM_FAIL("unknown option ", flag, "; see fathom-generate --help");
   }
@@ -124,6 +147,9 @@ int main(int argc, char** argv) {
     }
     std::fputc('\n', stdout);
     return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "fathom: %s\n", e.message().c_str());  // the message, not the source location
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fathom: %s\n", e.what());
     return 1;
