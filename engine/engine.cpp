@@ -198,8 +198,7 @@ void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
   report.skipped_steps = skipped_steps_;
   report.loss =
       (loss_sum_.defined() ? loss_sum_.item() : 0.0) / static_cast<double>(options_.gradient_accumulation_steps);
-  if (state_->data_group().size() > 1)
-    report.loss = state_->data_group().all_reduce_scalar(report.loss, parallel::ReduceOp::Avg);
+  report.loss = state_->mean_over_replicas(report.loss);
   report.seconds = cycle_started_ ? ms_since(cycle_start_) / 1000.0 : 0.0;
   if (report.seconds > 0) {
     report.samples_per_second = static_cast<double>(options_.train_batch_size()) / report.seconds;

@@ -130,9 +130,7 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   if (tag.empty()) tag = "global_step" + std::to_string(global_steps_);
   FATHOM_CHECK(tag.find('/') == std::string::npos && tag != "latest" && !tag.empty(),
                "save_checkpoint: tag \"", tag, "\" must be a plain folder name (no '/', not \"latest\")");
-  FATHOM_CHECK(state_->groups().tensor().size() == 1 && state_->groups().pipeline().size() == 1,
-               "save_checkpoint: checkpoints of tensor- or pipeline-parallel jobs are not supported yet (shard files "
-               "are named by data-parallel rank only); save from a data-parallel job");
+  state_->check_checkpointable("save_checkpoint");
   parallel::Communicator* group = &state_->data_group();
   const int rank = group->rank(), world = group->size();
   const int stage = state_->stage();
@@ -237,6 +235,7 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
 std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
   FATHOM_CHECK(optimizer() != nullptr, "load_checkpoint: this engine has no optimizer (it evaluates only); load "
                "the model's weights with Module::load_state_dict instead");
+  state_->check_checkpointable("load_checkpoint");
   CheckpointReader saved(dir, tag);
   const JsonValue& index = saved.index();
   const std::string index_path = saved.index_path();

@@ -16,25 +16,10 @@ std::string lower(std::string text) {
   return text;
 }
 
-// Every rank starts from one rank's weights, whatever each rank's initialisation drew: rank 0
-// of the data group, and of the tensor group for tensors the tensor group replicates.
-void broadcast_initial_weights(const nn::Module& model, const zero::ParallelLayout& layout) {
-  const auto named = model.named_parameters();
-  using parallel::Axis;
-  for (size_t i = 0; i < named.size(); ++i) {
-    const Tensor& data = named[i].second.data();
-    if (layout.groups.data().size() > 1) layout.groups.for_device(Axis::Data, data.device())->broadcast(data, 0);
-    if (layout.groups.tensor().size() > 1 && !layout.placements[i].sharded())
-      layout.groups.for_device(Axis::Tensor, data.device())->broadcast(data, 0);
-  }
-}
-
 // prescale_gradients, gradient_predivide_factor and communication_data_type.
 parallel::GradientAveraging averaging_of(const Config& config) {
   parallel::GradientAveraging averaging{config.prescale_gradients, config.gradient_predivide_factor, std::nullopt};
-  if (config.communication_data_type == "fp32") averaging.dtype = DType::F32;
-  if (config.communication_data_type == "fp16") averaging.dtype = DType::F16;
-  if (config.communication_data_type == "bf16") averaging.dtype = DType::BF16;
+  if (!config.communication_data_type.empty()) averaging.dtype = parse_dtype(config.communication_data_type);
   return averaging;
 }
 
@@ -84,7 +69,7 @@ zero::ParallelLayout prepare(Config& config, nn::Module& model, const parallel::
   config.resolve_batch(groups.data().size());
   zero::ParallelLayout layout{groups, {}};
   for (const auto& [name, param] : model.named_parameters()) layout.placements.push_back(model.placement(name));
-  broadcast_initial_weights(model, layout);
+  zero::broadcast_initial_weights(model.named_parameters(), layout);
   if (config.bf16.enabled || config.fp16.enabled) model.to(config.bf16.enabled ? DType::BF16 : DType::F16);
   return layout;
 }

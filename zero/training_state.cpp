@@ -49,6 +49,26 @@ std::vector<std::string> TrainingState::optimizer_state_names() const {
   return optimizer_ ? zero::optimizer_state_names(*optimizer_, optimizer_layout_) : std::vector<std::string>{};
 }
 
+double TrainingState::mean_over_replicas(double value) const {
+  parallel::Communicator& data = layout_.groups.data();
+  return data.size() > 1 ? data.all_reduce_scalar(value, ReduceOp::Avg) : value;
+}
+
+void TrainingState::check_checkpointable(const char* action) const {
+  FATHOM_CHECK(layout_.groups.tensor().size() == 1 && layout_.groups.pipeline().size() == 1, action,
+               ": checkpoints of tensor- or pipeline-parallel jobs are not supported yet (their states would be "
+               "saved in each rank's slice, not in the unsplit model's coordinates); use a data-parallel job");
+}
+
+void broadcast_initial_weights(const NamedParameters& params, const ParallelLayout& layout) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& data = params[i].second.data();
+    if (layout.groups.data().size() > 1) layout.groups.for_device(Axis::Data, data.device())->broadcast(data, 0);
+    if (layout.groups.tensor().size() > 1 && !layout.placements[i].sharded())
+      layout.groups.for_device(Axis::Tensor, data.device())->broadcast(data, 0);
+  }
+}
+
 std::vector<FlatSlot> flat_slots_of(const NamedParameters& params) {
   std::vector<FlatSlot> slots;
   int64_t offset = 0;

@@ -115,6 +115,12 @@ class TrainingState {
   virtual void step() = 0;
   virtual void zero_grad() = 0;
 
+  // The mean of a per-rank value (the step's loss) over the ranks that each hold one: the data
+  // group (a pipeline's last stage, once there is one).
+  double mean_over_replicas(double value) const;
+
+  // Checkpoints can be written and read for this layout; throws naming `action` otherwise.
+  void check_checkpointable(const char* action) const;
   // Checkpoints: the model's tensor table, this rank's per-element states restricted to
   // `wanted` (flat coordinates), and loading them back from any saved layout.
   virtual std::vector<FlatSlot> flat_slots() const = 0;
@@ -160,6 +166,9 @@ class TrainingState {
 std::vector<FlatSlot> flat_slots_of(const NamedParameters& params);
 // A one-process layout: every group a one-rank LocalCommunicator, every parameter replicated.
 ParallelLayout single_process_layout(size_t parameters);
+// Every rank starts from one rank's weights, whatever each rank's initialisation drew: rank 0 of
+// its data group, and of its tensor group for the tensors that group replicates. Collective.
+void broadcast_initial_weights(const NamedParameters& params, const ParallelLayout& layout);
 // grads *= factor, dense f32 ones in one multi-tensor kernel (unscaling, clipping).
 void scale_tensors(const std::vector<Tensor>& tensors, double factor);
 

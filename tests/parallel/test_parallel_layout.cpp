@@ -12,6 +12,7 @@
 #include "engine/initialize.h"
 #include "mpi_test_util.h"
 #include "nn/module.h"
+#include "test_util.h"
 
 using namespace fathom;
 using fathom::testing::runtime;
@@ -189,4 +190,15 @@ TEST_CASE("turning gradient reduction off leaves each rank its own gradient (sta
       model, nullptr, nullptr, runtime().world_ptr());
   CHECK_THROWS_WITH(sharded.engine->training_state().set_gradient_reduction(false),
                     Catch::Contains("needs zero_optimization.stage 0"));
+}
+
+TEST_CASE("checkpoints of a tensor-parallel layout are refused by name, saving and loading", "[parallel]") {
+  if (runtime().size() % kTensor != 0) return;
+  Job job = start("");
+  const std::string dir = "/tmp/fathom_tp_checkpoint_refused";
+  const std::string why = ": checkpoints of tensor- or pipeline-parallel jobs are not supported yet (their states "
+                          "would be saved in each rank's slice, not in the unsplit model's coordinates); use a "
+                          "data-parallel job";
+  CHECK(fathom::testing::error_of([&] { job.init.engine->save_checkpoint(dir); }) == "save_checkpoint" + why);
+  CHECK(fathom::testing::error_of([&] { job.init.engine->load_checkpoint(dir); }) == "load_checkpoint" + why);
 }
