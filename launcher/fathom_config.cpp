@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::vector<std::string> log;
-    const Config config = launcher::train_config(path, width, steps, static_cast<int>(world), &log);
+    const Config config = launcher::finish_train_config(check, defaults, &log);
     std::printf("fathom-config: %s is a valid config for %lld data-parallel rank%s\n", path.c_str(),
                 static_cast<long long>(world), world == 1 ? "" : "s");
     for (const std::string& line : log) std::printf("fathom-config: %s\n", line.c_str());

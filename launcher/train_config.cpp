@@ -87,6 +87,10 @@ Config train_config(const std::string& path, int64_t hidden, int64_t steps, int 
     for (const std::string& problem : check.problems) all += "\n  " + problem;
     FATHOM_FAIL(all);
   }
+  return finish_train_config(check, defaults, log);
+}
+
+Config finish_train_config(const ConfigCheck& check, const Config& defaults, std::vector<std::string>* log) {
   Config config = *check.config;
   for (const AutoFilled& filled : check.filled) log->push_back("\"auto\" " + filled.line());
   // What a given config lacks, fathom-train fills from its own defaults, and says so (the

@@ -28,5 +28,8 @@ AutoValues train_auto_values(const Config& defaults, int64_t hidden, int64_t ste
 // taken from the built-in config. `log` gets one line per value that did not come from the file.
 Config train_config(const std::string& path, int64_t hidden, int64_t steps, int world,
                     std::vector<std::string>* log);
+// The second half of train_config, for a check that passed: the "auto" lines and the missing
+// sections from `defaults`.
+Config finish_train_config(const ConfigCheck& check, const Config& defaults, std::vector<std::string>* log);
 
 }  // namespace fathom::launcher
