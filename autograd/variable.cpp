@@ -114,6 +114,7 @@ TensorList AccumulateGrad::apply(TensorList&& grad_outputs) {
       leaf_->grad = incoming.clone();
     }
   }
+  if (leaf_->grad_ready_hooks.empty()) return {};  // the common case: no copy on the hot path
   const Variable leaf = Variable::from_impl(leaf_);
   // A copy: a hook may remove itself (or others) while running.
   const auto hooks = leaf_->grad_ready_hooks;

@@ -38,9 +38,10 @@ ConfigCheck check_config_file(const std::string& path, int64_t world_size, const
     return check;
   }
   check.filled = fill_auto(tree, autos);
-  // Each round either succeeds or removes the key its error names; a problem that names no key
-  // (or a key that cannot be removed) ends the check after it is reported.
-  for (size_t round = 0; round <= tree.members.size() * 64 + 64; ++round) {
+  // Each round either succeeds or removes the key its error names, so the rounds are bounded by
+  // the keys in the file; a problem that names no key (or one that cannot be removed) ends the
+  // check after it is reported.
+  for (;;) {
     try {
       Config config = parse_config(tree, path);
       config.check_supported();
@@ -55,7 +56,6 @@ ConfigCheck check_config_file(const std::string& path, int64_t world_size, const
       return check;
     }
   }
-  return check;
 }
 
 }  // namespace fathom

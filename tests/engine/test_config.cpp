@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "engine/config.h"
 #include "engine/config_auto.h"
+#include "engine/config_check.h"
 
 using namespace fathom;
 
@@ -611,4 +612,18 @@ TEST_CASE("batch sizes whose product overflows are errors naming them, never a w
         "world size (4) is more than 2147483648 samples per optimizer step; use batch sizes whose product is at most "
         "that");
   CHECK(resolve_batch({0, 4, 4, 0}, 2).train_batch_size == 32);
+}
+
+TEST_CASE("the checker reports keyed problems and then one that names no key, then stops", "[engine]") {
+  const std::string path = write_file("check.json", R"({"train_batch_size": 10, "train_micro_batch_size_per_gpu": 4,
+  "steps_per_print": 0, "fp16": {"enabled": false, "lose_scale": 1}})");
+  const ConfigCheck check = check_config_file(path, 1);
+  CHECK_FALSE(check.ok());
+  CHECK_FALSE(check.config.has_value());
+  REQUIRE(check.problems.size() == 3);
+  CHECK(check.problems[0].find("steps_per_print") != std::string::npos);
+  CHECK(check.problems[1].find("fp16.lose_scale") != std::string::npos);
+  CHECK(check.problems[2].find("train_batch_size (10) is not a multiple of") != std::string::npos);  // no key: the end
+  CHECK(check_config_file(write_file("good.json", R"({"train_batch_size": 8})"), 2).config->batch.train_micro_batch_size_per_gpu == 4);
+  CHECK(check_config_file("no_such_config.json", 1).problems.size() == 1);
 }
