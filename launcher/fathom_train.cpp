@@ -14,19 +14,20 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "autograd/grad_mode.h"
 #include "core/allocator.h"
 #include "core/threads.h"
 #include "engine/byte_text_dataset.h"
-#include "engine/checkpoint_reader.h"
 #include "engine/initialize.h"
 #include "engine/memory_report.h"
 #include "engine/token_dataset.h"
 #include "launcher/default_corpus.h"
 #include "launcher/train_config.h"
 #include "launcher/train_options.h"
+#include "launcher/train_resume.h"
 #include "models/gpt.h"
 #include "models/gpt_weights.h"
 #include "nn/loss.h"
@@ -35,8 +36,6 @@
 using namespace fathom;
 
 namespace {
-
-
 
 std::string clock_text(double seconds) {
   const int s = static_cast<int>(std::lround(seconds));
@@ -61,15 +60,21 @@ double validation_loss(models::GPT& model, DataLoader& loader, int max_batches) 
   return batches ? total / batches : std::nan("");
 }
 
-int run(const launcher::TrainOptions& opt, const parallel::Runtime& runtime) {
+int run(const launcher::TrainOptions& given, const parallel::Runtime& runtime) {
   const bool main_rank = runtime.is_main_process();
+  std::vector<std::string> log;
+  // --resume: the run's model, data, length and config come from the checkpoint unless given.
+  std::optional<launcher::ResumePoint> resume;
+  if (!given.resume_dir.empty()) resume = launcher::open_resume_point(given.resume_dir, given.resume_tag);
+  const launcher::TrainOptions opt = resume ? launcher::resumed_options(given, *resume, &log) : given;
   if (opt.threads > 0) set_num_threads(opt.threads);
   models::GPTConfig sizes = models::GPTConfig::preset(opt.preset);
   opt.apply_sizes(sizes);
-  std::vector<std::string> config_log;
-  Config config = launcher::train_config(opt.config_path, sizes.n_embd, opt.steps, runtime.size(), &config_log);
+  Config config = resume && opt.config_path.empty()
+                      ? launcher::resumed_config(*resume, runtime.size(), &log)
+                      : launcher::train_config(opt.config_path, sizes.n_embd, opt.steps, runtime.size(), &log);
   if (main_rank)
-    for (const std::string& line : config_log) std::printf("fathom-train: %s\n", line.c_str());
+    for (const std::string& line : log) std::printf("fathom-train: %s\n", line.c_str());
   if (opt.seed) config.seed = *opt.seed;
 
   // Data: a token .bin, any other file as bytes, or the built-in corpus.
@@ -103,13 +108,13 @@ int run(const launcher::TrainOptions& opt, const parallel::Runtime& runtime) {
   // The process groups: MPI for host tensors and, with a GPU per rank, NCCL for device tensors.
   Initialized init = initialize(config, model, nullptr, train, runtime.groups());
   Engine& engine = *init.engine;
-  if (!opt.resume_dir.empty()) {
-    engine.load_checkpoint(opt.resume_tag.empty() ? find_checkpoint_dir(opt.resume_dir) : opt.resume_dir,
-                           opt.resume_tag);
+  if (resume) {
+    engine.load_checkpoint(resume->dir, resume->tag);
     if (main_rank)
-      std::printf("fathom-train: resumed from %s at step %lld\n", opt.resume_dir.c_str(),
+      std::printf("fathom-train: resumed from %s/%s at step %lld\n", resume->dir.c_str(), resume->tag.c_str(),
                   static_cast<long long>(engine.global_steps()));
   }
+  const std::string client_state = launcher::train_run_client_state({opt.preset, model_config, opt.data_path, opt.steps});
   const std::string checkpoint_dir = (std::filesystem::path(opt.out_dir) / "checkpoints").string();
   DataLoader val_loader(val, engine.options().micro_batch_size, 1, 0, 1, /*shuffle=*/false);
 
@@ -167,7 +172,7 @@ int run(const launcher::TrainOptions& opt, const parallel::Runtime& runtime) {
         std::fflush(stdout);
       }
       if (opt.save_every > 0 && (step % opt.save_every == 0 || step == opt.steps)) {
-        engine.save_checkpoint(checkpoint_dir);
+        engine.save_checkpoint(checkpoint_dir, "", client_state);
         if (main_rank)
           std::printf("step %lld/%lld | checkpoint %s/global_step%lld\n", (long long)step, (long long)opt.steps,
                       checkpoint_dir.c_str(), (long long)step);

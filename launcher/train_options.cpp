@@ -55,10 +55,10 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     const std::string& value = args[++i];
     if (flag == "--config") o.config_path = value;
     else if (flag == "--data") o.data_path = value;
-    else if (flag == "--preset") o.preset = value;
+    else if (flag == "--preset") o.preset = value, o.preset_given = true;
     else if (flag == "--init") o.init_path = value;
     else if (flag == "--out") o.out_dir = value;
-    else if (flag == "--steps") o.steps = parse_int(flag, value, 1);
+    else if (flag == "--steps") o.steps = parse_int(flag, value, 1), o.steps_given = true;
     else if (flag == "--seed") o.seed = static_cast<uint64_t>(parse_int(flag, value, 0));
     else if (flag == "--threads") o.threads = static_cast<int>(parse_int(flag, value, 1));
     else if (flag == "--eval-interval") o.eval_interval = parse_int(flag, value, 0);
@@ -102,7 +102,8 @@ and sources), 300 steps, output in runs/latest.
   --eval-batches N     validation micro-batches per evaluation (default 8)
   --save-every N       save a checkpoint to <out>/checkpoints every N steps and at the end
   --resume DIR         continue from the latest checkpoint in DIR: a checkpoint folder, or the --out
-                       folder of an earlier run (any world size or ZeRO stage)
+                       folder of an earlier run, at any world size; the model, data, --steps and
+                       config come from the checkpoint unless given
   --tag TAG            with --resume: that checkpoint (e.g. global_step100) instead of `latest`
   --device D           auto (default: this rank's GPU when there is one, else the CPU), cpu or cuda
   --attention K        auto (default), fused or gemm: how causal attention is computed

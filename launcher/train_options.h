@@ -27,6 +27,10 @@ struct TrainOptions {
   std::string device = "auto";  // "auto" (this rank's GPU when there is one), "cpu" or "cuda"
   nn::AttentionKernel attention = nn::AttentionKernel::Auto;  // --attention
   bool help = false;
+  bool preset_given = false, steps_given = false;  // given on the command line (--resume defers to them)
+
+  // Whether --preset or a size flag was given.
+  bool model_flags_given() const { return preset_given || n_layer || n_head || n_embd || block_size || vocab_size; }
 
   // The size flags (and --attention) given on the command line, over the preset.
   void apply_sizes(models::GPTConfig& config) const;
