@@ -20,12 +20,11 @@
 #include "autograd/grad_mode.h"
 #include "core/allocator.h"
 #include "core/threads.h"
-#include "engine/byte_text_dataset.h"
 #include "engine/initialize.h"
 #include "engine/memory_report.h"
 #include "engine/token_dataset.h"
-#include "launcher/default_corpus.h"
 #include "launcher/train_config.h"
+#include "launcher/train_data.h"
 #include "launcher/train_options.h"
 #include "launcher/train_resume.h"
 #include "models/gpt.h"
@@ -77,28 +76,14 @@ int run(const launcher::TrainOptions& given, const parallel::Runtime& runtime) {
     for (const std::string& line : log) std::printf("fathom-train: %s\n", line.c_str());
   if (opt.seed) config.seed = *opt.seed;
 
-  // Data: a token .bin, any other file as bytes, or the built-in corpus.
+  const BatchConfig batch = resolve_batch(config.batch, runtime.size());
+  const launcher::TrainData data =
+      launcher::load_train_data(opt.data_path, opt.val_data_path, sizes.block_size, opt.vocab_size,
+                                batch.train_batch_size);
   models::GPTConfig model_config = sizes;
-  std::shared_ptr<TokenDataset> all;
-  std::string data_name = "built-in corpus";
-  if (opt.data_path.empty()) {
-    all = std::make_shared<ByteTextDataset>(
-        ByteTextDataset::from_string(std::string(launcher::default_corpus()), model_config.block_size));
-    model_config.vocab_size = ByteTextDataset::kVocabSize;
-  } else if (opt.data_path.size() > 4 && opt.data_path.substr(opt.data_path.size() - 4) == ".bin") {
-    all = std::make_shared<TokenDataset>(
-        TokenDataset::from_file(opt.data_path, model_config.block_size,
-                                      TokenFileOptions{TokenFileFormat::Auto, model_config.vocab_size}));
-    data_name = opt.data_path;
-  } else {
-    all = std::make_shared<ByteTextDataset>(
-        ByteTextDataset::from_file(opt.data_path, model_config.block_size));
-    model_config.vocab_size = ByteTextDataset::kVocabSize;
-    data_name = opt.data_path;
-  }
-  const TrainValSplit split = split_train_val(*all, 0.05);
-  auto train = std::make_shared<TokenDataset>(split.train);
-  auto val = std::make_shared<TokenDataset>(split.val);
+  model_config.vocab_size = data.vocab_size;
+  const std::shared_ptr<TokenDataset>& train = data.train;
+  const std::shared_ptr<TokenDataset>& val = data.val;
 
   auto model = std::make_shared<models::GPT>(model_config, config.seed.value_or(kDefaultSeed));
   if (!opt.init_path.empty()) models::load_gpt2_safetensors(*model, opt.init_path);
@@ -114,9 +99,10 @@ int run(const launcher::TrainOptions& given, const parallel::Runtime& runtime) {
       std::printf("fathom-train: resumed from %s/%s at step %lld\n", resume->dir.c_str(), resume->tag.c_str(),
                   static_cast<long long>(engine.global_steps()));
   }
-  const std::string client_state = launcher::train_run_client_state({opt.preset, model_config, opt.data_path, opt.steps});
+  const std::string client_state = launcher::train_run_client_state({opt.preset, model_config, opt.data_path, opt.val_data_path, opt.steps});
   const std::string checkpoint_dir = (std::filesystem::path(opt.out_dir) / "checkpoints").string();
-  DataLoader val_loader(val, engine.options().micro_batch_size, 1, 0, 1, /*shuffle=*/false);
+  // A small validation set is evaluated in smaller micro-batches rather than refused.
+  DataLoader val_loader(val, std::min(engine.options().micro_batch_size, val->size()), 1, 0, 1, /*shuffle=*/false);
 
   const int64_t tokens_per_step = engine.options().train_batch_size() * model_config.block_size;
   if (main_rank) {
@@ -124,8 +110,9 @@ int run(const launcher::TrainOptions& given, const parallel::Runtime& runtime) {
                 opt.preset.c_str(), (long long)model_config.n_layer, (long long)model_config.n_head,
                 (long long)model_config.n_embd, (long long)model_config.vocab_size, (long long)model_config.block_size,
                 parameter_count / 1e6);
-    std::printf("fathom-train: data %s: %lld train / %lld val sequences; %lld tokens per step; %d rank%s x %s\n",
-                data_name.c_str(), (long long)train->size(), (long long)val->size(), (long long)tokens_per_step,
+    std::printf("fathom-train: data %s: %lld train / %lld val sequences (val: %s); %lld tokens per step; %d rank%s x %s\n",
+                data.name.c_str(), (long long)train->size(), (long long)val->size(), data.val_source.c_str(),
+                (long long)tokens_per_step,
                 runtime.size(), runtime.size() == 1 ? "" : "s",
                 device.is_cpu() ? (std::to_string(num_threads()) + " threads").c_str() : device.str().c_str());
     std::fflush(stdout);

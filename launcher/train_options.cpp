@@ -55,6 +55,7 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     const std::string& value = args[++i];
     if (flag == "--config") o.config_path = value;
     else if (flag == "--data") o.data_path = value;
+    else if (flag == "--val-data") o.val_data_path = value;
     else if (flag == "--preset") o.preset = value, o.preset_given = true;
     else if (flag == "--init") o.init_path = value;
     else if (flag == "--out") o.out_dir = value;
@@ -76,6 +77,8 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     else FATHOM_FAIL("unknown option ", flag, "; see fathom-train --help");
   }
   models::GPTConfig::preset(o.preset);  // validates the name
+  FATHOM_CHECK(o.val_data_path.empty() || !o.data_path.empty(), "--val-data ", o.val_data_path,
+               " needs a --data file to validate against (the built-in corpus holds out its last 5%)");
   FATHOM_CHECK(o.resume_tag.empty() || !o.resume_dir.empty(), "--tag ", o.resume_tag,
                " names a checkpoint to resume from; give the folder too: --resume DIR --tag ", o.resume_tag);
   return o;
@@ -88,8 +91,10 @@ Trains a GPT. With no options: a small byte-level GPT on the built-in corpus (Fa
 and sources), 300 steps, output in runs/latest.
 
   --config FILE        DeepSpeed-style JSON or YAML config (default: built-in AdamW + cosine)
-  --data FILE          training data: a token .bin (nanoGPT raw uint16 or llm.c) or any text
-                       file read as bytes (default: the built-in corpus)
+  --data FILE          training data: a token .bin (nanoGPT raw uint16 or llm.c; GPT-2's
+                       vocabulary unless --vocab-size) or any text file read as bytes (default:
+                       the built-in corpus)
+  --val-data FILE      validation data (default: val.bin beside a train.bin, else the last 5%)
   --preset NAME        tiny, small or gpt2-124M (default small)
   --n-layer N --n-head N --n-embd N --block-size N --vocab-size N
                        override the preset's sizes (byte-level data sets vocab 256)

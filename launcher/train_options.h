@@ -12,6 +12,7 @@ namespace fathom::launcher {
 struct TrainOptions {
   std::string config_path;  // empty: the built-in config
   std::string data_path;    // empty: the built-in corpus
+  std::string val_data_path;  // empty: val.bin beside a train.bin, or the last 5% of the data
   std::string preset = "small";
   int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0, vocab_size = 0;  // 0: the preset's
   std::string init_path;

@@ -33,6 +33,7 @@ std::optional<TrainRun> train_run_of(const std::string& client_state, const std:
   out.model.block_size = model.at("block_size").as_int64();
   out.model.vocab_size = model.at("vocab_size").as_int64();
   out.data_path = run->at("data").as_string();
+  out.val_data_path = run->at("val_data").as_string();
   out.steps = run->at("steps").as_int64();
   return out;
 }
@@ -49,7 +50,7 @@ std::string train_run_client_state(const TrainRun& run) {
   w.member("block_size", static_cast<long long>(run.model.block_size));
   w.member("vocab_size", static_cast<long long>(run.model.vocab_size));
   w.end_object();
-  w.member("data", run.data_path).member("steps", static_cast<long long>(run.steps));
+  w.member("data", run.data_path).member("val_data", run.val_data_path).member("steps", static_cast<long long>(run.steps));
   w.end_object().end_object();
   return w.str();
 }
@@ -87,6 +88,10 @@ TrainOptions resumed_options(const TrainOptions& given, const ResumePoint& point
     if (given.data_path.empty() && !run.data_path.empty()) {
       o.data_path = run.data_path;
       taken += ", --data " + run.data_path;
+      if (given.val_data_path.empty() && !run.val_data_path.empty()) {
+        o.val_data_path = run.val_data_path;
+        taken += ", --val-data " + run.val_data_path;
+      }
     }
     if (!given.steps_given) {
       o.steps = run.steps;

@@ -20,7 +20,8 @@ namespace fathom::launcher {
 struct TrainRun {
   std::string preset;
   models::GPTConfig model;
-  std::string data_path;  // empty: the built-in corpus
+  std::string data_path;      // empty: the built-in corpus
+  std::string val_data_path;  // empty: the default validation set
   int64_t steps = 0;
 };
 
