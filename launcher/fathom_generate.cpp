@@ -39,7 +39,7 @@ const char* kUsage = R"(usage: fathom-generate --model FILE [options]
 
   --model FILE        model.safetensors written by fathom-train (GPT-2 layout + shape metadata)
   --prompt TEXT       text for byte-level models; comma-separated token ids otherwise (default "\n")
-  --max-tokens N      tokens to generate (default 200; stops at the model's block size)
+  --max-tokens N      tokens to generate (default 200; past the block size the context slides)
   --temperature T     0 = greedy (default 0.8)
   --top-k K           sample among the K most likely tokens; 0 = all (default 40)
   --seed N            sampling seed (default 0)
@@ -136,14 +136,26 @@ int main(int argc, char** argv) {
     const std::vector<int64_t> prompt = prompt_tokens(o.prompt, vocab);
     models::GPTInference inference(model);
     Generator gen(o.seed);
-    Tensor logits = inference.feed(Tensor::from_vector<int64_t>(prompt, {1, static_cast<int64_t>(prompt.size())}));
+    // The model sees at most block_size positions. When the cache is full, the context slides:
+    // the cache restarts from the last half block of tokens (nanoGPT crops to the last block at
+    // every token; refilling half a block at a time keeps the cache's one-position-per-token cost).
+    const int64_t block = model.config().block_size;
+    std::vector<int64_t> context = prompt;
+    const auto feed_context = [&](size_t keep) {
+      inference.reset();
+      const std::vector<int64_t> tail(context.end() - static_cast<std::ptrdiff_t>(keep), context.end());
+      return inference.feed(Tensor::from_vector<int64_t>(tail, {1, static_cast<int64_t>(tail.size())}));
+    };
+    Tensor logits = feed_context(std::min<size_t>(context.size(), static_cast<size_t>(block)));
     std::fputs(vocab == 256 ? o.prompt.c_str() : "", stdout);
-    for (int64_t i = 0; i < o.max_tokens && inference.position() < model.config().block_size; ++i) {
+    for (int64_t i = 0; i < o.max_tokens; ++i) {
       const int64_t token = models::sample_token(logits.reshape({vocab}), o.temperature, o.top_k, gen);
       if (vocab == 256) std::fputc(static_cast<int>(token), stdout);
       else std::printf("%s%lld", i ? "," : "", static_cast<long long>(token));
       std::fflush(stdout);
-      logits = inference.feed(Tensor::from_vector<int64_t>({token}, {1, 1}));
+      context.push_back(token);
+      logits = inference.position() < block ? inference.feed(Tensor::from_vector<int64_t>({token}, {1, 1}))
+                                            : feed_context(static_cast<size_t>(std::max<int64_t>(1, block / 2)));
     }
     std::fputc('\n', stdout);
     return 0;
