@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "core/logging.h"
+#include "engine/non_finite_check.h"
 #include "engine/schedule.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduction.h"
@@ -130,6 +131,7 @@ void Engine::optimizer_step() {
   const auto start = Clock::now();
   StepReport report;
   report.loss_scale = loss_scale();
+  report.loss = step_loss();
 
   // fp16: an overflow anywhere in the job skips the whole step; nothing but the scaler changes.
   if (scaler_ && state_->gradients_overflow()) {
@@ -143,6 +145,11 @@ void Engine::optimizer_step() {
   }
   if (loss_scale() != 1.0) state_->scale_gradients(1.0 / loss_scale());
   report.grad_norm = clip_gradients();
+  // Job-wide values, so every rank stops at the same step (none is left waiting in a collective).
+  if (stop_on_non_finite_ && !scaler_ && !(std::isfinite(report.loss) && std::isfinite(report.grad_norm))) {
+    state_->zero_grad();
+    FATHOM_FAIL(non_finite_step_message(global_steps_ + 1, report.loss, report.grad_norm, *model_));
+  }
   state_->step();    // at ZeRO 1-2 the shard's step, then the all-gather
   report.lr = lr();  // the lr this step used
   if (scaler_) scaler_->update(/*overflow=*/false);
@@ -152,6 +159,12 @@ void Engine::optimizer_step() {
   }
   state_->zero_grad();
   finish_cycle(report, start);
+}
+
+double Engine::step_loss() const {
+  const double local =
+      (loss_sum_.defined() ? loss_sum_.item() : 0.0) / static_cast<double>(options_.gradient_accumulation_steps);
+  return state_->mean_over_replicas(local);
 }
 
 // The global norm over the whole job; torch's and DeepSpeed's clipping coefficient.
@@ -196,9 +209,6 @@ void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
   report.step = global_steps_;
   report.samples = global_samples_;
   report.skipped_steps = skipped_steps_;
-  report.loss =
-      (loss_sum_.defined() ? loss_sum_.item() : 0.0) / static_cast<double>(options_.gradient_accumulation_steps);
-  report.loss = state_->mean_over_replicas(report.loss);
   report.seconds = cycle_started_ ? ms_since(cycle_start_) / 1000.0 : 0.0;
   if (report.seconds > 0) {
     report.samples_per_second = static_cast<double>(options_.train_batch_size()) / report.seconds;

@@ -150,6 +150,10 @@ class Engine {
   // The config (JSON) checkpoints record beside the state (fathom::initialize sets it).
   void set_config_json(std::string json) { config_json_ = std::move(json); }
 
+  // Outside fp16's loss scaling, a step whose loss or gradient norm is NaN/Inf throws before the
+  // optimizer runs (engine/non_finite_check.h); false trains on regardless.
+  void set_stop_on_non_finite(bool stop) { stop_on_non_finite_ = stop; }
+
   // Replaces the default log line (printed every steps_per_print steps) with `callback`,
   // called after every optimizer step.
   void on_step(std::function<void(const StepReport&)> callback) { on_step_ = std::move(callback); }
@@ -159,6 +163,7 @@ class Engine {
   using Clock = std::chrono::steady_clock;
   void apply_scheduled_lr();
   double clip_gradients();  // returns the norm before clipping
+  double step_loss() const;  // the mean loss of this cycle over the data group (collective)
   void run_backward(const autograd::VariableList& outputs, const autograd::TensorList& grad_outputs);
   void finish_cycle(StepReport& report, Clock::time_point step_start);
 
@@ -171,6 +176,7 @@ class Engine {
   std::unique_ptr<Schedule> schedule_;
   std::optional<bool> boundary_override_;
   int64_t skipped_steps_ = 0;
+  bool stop_on_non_finite_ = true;
   int64_t global_steps_ = 0, global_samples_ = 0, micro_steps_ = 0;
   // The sum of this cycle's unscaled micro-batch losses (f64), kept on the loss's device and read
   // once per step: reading each loss at once would make the host wait for every forward pass.

@@ -93,6 +93,7 @@ int run(const launcher::TrainOptions& given, const parallel::Runtime& runtime) {
   // The process groups: MPI for host tensors and, with a GPU per rank, NCCL for device tensors.
   Initialized init = initialize(config, model, nullptr, train, runtime.groups());
   Engine& engine = *init.engine;
+  engine.set_stop_on_non_finite(!opt.allow_non_finite);
   if (resume) {
     engine.load_checkpoint(resume->dir, resume->tag);
     if (main_rank)

@@ -50,6 +50,10 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
       o.help = true;
       continue;
     }
+    if (flag == "--allow-non-finite") {
+      o.allow_non_finite = true;
+      continue;
+    }
     FATHOM_CHECK(flag.rfind("--", 0) == 0, "unexpected argument \"", flag, "\"; see fathom-train --help");
     FATHOM_CHECK(i + 1 < args.size(), flag, ": missing value; see fathom-train --help");
     const std::string& value = args[++i];
@@ -110,6 +114,8 @@ and sources), 300 steps, output in runs/latest.
                        folder of an earlier run, at any world size; the model, data, --steps and
                        config come from the checkpoint unless given
   --tag TAG            with --resume: that checkpoint (e.g. global_step100) instead of `latest`
+  --allow-non-finite   train on through a NaN/Inf loss or gradient norm (default: stop there,
+                       before the weights change)
   --device D           auto (default: this rank's GPU when there is one, else the CPU), cpu or cuda
   --attention K        auto (default), fused or gemm: how causal attention is computed
                        (docs/nn.md, "Attention kernels")

@@ -27,6 +27,7 @@ struct TrainOptions {
   int64_t save_every = 0;      // save a checkpoint to <out>/checkpoints every N steps (0: never)
   std::string device = "auto";  // "auto" (this rank's GPU when there is one), "cpu" or "cuda"
   nn::AttentionKernel attention = nn::AttentionKernel::Auto;  // --attention
+  bool allow_non_finite = false;  // --allow-non-finite: train on through NaN/Inf losses
   bool help = false;
   bool preset_given = false, steps_given = false;  // given on the command line (--resume defers to them)
 

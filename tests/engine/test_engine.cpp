@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "autograd/functions.h"
 #include "engine/data_loader.h"
 #include "engine/engine.h"
 #include "engine/initialize.h"
@@ -144,4 +145,42 @@ TEST_CASE("ZeRO on one process: the engine owns the sharded optimizer; Lamb and 
   REQUIRE(zero != nullptr);
   CHECK(zero->stage() == 2);
   CHECK(zero->group().backend() == std::string("local"));
+}
+
+TEST_CASE("a non-finite loss or gradient norm stops the step before the weights change, naming why", "[engine]") {
+  const auto engine_on = [](const std::shared_ptr<nn::Module>& model) {
+    return std::make_unique<Engine>(model, nn::make_optimizer("AdamW", {{"lr", 1e-2}}, model->named_parameters()),
+                                    nullptr, EngineOptions{});
+  };
+  const auto step = [](Engine& engine, const Tensor& input) {
+    engine.backward(autograd::sum(engine(autograd::Variable(input))));
+    engine.step();
+  };
+  SECTION("a NaN weight is named") {
+    auto model = std::make_shared<nn::Linear>(3, 2);
+    model->named_parameters()[1].second.data().fill_(std::nan(""));  // the bias
+    auto engine = engine_on(model);
+    const std::string message = error_of([&] { step(*engine, Tensor::ones({4, 3})); });
+    INFO(message);
+    CHECK(message.rfind("step 1: the loss is nan and the gradient norm ", 0) == 0);
+    CHECK(message.find("; parameter bias already holds NaN/Inf") != std::string::npos);
+    CHECK(engine->global_steps() == 0);
+    CHECK(std::isfinite(model->named_parameters()[0].second.data().to_vector<float>()[0]));  // the weight: untouched
+  }
+  SECTION("finite weights and an overflowing input: the gradients are blamed, the weights keep their values") {
+    auto model = std::make_shared<nn::Linear>(3, 2);
+    const std::vector<float> before = model->named_parameters()[0].second.data().to_vector<float>();
+    auto engine = engine_on(model);
+    const std::string message = error_of([&] { step(*engine, Tensor::full({4, 3}, INFINITY)); });
+    CHECK(message.find("every weight is finite, so this step's loss or gradients overflowed") != std::string::npos);
+    CHECK(model->named_parameters()[0].second.data().to_vector<float>() == before);
+  }
+  SECTION("with the check off the step runs") {
+    auto model = std::make_shared<nn::Linear>(3, 2);
+    auto engine = engine_on(model);
+    engine->set_stop_on_non_finite(false);
+    step(*engine, Tensor::full({4, 3}, INFINITY));
+    CHECK(engine->global_steps() == 1);
+    CHECK(std::isnan(engine->last_report().loss));
+  }
 }

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "autograd/functions.h"
+#include "engine/initialize.h"
+#include "nn/linear.h"
 #include "gpt_training.h"
 #include "mpi_test_util.h"
 #include "test_util.h"
@@ -88,4 +91,21 @@ TEST_CASE("overlap: the first bucket's all-reduce is issued before backward ends
   }
   // Overlap changes when buckets are reduced, not what they compute.
   require_equivalent(after, overlapped, 1e-12);
+}
+
+TEST_CASE("an overflow on one rank stops every rank at the same step, with the same message", "[parallel]") {
+  const auto& world = runtime().world_ptr();
+  auto model = std::make_shared<nn::Linear>(3, 2);
+  Initialized init = initialize(Config::from_string(detail::concat(R"({"train_batch_size": )", 2 * world->size(),
+                                                                   R"(, "optimizer": {"type": "SGD", "params": {"lr": 0.1}}})")),
+                                model, nullptr, nullptr, world);
+  // Only the last rank's data overflows; the job-wide gradient norm carries it to every rank.
+  const float value = world->rank() == world->size() - 1 ? INFINITY : 1.0f;
+  const std::string message = fathom::testing::error_of([&] {
+    init.engine->backward(autograd::sum((*init.engine)(autograd::Variable(Tensor::full({2, 3}, value)))));
+    init.engine->step();
+  });
+  CHECK(message.rfind("step 1: the loss is ", 0) == 0);
+  CHECK(message.find("every weight is finite, so this step's loss or gradients overflowed") != std::string::npos);
+  CHECK(init.engine->global_steps() == 0);
 }
