@@ -95,6 +95,12 @@ const JsonValue& JsonValue::at(std::string_view key) const {
   return *value;
 }
 
+JsonSyntaxError::JsonSyntaxError(const char* file, int line, const std::string& source, size_t offset,
+                                 std::string reason)
+    : Error(file, line, detail::concat(source, ": invalid JSON at byte ", offset, ": ", reason)),
+      offset_(offset),
+      reason_(std::move(reason)) {}
+
 // Recursive descent over the text; every read is bounds-checked against `text_.size()`.
 class JsonParser {
  public:
@@ -112,7 +118,7 @@ class JsonParser {
  private:
   template <typename... Args>
   [[noreturn]] void fail(const Args&... args) const {
-    FATHOM_FAIL(source_, ": invalid JSON at byte ", base_ + pos_, ": ", args...);
+    throw JsonSyntaxError(__FILE__, __LINE__, source_, base_ + pos_, detail::concat(args...));
   }
 
   std::string describe_here() const {

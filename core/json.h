@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
+
 namespace fathom {
 
 enum class JsonKind { Null, Bool, Number, String, Array, Object };
@@ -64,6 +66,19 @@ class JsonValue {
   std::vector<JsonValue> array_;
   Members object_;
   size_t offset_ = 0;
+};
+
+// What parse_json throws for text that is not JSON: the message names the source and byte;
+// offset() and reason() let a caller (the config reader) report a line and column instead.
+class JsonSyntaxError : public Error {
+ public:
+  JsonSyntaxError(const char* file, int line, const std::string& source, size_t offset, std::string reason);
+  size_t offset() const { return offset_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  size_t offset_;
+  std::string reason_;
 };
 
 // Parses one JSON document (surrounding whitespace allowed). `source` names the text in error

@@ -1,5 +1,6 @@
 #include "engine/config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -89,8 +90,17 @@ bool ends_with(const std::string& text, const std::string& suffix) {
 }  // namespace
 
 ConfigNode read_config_file(const std::string& path) {
+  // A config is a few kilobytes; this bound keeps a wrong path (a dataset, a device) from being read.
+  constexpr uintmax_t kMaxConfigBytes = 16u << 20;
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error))
+    throw_config_error({path, 0, ""}, "is a directory, not a config file; name the JSON or YAML file in it");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw_config_error({path, 0, ""}, "cannot open the file; check the path (relative paths start in the working directory)");
+  const uintmax_t bytes = std::filesystem::file_size(path, error);
+  if (!error && bytes > kMaxConfigBytes)
+    throw_config_error({path, 0, ""}, "the file is " + std::to_string(bytes >> 20) +
+                                          " MiB; a config is a few kilobytes of JSON or YAML: is this the right file?");
   std::ostringstream text;
   text << in.rdbuf();
   ConfigFormat format = ConfigFormat::Auto;

@@ -1,8 +1,10 @@
 #pragma once
 // Config text -> tree. DeepSpeed reads its config with hjson, so a ds_config.json may carry
-// comments; Fathom reads JSON and YAML with yaml-cpp (JSON is YAML's flow syntax) and adds what
-// yaml-cpp lacks: JSON-style comments, duplicate-key errors and a record of which scalars were
-// quoted (a quoted "8" is a string, never a number). yaml-cpp stays out of this header.
+// comments and trailing commas; Fathom reads JSON with its own strict parser (core/json.h) after
+// blanking both, so a syntax error is reported at its line and column, and YAML with yaml-cpp,
+// adding what yaml-cpp lacks: duplicate-key errors, bounds on size and depth (a YAML alias bomb
+// is refused, not expanded) and a record of which scalars were quoted (a quoted "8" is a string,
+// never a number). yaml-cpp stays out of this header.
 
 #include <string>
 #include <string_view>

@@ -1,6 +1,8 @@
 // fathom::Config: DeepSpeed-style configs in JSON and YAML, every error with its exact text.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+
 #include "test_util.h"
 
 #include <cstdio>
@@ -276,13 +278,61 @@ TEST_CASE("DeepSpeed's deprecated spellings are read as the current keys, each w
 }
 
 TEST_CASE("syntax errors and non-object configs", "[engine]") {
-  CHECK(parse_error("{\"train_batch_size\": [8}") == "config error: invalid JSON: illegal flow end (column 24)");
+  CHECK(parse_error("{\"train_batch_size\": [8}") ==
+        "config error: invalid JSON: expected ',' or ']' after an array element, found character '}' (column 24)");
   CHECK(parse_error("") == "config error: the config is empty; write an object such as {\"train_batch_size\": 8}");
   CHECK(parse_error("# only a comment\n") ==
         "config error: the config is empty; write an object such as {\"train_batch_size\": 8}");
   CHECK(parse_error("- 1\n- 2\n") == "config error: the config must be an object of key: value pairs, got a list");
   CHECK(parse_error("train_batch_size: 8\n---\ntrain_batch_size: 16\n") ==
         "config error: the text holds more than one YAML document; a config is one document");
+}
+
+TEST_CASE("JSON syntax errors say what is wrong where: a missing }, a NUL byte, text after the object", "[engine]") {
+  CHECK(parse_error("{\"train_batch_size\": 8,\n \"gradient_clipping\": 1.0\n") ==
+        "config error: invalid JSON: expected ',' or '}' after an object member, found end of text (column 1)");
+  CHECK(error_of([] { Config::from_string(std::string("{\"train_batch_size\": 8, \"x\0g\": 1}", 30)); }) ==
+        "config error: a NUL byte (0x00) at column 27; a config is text: is this the right file?");
+  CHECK(parse_error("{\"train_batch_size\": 8}\n{\"a\": 1}\n") ==
+        "config error: invalid JSON: unexpected character '{' after the end of the JSON value; a config is one JSON "
+        "object (column 1)");
+  CHECK(parse_error("{\"train_batch_size\": 8} trailing") ==
+        "config error: invalid JSON: unexpected character 't' after the end of the JSON value; a config is one JSON "
+        "object (column 25)");
+  // hjson's leniencies that DeepSpeed configs use: comments and trailing commas.
+  const Config lenient = Config::from_string(
+      "{\"train_batch_size\": 8, // eight\n \"optimizer\": {\"type\": \"Adam\", \"params\": {\"betas\": [0.9, 0.99,],},},\n}",
+      ConfigFormat::Json);
+  CHECK(lenient.batch.train_batch_size == 8);
+}
+
+TEST_CASE("a directory, a huge file, a YAML alias bomb and deep nesting are refused before they cost memory", "[engine]") {
+  std::filesystem::create_directories("fathom_test_config_dir");
+  CHECK(error_of([] { Config::from_file("fathom_test_config_dir"); }) ==
+        "fathom_test_config_dir: config error: is a directory, not a config file; name the JSON or YAML file in it");
+  std::filesystem::remove("fathom_test_config_dir");
+  {
+    std::ofstream big("fathom_test_config_big.json");
+    big << std::string(17u << 20, ' ');
+  }
+  CHECK(error_of([] { Config::from_file("fathom_test_config_big.json"); }).find("the file is 17 MiB; a config is a few kilobytes") !=
+        std::string::npos);
+  std::filesystem::remove("fathom_test_config_big.json");
+  // Eight levels of ten aliases: 10^9 values once expanded, 511 bytes as text.
+  std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int level = 1; level <= 8; ++level) {
+    const std::string previous = "*a" + std::to_string(level - 1);
+    bomb += "a" + std::to_string(level) + ": &a" + std::to_string(level) + " [" + previous;
+    for (int i = 1; i < 10; ++i) bomb += ", " + previous;
+    bomb += "]\n";
+  }
+  CHECK(parse_error(bomb).find("config error at a4[7]: ") == 0);
+  CHECK(parse_error(bomb).find("the config expands to more than 100000 values (YAML aliases multiply what they refer to)") !=
+        std::string::npos);
+  CHECK(parse_error("a: " + std::string(100, '[') + std::string(100, ']') + "\n")
+            .find("lists and objects nested deeper than 64 levels") != std::string::npos);
+  CHECK(parse_error("{\"a\": " + std::string(300, '[') + std::string(300, ']') + "}")
+            .find("invalid JSON: nesting deeper than 256 levels") != std::string::npos);
 }
 
 TEST_CASE("optimizer and scheduler sections", "[engine]") {
