@@ -140,18 +140,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// GPT's parameter count from its config: constructing and initialising GPT-2 124M takes seconds,
-// the arithmetic none. Weights plus biases of models::GPT's layers (nn/transformer.cpp); the
-// CTests pin each preset's count to what models::GPT::parameter_count() reports.
-int64_t gpt_parameter_count(const models::GPTConfig& c) {
-  const int64_t C = c.n_embd, bias = c.bias ? 1 : 0;
-  const int64_t layer_norm = C + bias * C;
-  const int64_t attention = (C * 3 * C + bias * 3 * C) + (C * C + bias * C);
-  const int64_t mlp = (C * 4 * C + bias * 4 * C) + (4 * C * C + bias * C);
-  const int64_t embeddings = c.vocab_size * C * (c.tied_embeddings ? 1 : 2) + c.block_size * C;
-  return embeddings + c.n_layer * (2 * layer_norm + attention + mlp) + layer_norm;
-}
-
 double gib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0); }
 
 void print_table(const Options& o, int world_size) {
@@ -175,7 +163,7 @@ void print_table(const Options& o, int world_size) {
 int main(int argc, char** argv) {
   try {
     Options o = parse(argc, argv);
-    if (!o.preset.empty()) o.parameters = gpt_parameter_count(models::GPTConfig::preset(o.preset));
+    if (!o.preset.empty()) o.parameters = models::GPTConfig::preset(o.preset).parameter_count();
     const bool mixed = o.dtype != DType::F32;
     std::printf("Per-rank model states for %" PRId64 " parameters%s\n", o.parameters,
                 o.preset.empty() ? "" : (" (" + o.preset + ")").c_str());

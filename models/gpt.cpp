@@ -28,6 +28,25 @@ void GPTConfig::validate() const {
                "GPT config: n_layer, n_head, n_embd, vocab_size and block_size must be positive");
   FATHOM_CHECK(n_embd % n_head == 0, "GPT config: n_embd (", n_embd, ") must be a multiple of n_head (", n_head, ")");
   FATHOM_CHECK(dropout >= 0 && dropout < 1, "GPT config: dropout must be in [0, 1), got ", dropout);
+  // Bounds far above any trained GPT (GPT-3: 96 layers, 12288 wide), so that the arithmetic on
+  // sizes (parameter_count, memory estimates) cannot overflow.
+  const auto bounded = [](const char* name, int64_t value, int64_t limit) {
+    FATHOM_CHECK(value <= limit, "GPT config: ", name, " ", value, " is above the limit of ", limit);
+  };
+  bounded("n_layer", n_layer, 10'000);
+  bounded("n_embd", n_embd, 1 << 20);
+  bounded("vocab_size", vocab_size, 1 << 24);
+  bounded("block_size", block_size, 1 << 24);
+}
+
+int64_t GPTConfig::parameter_count() const {
+  validate();
+  const int64_t C = n_embd, with_bias = bias ? 1 : 0;
+  const int64_t layer_norm = C + with_bias * C;
+  const int64_t attention = (C * 3 * C + with_bias * 3 * C) + (C * C + with_bias * C);
+  const int64_t mlp = (C * 4 * C + with_bias * 4 * C) + (4 * C * C + with_bias * C);
+  const int64_t embeddings = vocab_size * C * (tied_embeddings ? 1 : 2) + block_size * C;
+  return embeddings + n_layer * (2 * layer_norm + attention + mlp) + layer_norm;
 }
 
 GPT::GPT(const GPTConfig& config, uint64_t seed) : config_(config) {

@@ -39,6 +39,9 @@ struct GPTConfig {
   // "tiny", "small" or "gpt2-124M" (GPT-2 small: 124,439,808 parameters with the tied head).
   static GPTConfig preset(const std::string& name);
   void validate() const;
+  // The parameters a GPT of this config has (weights and biases of every layer), without
+  // building it; GPT::parameter_count() of the built model agrees (tested).
+  int64_t parameter_count() const;
 };
 
 class GPT : public nn::Module, public nn::LayerSequence {

@@ -26,6 +26,7 @@ TEST_CASE("the gpt2-124M preset has GPT-2's parameter count and names", "[models
   GPTConfig config = GPTConfig::preset("gpt2-124M");
   const GPT gpt(config);
   CHECK(gpt.parameter_count() == 124'439'808);
+  CHECK(config.parameter_count() == 124'439'808);  // counted without building
   const auto params = gpt.named_parameters();
   CHECK(params.front().first == "transformer.wte.weight");
   CHECK(params[1].first == "transformer.wpe.weight");
@@ -52,6 +53,18 @@ TEST_CASE("GPT forward shapes, initialisation and errors", "[models]") {
   CHECK_THROWS_WITH(GPTConfig::preset("huge"), Catch::Contains("unknown GPT preset \"huge\"; use tiny, small or gpt2-124M"));
   config.n_head = 3;
   CHECK_THROWS_WITH(GPT(config), Catch::Contains("n_embd (64) must be a multiple of n_head (3)"));
+}
+
+TEST_CASE("GPT configs: the count without building agrees with the built model; sizes are bounded", "[models]") {
+  for (const char* name : {"tiny", "small"})
+    for (bool tied : {true, false}) {
+      GPTConfig config = GPTConfig::preset(name);
+      config.tied_embeddings = tied;
+      CHECK(config.parameter_count() == GPT(config).parameter_count());
+    }
+  GPTConfig huge = GPTConfig::preset("tiny");
+  huge.n_layer = 100'000'000;
+  CHECK_THROWS_WITH(huge.validate(), Catch::Contains("GPT config: n_layer 100000000 is above the limit of 10000"));
 }
 
 TEST_CASE("the gemm and fused attention kernels compute the same function (f32 logits and gradients)", "[models]") {

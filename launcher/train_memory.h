@@ -1,0 +1,16 @@
+#pragma once
+// fathom-train refuses a model whose model states (weights, gradients, fp32 masters, optimizer
+// states: zero/memory_estimate.h, what fathom-estimate-memory prints) cannot fit in this
+// machine's memory, before any of it is allocated: `--n-layer 100000000` is an error with the
+// estimate, not a process that grows until the kernel kills it.
+
+#include "engine/config.h"
+#include "models/gpt.h"
+
+namespace fathom::launcher {
+
+// `ranks_here`: the job's ranks on this machine, which share its memory. CPU training only (a
+// GPU's memory is the allocator's to report).
+void check_model_fits_in_memory(const models::GPTConfig& model, const Config& config, int world_size, int ranks_here);
+
+}  // namespace fathom::launcher
