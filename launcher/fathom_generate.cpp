@@ -91,18 +91,40 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// The model the file's metadata describes, checked against the tensors the file holds before
+// anything is allocated: a damaged or hand-edited header ("n_layer": "99999999999") is an error
+// naming the key, not a model that grows until the machine runs out of memory.
 models::GPTConfig config_from_metadata(const std::string& path) {
   const nn::SafetensorsFile file(path);
   const auto& meta = file.metadata();
   auto get = [&](const char* key) {
     FATHOM_CHECK(meta.count(key), path, ": no \"", key, "\" in the file's metadata; fathom-generate reads models "
                  "written by fathom-train (or save_gpt2_safetensors)");
-    return std::stoll(meta.at(key));
+    const std::string& text = meta.at(key);
+    int64_t value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    FATHOM_CHECK(error == std::errc() && end == text.data() + text.size() && value >= 1, path, ": metadata \"", key,
+                 "\" is \"", text, "\", not a whole number >= 1; the file is damaged or was not written by fathom-train");
+    return value;
   };
   models::GPTConfig c;
   c.n_layer = get("n_layer"), c.n_head = get("n_head"), c.n_embd = get("n_embd");
   c.vocab_size = get("vocab_size"), c.block_size = get("block_size");
   c.tied_embeddings = !file.contains("lm_head.weight");
+  const auto expect = [&](const std::string& name, const Shape& shape) {
+    FATHOM_CHECK(file.contains(name), path, ": the metadata describes a GPT with ", c.n_layer, " layers, but the file "
+                 "has no tensor ", name, "; the metadata does not match the weights");
+    FATHOM_CHECK(file.info(name).shape == shape, path, ": tensor ", name, " is ", shape_str(file.info(name).shape),
+                 ", but the metadata (n_embd ", c.n_embd, ", vocab_size ", c.vocab_size, ", block_size ", c.block_size,
+                 ") makes it ", shape_str(shape), "; the metadata does not match the weights");
+  };
+  expect("transformer.wte.weight", {c.vocab_size, c.n_embd});
+  expect("transformer.wpe.weight", {c.block_size, c.n_embd});
+  expect("transformer.h." + std::to_string(c.n_layer - 1) + ".ln_1.weight", {c.n_embd});
+  FATHOM_CHECK(!file.contains("transformer.h." + std::to_string(c.n_layer) + ".ln_1.weight"), path,
+               ": the file holds more than the ", c.n_layer, " layers its metadata says; the metadata does not match "
+               "the weights");
+  c.validate();
   return c;
 }
 
@@ -113,7 +135,11 @@ std::vector<int64_t> prompt_tokens(const std::string& prompt, int64_t vocab) {
   } else {
     std::stringstream in(prompt);
     for (std::string item; std::getline(in, item, ',');) {
-      const int64_t id = std::stoll(item);
+      int64_t id = -1;
+      const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), id);
+      FATHOM_CHECK(error == std::errc() && end == item.data() + item.size(), "--prompt: \"", item,
+                   "\" is not a token id; this model's vocabulary has ", vocab, " tokens (not bytes), so the prompt is "
+                   "comma-separated token ids such as 464,3113");
       FATHOM_CHECK(id >= 0 && id < vocab, "--prompt: token id ", id, " is outside the vocabulary (", vocab, ")");
       tokens.push_back(id);
     }
