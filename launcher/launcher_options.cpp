@@ -19,6 +19,12 @@ Runs `program args...` as an MPI job through Open MPI's mpirun (or $FATHOM_MPIRU
   --master_addr ADDR        MASTER_ADDR for the ranks (default: the first host)
   --master_port PORT        MASTER_PORT for the ranks (default: 29500)
   --launcher_args "ARGS"    extra mpirun options, split on whitespace
+  --stop_timeout SECONDS    on SIGTERM the ranks get SIGUSR1 (stop after this step and save)
+                            and this long before mpirun is stopped (default 30)
+  --max_restarts N          relaunch the job up to N times when it fails (default 0); the
+                            ranks see FATHOM_RESTART_COUNT and resume from their checkpoint
+  --min_procs N             with --max_restarts and a hostfile: before a restart, drop the
+                            hosts that no longer answer, and go on if N slots remain
   --dry-run                 print the mpirun command line and exit
   -h, --help                this help
 
@@ -34,9 +40,16 @@ int positive_int(const std::string& flag, const std::string& value, int maximum)
   return *parsed;
 }
 
+int non_negative_int(const std::string& flag, const std::string& value, int maximum) {
+  const std::optional<int> parsed = parse_non_negative_int(value);
+  FATHOM_CHECK(parsed && *parsed <= maximum, flag, " must be an integer from 0 to ", maximum, ", not \"", value, "\"");
+  return *parsed;
+}
+
 bool takes_value(const std::string& flag) {
   for (const char* name : {"--hostfile", "-i", "--include", "-e", "--exclude", "--num_nodes", "--num_procs",
-                           "--num_gpus", "--master_addr", "--master_port", "--launcher_args"})
+                           "--num_gpus", "--master_addr", "--master_port", "--launcher_args", "--stop_timeout",
+                           "--max_restarts", "--min_procs"})
     if (flag == name) return true;
   return false;
 }
@@ -51,6 +64,9 @@ void set_option(LauncherOptions& options, const std::string& flag, const std::st
   else if (flag == "--num_procs" || flag == "--num_gpus") options.selection.num_procs = positive_int(flag, value, kMaxCount);
   else if (flag == "--master_addr") options.master_addr = value;
   else if (flag == "--master_port") options.master_port = positive_int(flag, value, 65535);
+  else if (flag == "--stop_timeout") options.stop_timeout = positive_int(flag, value, 86400);
+  else if (flag == "--max_restarts") options.max_restarts = non_negative_int(flag, value, 1000);
+  else if (flag == "--min_procs") options.min_procs = positive_int(flag, value, kMaxCount);
   else if (flag == "--launcher_args") {
     for (std::string& word : split_whitespace(value)) options.launcher_args.push_back(std::move(word));
   }
@@ -88,6 +104,8 @@ LauncherOptions parse_launcher_options(const std::vector<std::string>& args) {
   }
   options.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   FATHOM_CHECK(!options.program.empty(), "no program given; usage: fathom [options] program [args...]");
+  FATHOM_CHECK(options.min_procs == 0 || (options.max_restarts > 0 && !options.hostfile.empty()),
+               "--min_procs applies to restarts across hosts: give --max_restarts N and a --hostfile too");
   return options;
 }
 

@@ -19,6 +19,9 @@ struct LauncherOptions {
   std::string master_addr;         // empty: the first selected host
   int master_port = kDefaultMasterPort;
   std::vector<std::string> launcher_args;  // --launcher_args split on whitespace (repeats append)
+  int stop_timeout = 30;  // --stop_timeout: seconds the ranks get after SIGTERM to save (launcher/run_process.h)
+  int max_restarts = 0;   // --max_restarts: relaunch a failed job up to this many times
+  int min_procs = 0;      // --min_procs: on a restart, go on with the hosts still reachable if they have this many slots
   bool dry_run = false;
   bool help = false;
   std::vector<std::string> program;  // the program and its arguments

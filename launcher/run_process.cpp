@@ -15,13 +15,32 @@ namespace fathom::launcher {
 namespace {
 
 volatile sig_atomic_t child_pid = 0;
+volatile sig_atomic_t stop_signal = 0;
+
+void remember(int signal_number) {
+  if (stop_signal == 0) stop_signal = signal_number;
+}
+
+volatile sig_atomic_t graceful_signal = 0, graceful_timeout = 30, stops = 0;
 
 // Runs in the parent only: child_pid is still 0 in a child that has not reached exec yet.
 void forward_signal(int signal_number) {
-  if (child_pid > 0) kill(child_pid, signal_number);
+  remember(signal_number);
+  if (child_pid <= 0) return;
+  if (graceful_signal != 0 && stops++ == 0) {
+    kill(child_pid, graceful_signal);
+    alarm(static_cast<unsigned>(graceful_timeout));
+  } else {
+    kill(child_pid, SIGTERM);
+  }
 }
 
-void outlive_signal(int) {}
+// The graceful stop's time is up.
+void stop_now(int) {
+  if (child_pid > 0) kill(child_pid, SIGTERM);
+}
+
+void outlive_signal(int signal_number) { remember(signal_number); }
 
 void install_handler(int signal_number, void (*handler)(int)) {
   struct sigaction action {};
@@ -54,8 +73,12 @@ std::optional<std::string> find_executable(const std::string& program, std::stri
   return std::nullopt;
 }
 
-int run_and_wait(const std::vector<std::string>& argv) {
+int run_and_wait(const std::vector<std::string>& argv, GracefulStop stop) {
   FATHOM_CHECK(!argv.empty(), "run_and_wait: empty command");
+  graceful_signal = stop.signal;
+  graceful_timeout = stop.timeout_seconds;
+  stops = 0;
+  install_handler(SIGALRM, stop_now);
   install_handler(SIGTERM, forward_signal);
   install_handler(SIGHUP, forward_signal);
   install_handler(SIGINT, outlive_signal);
@@ -69,8 +92,12 @@ int run_and_wait(const std::vector<std::string>& argv) {
   while (waitpid(pid, &status, 0) < 0) {
     FATHOM_CHECK(errno == EINTR, "waiting for ", argv[0], " failed (", std::strerror(errno), ")");
   }
+  alarm(0);
+  child_pid = 0;
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);
 }
+
+int stop_signal_received() { return stop_signal; }
 
 }  // namespace fathom::launcher

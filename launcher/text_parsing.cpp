@@ -50,7 +50,16 @@ std::string count_of(int count, std::string_view noun) {
 
 std::string line_error(std::string_view kind, std::string_view source, int line, std::string_view content,
                        std::string_view problem) {
-  return detail::concat(kind, " ", source, ":", line, ": \"", content, "\": ", problem);
+  // The line as the terminal should show it: control bytes escaped, at most 80 characters.
+  constexpr size_t kShown = 80;
+  std::string shown;
+  for (char c : content.substr(0, kShown)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) shown += detail::concat("\\x", "0123456789abcdef"[byte >> 4], "0123456789abcdef"[byte & 15]);
+    else shown += c;
+  }
+  if (content.size() > kShown) shown += "...";
+  return detail::concat(kind, " ", source, ":", line, ": \"", shown, "\": ", problem);
 }
 
 std::string read_text_file(const std::string& path, std::string_view kind) {
@@ -61,7 +70,11 @@ std::string read_text_file(const std::string& path, std::string_view kind) {
   FATHOM_CHECK(in.is_open(), kind, " ", path, ": cannot read it (", std::strerror(errno), ")");
   std::ostringstream text;
   text << in.rdbuf();
-  return text.str();
+  // A binary file (a wrong path: a checkpoint, an executable) is named as such, not echoed.
+  const std::string content = text.str();
+  if (const size_t nul = content.find('\0'); nul != std::string::npos)
+    FATHOM_FAIL(kind, " ", path, ": is not a text file (a NUL byte at offset ", nul, "); is it the right file?");
+  return content;
 }
 
 }  // namespace fathom::launcher
