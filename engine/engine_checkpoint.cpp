@@ -40,10 +40,14 @@ using zero::Range;
 namespace {
 
 // Fault injection for the crash-safety tests: FATHOM_TEST_CRASH_DURING_SAVE=shard kills the run
-// between two shard writes, =index after the index is written but before the tag is renamed.
+// between two shard writes, =index after the index is written but before the tag is renamed;
+// =shard-error fails the shard write with an error the process survives, as a full disk does.
 void crash_here_for_tests(const char* point, bool on_this_rank) {
   const char* crash = std::getenv("FATHOM_TEST_CRASH_DURING_SAVE");
-  if (crash && on_this_rank && std::string(crash) == point) std::abort();
+  if (!crash || !on_this_rank) return;
+  if (std::string(crash) == point) std::abort();
+  if (std::string(crash) == std::string(point) + "-error")
+    FATHOM_FAIL("checkpoint: writing a shard failed (injected by FATHOM_TEST_CRASH_DURING_SAVE=", crash, ")");
 }
 
 void fsync_path(const fs::path& path) {
@@ -168,9 +172,17 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   // One file per kind of state; the checksums go to rank 0 for the index.
   std::map<std::string, std::vector<std::pair<std::string, Tensor>>> by_kind;
   for (const auto& entry : tensors) by_kind[checkpoint_state_kind(entry.first)].push_back(entry);
-  for (const auto& [kind, kind_tensors] : by_kind) {
-    nn::save_safetensors((tmp_dir / file_of(rank, kind)).string(), kind_tensors);
-    crash_here_for_tests("shard", rank == world - 1);
+  try {
+    for (const auto& [kind, kind_tensors] : by_kind) {
+      nn::save_safetensors((tmp_dir / file_of(rank, kind)).string(), kind_tensors);
+      crash_here_for_tests("shard", rank == world - 1);
+    }
+  } catch (const Error&) {
+    // A write that fails (a full disk) leaves no half-written tag behind; the previous tag and
+    // `latest` were never touched. (In a job, the error then ends every rank.)
+    std::error_code ignored;
+    fs::remove_all(tmp_dir, ignored);
+    throw;
   }
   std::vector<std::string> states = {"param"};
   if (has_master) states.push_back("master");

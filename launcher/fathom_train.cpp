@@ -9,6 +9,8 @@
 // ranks with the same global batch; rank 0 prints and writes.
 #include <algorithm>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -22,9 +24,11 @@
 #include "core/threads.h"
 #include "engine/initialize.h"
 #include "engine/memory_report.h"
+#include "engine/stop_signals.h"
 #include "engine/token_dataset.h"
 #include "launcher/train_config.h"
 #include "launcher/train_data.h"
+#include "launcher/train_memory.h"
 #include "launcher/train_options.h"
 #include "launcher/train_resume.h"
 #include "models/gpt.h"
@@ -43,6 +47,16 @@ std::string clock_text(double seconds) {
   return out;
 }
 
+// Fault injection for the restart tests (docs/reliability.md): FATHOM_TEST_KILL_AT_STEP=N makes
+// the last rank of a job's first attempt die by SIGKILL after step N, as a crashed node would.
+void kill_if_asked(int64_t step, const parallel::Runtime& runtime) {
+  static const char* at = std::getenv("FATHOM_TEST_KILL_AT_STEP");
+  const char* restart = std::getenv("FATHOM_RESTART_COUNT");
+  if (at && std::to_string(step) == at && (!restart || std::string(restart) == "0") &&
+      runtime.rank() == runtime.size() - 1)
+    std::raise(SIGKILL);
+}
+
 // Mean loss over up to `max_batches` validation micro-batches, without a graph.
 double validation_loss(models::GPT& model, DataLoader& loader, int max_batches) {
   autograd::NoGradGuard no_grad;
@@ -59,9 +73,10 @@ double validation_loss(models::GPT& model, DataLoader& loader, int max_batches) 
   return batches ? total / batches : std::nan("");
 }
 
-int run(const launcher::TrainOptions& given, const parallel::Runtime& runtime) {
+int run(const launcher::TrainOptions& command_line, const parallel::Runtime& runtime) {
   const bool main_rank = runtime.is_main_process();
   std::vector<std::string> log;
+  const launcher::TrainOptions given = launcher::with_restart_resume(command_line, &log);
   // --resume: the run's model, data, length and config come from the checkpoint unless given.
   std::optional<launcher::ResumePoint> resume;
   if (!given.resume_dir.empty()) resume = launcher::open_resume_point(given.resume_dir, given.resume_tag);
@@ -85,9 +100,10 @@ int run(const launcher::TrainOptions& given, const parallel::Runtime& runtime) {
   const std::shared_ptr<TokenDataset>& train = data.train;
   const std::shared_ptr<TokenDataset>& val = data.val;
 
+  const Device device = launcher::resolve_device(opt.device, runtime.device());
+  if (device.is_cpu()) launcher::check_model_fits_in_memory(model_config, config, runtime.size(), runtime.local_size());
   auto model = std::make_shared<models::GPT>(model_config, config.seed.value_or(kDefaultSeed));
   if (!opt.init_path.empty()) models::load_gpt2_safetensors(*model, opt.init_path);
-  const Device device = launcher::resolve_device(opt.device, runtime.device());
   model->to(device);  // before the engine: its optimizer and ZeRO buffers follow the parameters
   const int64_t parameter_count = model->parameter_count();  // before ZeRO-3 shards the parameters
   // The process groups: MPI for host tensors and, with a GPU per rank, NCCL for device tensors.
@@ -147,6 +163,7 @@ int run(const launcher::TrainOptions& given, const parallel::Runtime& runtime) {
   });
 
   double last_val = std::nan("");
+  StopSignals stop_signals;  // SIGTERM / SIGINT: stop after the current step (engine/stop_signals.h)
   while (engine.global_steps() < opt.steps) {
     for (const Batch& batch : *init.loader) {
       const autograd::Variable logits = engine(autograd::Variable(batch.inputs.to(device)), batch.sample_index);
@@ -159,11 +176,28 @@ int run(const launcher::TrainOptions& given, const parallel::Runtime& runtime) {
         if (main_rank) std::printf("step %lld/%lld | val loss %.3f\n", (long long)step, (long long)opt.steps, last_val);
         std::fflush(stdout);
       }
-      if (opt.save_every > 0 && (step % opt.save_every == 0 || step == opt.steps)) {
+      const auto save = [&] {
         engine.save_checkpoint(checkpoint_dir, "", client_state);
         if (main_rank)
           std::printf("step %lld/%lld | checkpoint %s/global_step%lld\n", (long long)step, (long long)opt.steps,
                       checkpoint_dir.c_str(), (long long)step);
+      };
+      const bool saving = opt.save_every > 0;
+      if (saving && (step % opt.save_every == 0 || step == opt.steps)) save();
+      kill_if_asked(step, runtime);
+      // Preemption: every rank has finished this step; all stop here or none does. After a signal
+      // a rank has two steps' time (and 5 s) to get here, or it exits (a peer of it died).
+      stop_signals.set_boundary_timeout(5 + 2 * engine.last_report().seconds);
+      if (const int signal = stop_signals.stop_requested(runtime.world_ptr().get()); signal && step < opt.steps) {
+        if (saving && step % opt.save_every != 0) save();
+        if (main_rank) {
+          std::printf("fathom-train: stopped by %s after step %lld/%lld; ", StopSignals::name(signal), (long long)step,
+                      (long long)opt.steps);
+          if (saving) std::printf("continue with --resume %s\n", opt.out_dir.c_str());
+          else std::printf("no checkpoint was saved (--save-every N saves one on a stop too)\n");
+          std::fflush(stdout);
+        }
+        return 128 + signal;  // the shell's status for a process ended by that signal
       }
       if (step >= opt.steps) break;
     }

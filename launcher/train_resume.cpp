@@ -1,5 +1,8 @@
 #include "launcher/train_resume.h"
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "core/error.h"
 #include "core/json.h"
 #include "core/json_writer.h"
@@ -53,6 +56,20 @@ std::string train_run_client_state(const TrainRun& run) {
   w.member("data", run.data_path).member("val_data", run.val_data_path).member("steps", static_cast<long long>(run.steps));
   w.end_object().end_object();
   return w.str();
+}
+
+TrainOptions with_restart_resume(TrainOptions options, std::vector<std::string>* log) {
+  const char* count = std::getenv("FATHOM_RESTART_COUNT");
+  if (!count || std::string(count) == "0" || !options.resume_dir.empty()) return options;
+  const std::filesystem::path latest = std::filesystem::path(options.out_dir) / "checkpoints" / "latest";
+  if (std::filesystem::exists(latest)) {
+    options.resume_dir = options.out_dir;
+    if (log) log->push_back(std::string("restart ") + count + " (FATHOM_RESTART_COUNT): resuming " + options.out_dir);
+  } else if (log) {
+    log->push_back(std::string("restart ") + count + " (FATHOM_RESTART_COUNT): no checkpoint in " + options.out_dir +
+                   "/checkpoints yet, so from the start (--save-every N keeps one)");
+  }
+  return options;
 }
 
 ResumePoint open_resume_point(const std::string& resume_dir, const std::string& tag) {

@@ -28,6 +28,11 @@ struct TrainRun {
 // The client state fathom-train saves with each checkpoint: {"fathom-train": {...}}.
 std::string train_run_client_state(const TrainRun& run);
 
+// Under `fathom --max_restarts` a relaunched job (FATHOM_RESTART_COUNT > 0) resumes from its own
+// latest checkpoint: `options` with --resume set to --out when it has one and no --resume was
+// given; `log` says so.
+TrainOptions with_restart_resume(TrainOptions options, std::vector<std::string>* log);
+
 // The checkpoint --resume points at, opened before the model exists.
 struct ResumePoint {
   std::string dir, tag;       // the checkpoint folder (holding `latest`) and the tag to load

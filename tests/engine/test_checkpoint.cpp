@@ -360,3 +360,23 @@ TEST_CASE("a `latest` written by hand with a newline loads; an empty one says so
         "load_checkpoint: " + dir + "/latest is empty; write the tag to load into it, or pass the tag");
   world->barrier();
 }
+
+TEST_CASE("a save that fails (a full disk) leaves no .tmp folder, and the previous tag and latest as they were", "[checkpoint]") {
+  const auto& world = runtime().world_ptr();
+  if (world->size() > 1) return;  // one process: in a job the error ends every rank
+  const std::string dir = (std::filesystem::temp_directory_path() / "fathom_failed_save").string();
+  std::filesystem::remove_all(dir);
+  Job job = make_job(0, false, world);
+  run_steps(job, 1);
+  job.init.engine->save_checkpoint(dir, "good");
+  run_steps(job, 1);
+  setenv("FATHOM_TEST_CRASH_DURING_SAVE", "shard-error", 1);
+  const std::string message = error_of([&] { job.init.engine->save_checkpoint(dir, "bad"); });
+  unsetenv("FATHOM_TEST_CRASH_DURING_SAVE");
+  CHECK(message.find("checkpoint: writing a shard failed") == 0);
+  CHECK_FALSE(std::filesystem::exists(dir + "/bad.tmp"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/bad"));
+  CHECK(CheckpointReader(dir, "").tag() == "good");
+  job.init.engine->save_checkpoint(dir, "bad");  // the next save, with the disk freed, succeeds
+  CHECK(CheckpointReader(dir, "").tag() == "bad");
+}
