@@ -50,6 +50,31 @@ void crash_here_for_tests(const char* point, bool on_this_rank) {
     FATHOM_FAIL("checkpoint: writing a shard failed (injected by FATHOM_TEST_CRASH_DURING_SAVE=", crash, ")");
 }
 
+// The saved data position in this loader's steps. Another dataset would make the position mean
+// other samples: an error. Another global batch continues at the same sample of the epoch when
+// that sample starts a step of the new batch (and says so); otherwise an error with the numbers.
+DataLoaderState resumed_position(const JsonValue& saved, const DataLoader& loader) {
+  DataLoaderState position{saved.at("epoch").as_int64(), saved.at("step").as_int64()};
+  const JsonValue* samples = saved.find("samples");
+  const JsonValue* batch = saved.find("global_batch");
+  if (!samples || !batch) return position;  // a checkpoint from before they were recorded
+  const int64_t dataset = loader.dataset().size(), then = batch->as_int64(), now = loader.global_batch_size();
+  FATHOM_CHECK(samples->as_int64() == dataset, "load_checkpoint: the checkpoint was trained on a dataset of ",
+               samples->as_int64(), " samples, this run's has ", dataset, "; its data position (epoch ",
+               position.epoch, ", step ", position.step, ") would mean other samples: resume with the same data (and "
+               "block size), or start a new run from the weights alone (fathom-export, then --init)");
+  if (then == now) return position;
+  const int64_t consumed = position.step * then;  // samples of the epoch already trained on
+  FATHOM_CHECK(consumed % now == 0, "load_checkpoint: the checkpoint stopped after ", consumed, " samples of epoch ",
+               position.epoch, " with a global batch of ", then, "; a global batch of ", now, " cannot start there (",
+               consumed, " is not a multiple of ", now, "): resume with a global batch that divides ", consumed);
+  FATHOM_LOG(Warning, detail::concat("load_checkpoint: the global batch changed from ", then, " to ", now,
+                                     "; continuing at sample ", consumed, " of epoch ", position.epoch, " (step ",
+                                     consumed / now, " of the new batch)"));
+  position.step = consumed / now;
+  return position;
+}
+
 void fsync_path(const fs::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) return;
@@ -229,7 +254,9 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
     }
     if (loader_) {
       const DataLoaderState st = loader_->state();
-      w.key("data_loader").begin_object(Layout::Inline).member("epoch", st.epoch).member("step", st.step).end_object();
+      // The dataset's size and the global batch give the position its meaning (docs/data.md).
+      w.key("data_loader").begin_object(Layout::Inline).member("epoch", st.epoch).member("step", st.step);
+      w.member("samples", loader_->dataset().size()).member("global_batch", loader_->global_batch_size()).end_object();
     }
     w.member("config", config_json_).member("client_state", client_state);
     w.end_object();
@@ -307,8 +334,7 @@ std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
     st.overflows = s->at("overflows").as_int64();
     scaler_->load_state(st);
   }
-  if (const JsonValue* s = index.find("data_loader"); s && loader_)
-    loader_->load_state({s->at("epoch").as_int64(), s->at("step").as_int64()});
+  if (const JsonValue* s = index.find("data_loader"); s && loader_) loader_->load_state(resumed_position(*s, *loader_));
   return index.at("client_state").as_string();
 }
 

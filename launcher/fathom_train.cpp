@@ -81,6 +81,13 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
   std::optional<launcher::ResumePoint> resume;
   if (!given.resume_dir.empty()) resume = launcher::open_resume_point(given.resume_dir, given.resume_tag);
   const launcher::TrainOptions opt = resume ? launcher::resumed_options(given, *resume, &log) : given;
+  if (resume && resume->global_steps >= opt.steps) {
+    if (main_rank)
+      std::printf("fathom-train: the checkpoint %s/%s is at step %lld and the run ends at --steps %lld: nothing left "
+                  "to train (pass a larger --steps to go on)\n", resume->dir.c_str(), resume->tag.c_str(),
+                  static_cast<long long>(resume->global_steps), static_cast<long long>(opt.steps));
+    return 0;
+  }
   if (opt.threads > 0) set_num_threads(opt.threads);
   models::GPTConfig sizes = models::GPTConfig::preset(opt.preset);
   opt.apply_sizes(sizes);

@@ -115,9 +115,6 @@ TrainOptions resumed_options(const TrainOptions& given, const ResumePoint& point
       taken += ", --steps " + std::to_string(run.steps);
     }
   }
-  FATHOM_CHECK(point.global_steps < o.steps, "--resume: the checkpoint ", point.dir, "/", point.tag,
-               " is at step ", point.global_steps, " and the run ends at --steps ", o.steps,
-               ": there is nothing left to train; pass a larger --steps to train on");
   if (log && !taken.empty())
     log->push_back("resuming " + point.dir + "/" + point.tag + " (step " + std::to_string(point.global_steps) +
                    ", " + std::to_string(point.world_size) + (point.world_size == 1 ? " rank" : " ranks") +

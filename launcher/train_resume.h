@@ -45,7 +45,7 @@ ResumePoint open_resume_point(const std::string& resume_dir, const std::string& 
 
 // The options of the resumed run: the checkpoint's preset, sizes, data and --steps where the
 // command line does not give them. Size flags that contradict the checkpoint's model are an
-// error naming both shapes; a run already at --steps is an error that says how to go on.
+// error naming both shapes.
 // `log` gets one line saying what was taken.
 TrainOptions resumed_options(const TrainOptions& given, const ResumePoint& point, std::vector<std::string>* log);
 

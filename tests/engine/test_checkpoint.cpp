@@ -19,9 +19,9 @@ using fathom::testing::runtime;
 namespace fs = std::filesystem;
 
 namespace {
-std::shared_ptr<TokenDataset> tokens() {
+std::shared_ptr<TokenDataset> tokens(int samples = 64) {
   std::vector<uint16_t> t;
-  for (int i = 0; i < 64 * 16 + 1; ++i) t.push_back(static_cast<uint16_t>((i * 37 + i / 7 + i * i % 13) % 61));
+  for (int i = 0; i < samples * 16 + 1; ++i) t.push_back(static_cast<uint16_t>((i * 37 + i / 7 + i * i % 13) % 61));
   return std::make_shared<TokenDataset>(TokenDataset::from_tokens(t, 16, 64));
 }
 
@@ -30,7 +30,8 @@ struct Job {
   Initialized init;
 };
 
-Job make_job(int stage, bool fp16, std::shared_ptr<parallel::Communicator> group) {
+Job make_job(int stage, bool fp16, std::shared_ptr<parallel::Communicator> group, int global_batch = 12,
+             int samples = 64) {
   models::GPTConfig c;
   c.n_layer = 2;
   c.n_head = 2;
@@ -42,12 +43,12 @@ Job make_job(int stage, bool fp16, std::shared_ptr<parallel::Communicator> group
   Job job;
   job.model = std::make_shared<models::GPT>(c, 5);
   const std::string config = detail::concat(
-      R"({"train_batch_size": 12, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.1}},
+      R"({"train_batch_size": )", global_batch, R"(, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.1}},
           "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 1e-3, "warmup_num_steps": 5}},
           "gradient_clipping": 1.0, "seed": 3, "fp16": {"enabled": )", fp16 ? "true" : "false",
       R"(, "initial_scale_power": 24, "loss_scale_window": 2}, "zero_optimization": {"stage": )", stage,
       R"(, "stage3_param_persistence_threshold": 0, "reduce_bucket_size": 3000}})");
-  job.init = initialize(Config::from_string(config), job.model, nullptr, tokens(), std::move(group));
+  job.init = initialize(Config::from_string(config), job.model, nullptr, tokens(samples), std::move(group));
   return job;
 }
 
@@ -379,4 +380,28 @@ TEST_CASE("a save that fails (a full disk) leaves no .tmp folder, and the previo
   CHECK(CheckpointReader(dir, "").tag() == "good");
   job.init.engine->save_checkpoint(dir, "bad");  // the next save, with the disk freed, succeeds
   CHECK(CheckpointReader(dir, "").tag() == "bad");
+}
+
+TEST_CASE("resume with another dataset is refused; with another global batch it continues at the same sample", "[checkpoint]") {
+  const auto& world = runtime().world_ptr();
+  if (world->size() > 1) return;  // the batch sizes below are for one process
+  const std::string dir = (std::filesystem::temp_directory_path() / "fathom_resume_consistency").string();
+  std::filesystem::remove_all(dir);
+  Job saved = make_job(0, false, world, 12);
+  run_steps(saved, 2);  // 24 samples of epoch 0
+  saved.init.engine->save_checkpoint(dir, "two");
+
+  Job smaller_batch = make_job(0, false, world, 8);
+  smaller_batch.init.engine->load_checkpoint(dir, "two");
+  CHECK(smaller_batch.init.loader->state() == DataLoaderState{0, 3});  // sample 24 = step 3 of batch 8
+
+  Job odd_batch = make_job(0, false, world, 16);
+  CHECK(error_of([&] { odd_batch.init.engine->load_checkpoint(dir, "two"); }) ==
+        "load_checkpoint: the checkpoint stopped after 24 samples of epoch 0 with a global batch of 12; a global batch "
+        "of 16 cannot start there (24 is not a multiple of 16): resume with a global batch that divides 24");
+
+  Job other_data = make_job(0, false, world, 12, 48);
+  CHECK(error_of([&] { other_data.init.engine->load_checkpoint(dir, "two"); }).find(
+            "load_checkpoint: the checkpoint was trained on a dataset of 64 samples, this run's has 48; its data "
+            "position (epoch 0, step 2) would mean other samples") == 0);
 }
