@@ -44,6 +44,8 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
     throw_config_error({source, 0, ""},
                        "fp16.enabled and bf16.enabled are both true; choose one mixed-precision mode (DeepSpeed "
                        "rejects both too)");
+  c.tensorboard = parse_monitor(top.section("tensorboard"));
+  c.csv_monitor = parse_monitor(top.section("csv_monitor"));
   // DeepSpeed's oldest ZeRO spelling, a boolean: true is stage 1, false stage 0.
   if (const ConfigNode* zero = top.find("zero_optimization"); zero && zero->is_scalar() && config_bool(*zero)) {
     c.zero.stage = *config_bool(*zero) ? 1 : 0;

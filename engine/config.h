@@ -70,6 +70,13 @@ struct Fp16Config {
   bool fp16_master_weights_and_grads = false;  // DeepSpeed-only; an error when true
 };
 
+// "tensorboard" / "csv_monitor" (docs/monitoring.md): files in output_path/job_name.
+struct MonitorConfig {
+  bool enabled = false;
+  std::string output_path;  // "" = the working directory
+  std::string job_name = "DeepSpeedJobName";
+};
+
 struct Bf16Config {
   bool enabled = false;
   bool immediate_grad_update = false;  // DeepSpeed-only; an error when true
@@ -152,6 +159,7 @@ struct Config {
   std::optional<uint64_t> seed;
   Fp16Config fp16;
   Bf16Config bf16;
+  MonitorConfig tensorboard, csv_monitor;
   ZeroConfig zero;
   // Data-parallel gradient averaging (DeepSpeed's semantics; parallel/gradient_averaging.h):
   // divide by the data-parallel size before the reduction instead of after it; or, without

@@ -151,6 +151,11 @@ std::string Config::to_json() const {
   w.member("enabled", bf16.enabled);
   w.member("immediate_grad_update", bf16.immediate_grad_update);
   w.end_object();
+  for (const auto& [name, monitor] : {std::pair{"tensorboard", &tensorboard}, std::pair{"csv_monitor", &csv_monitor}}) {
+    w.key(name).begin_object(JsonWriter::Layout::Inline);
+    w.member("enabled", monitor->enabled).member("output_path", monitor->output_path).member("job_name", monitor->job_name);
+    w.end_object();
+  }
   write_zero(w, zero);
   w.end_object();
   return w.str() + "\n";

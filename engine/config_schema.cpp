@@ -47,9 +47,7 @@ constexpr const char* kEnabledSections = R"({
     "enabled": false, "recompute_fwd_factor": 0.0, "profile_step": 1, "module_depth": -1, "top_modules": 1,
     "detailed": true, "output_file": null
   },
-  "tensorboard": {"enabled": false, "output_path": "", "job_name": "DeepSpeedJobName"},
   "wandb": {"enabled": false, "group": null, "team": null, "project": "deepspeed"},
-  "csv_monitor": {"enabled": false, "output_path": "", "job_name": "DeepSpeedJobName"},
   "comet": null,
   "comms_logger": {"enabled": false, "verbose": false, "prof_all": true, "debug": false, "prof_ops": []},
   "eigenvalue": {
@@ -184,7 +182,11 @@ void reject_enabled(const ConfigSection& section, const std::string& top_key) {
     if (member.value.is_map()) {
       reject_enabled(section.section(member.key), top_key);
     } else if (member.key == "enabled" && section.boolean("enabled", false)) {
-      section.fail("enabled", "true is " + not_supported(top_key, "remove the section or set it to false"));
+      // A C++ library has no client for these services; TensorBoard's files import into them.
+      const bool service = top_key == "wandb" || top_key == "comet";
+      section.fail("enabled", "true is " + not_supported(top_key, service ? "it needs the service's network client. Write "
+                   "TensorBoard files instead (\"tensorboard\": {\"enabled\": true}) and import them (wandb sync "
+                   "--sync-tensorboard DIR)" : "remove the section or set it to false"));
     }
   }
 }
@@ -196,7 +198,7 @@ const std::vector<std::string>& fathom_config_keys() {
       "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "optimizer", "scheduler",
       "gradient_clipping", "steps_per_print", "wall_clock_breakdown", "seed", "fp16", "bf16", "bfloat16",
       "zero_optimization", "prescale_gradients", "gradient_predivide_factor", "communication_data_type",
-      "dataloader_drop_last", "data_types"};
+      "dataloader_drop_last", "data_types", "tensorboard", "csv_monitor"};
   return keys;
 }
 

@@ -1,4 +1,4 @@
-// The "fp16", "bf16", "optimizer" and "scheduler" sections.
+// The "fp16", "bf16", "tensorboard", "csv_monitor", "optimizer" and "scheduler" sections.
 #include <algorithm>
 #include <cctype>
 
@@ -69,6 +69,16 @@ Bf16Config parse_bf16(const ConfigSection& s) {
   if (c.immediate_grad_update)
     s.fail("immediate_grad_update",
            "true is not supported (Fathom does not implement DeepSpeed's bf16 immediate gradient update); use false");
+  return c;
+}
+
+MonitorConfig parse_monitor(const ConfigSection& s) {
+  s.check_keys({"enabled", "output_path", "job_name"});
+  MonitorConfig c;
+  c.enabled = s.boolean("enabled", c.enabled);
+  c.output_path = s.string("output_path", c.output_path);
+  c.job_name = s.string("job_name", c.job_name);
+  if (c.job_name.empty()) s.fail("job_name", "is empty; the files go to output_path/job_name, so name the job");
   return c;
 }
 

@@ -189,6 +189,8 @@ const StepReport& Engine::train_batch(const NextBatch& next, const LossFunction&
   return last_report_;
 }
 
+void Engine::set_monitor(std::unique_ptr<Monitor> monitor) { monitor_ = std::move(monitor); }
+
 void Engine::set_schedule(std::unique_ptr<Schedule> schedule) {
   FATHOM_CHECK(schedule != nullptr, "engine.set_schedule: no schedule");
   schedule_ = std::move(schedule);
@@ -223,6 +225,17 @@ void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
   forward_ms_ = backward_ms_ = 0;
   cycle_started_ = false;
 
+  if (monitor_) {
+    // DeepSpeed's tags and x-axis (global samples).
+    std::vector<MonitorEvent> events = {{"Train/Samples/train_loss", report.loss, global_samples_},
+                                        {"Train/Samples/lr", report.lr, global_samples_}};
+    if (scaler_) events.push_back({"Train/Samples/loss_scale", report.loss_scale, global_samples_});
+    if (options_.wall_clock_breakdown)
+      for (const auto& [name, ms] : {std::pair{"forward", report.forward_ms}, std::pair{"backward", report.backward_ms},
+                                     std::pair{"step", report.step_ms}})
+        events.push_back({std::string("Train/Samples/elapsed_time_ms_") + name, ms, global_samples_});
+    monitor_->write_events(events);
+  }
   if (on_step_)
     on_step_(report);
   else if (options_.steps_per_print > 0 && global_steps_ % options_.steps_per_print == 0)

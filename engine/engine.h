@@ -35,6 +35,7 @@
 #include "core/generator.h"
 #include "engine/data_loader.h"
 #include "engine/loss_scaler.h"
+#include "engine/monitor.h"
 #include "nn/lr_schedule.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
@@ -154,6 +155,11 @@ class Engine {
   // optimizer runs (engine/non_finite_check.h); false trains on regardless.
   void set_stop_on_non_finite(bool stop) { stop_on_non_finite_ = stop; }
 
+  // Where the step's curves go (engine/monitor.h; initialize sets the config's monitors on the
+  // first rank); null: nowhere. A program writes its own events through monitor() too.
+  void set_monitor(std::unique_ptr<Monitor> monitor);
+  Monitor* monitor() const { return monitor_.get(); }
+
   // Replaces the default log line (printed every steps_per_print steps) with `callback`,
   // called after every optimizer step.
   void on_step(std::function<void(const StepReport&)> callback) { on_step_ = std::move(callback); }
@@ -187,6 +193,7 @@ class Engine {
   double forward_ms_ = 0, backward_ms_ = 0;
   StepReport last_report_;
   std::function<void(const StepReport&)> on_step_;
+  std::unique_ptr<Monitor> monitor_;
   std::shared_ptr<DataLoader> loader_;
   std::string config_json_ = "{}";
 };

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "core/logging.h"
+#include "engine/monitor.h"
 #include "nn/optimizer_factory.h"
 #include "parallel/local_communicator.h"
 #include "zero/replicated_state.h"
@@ -133,6 +134,9 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
   if (config.fp16.enabled) fp16 = from_config(config.fp16);
   out.engine = std::make_shared<Engine>(std::move(model), std::move(state), out.scheduler, options, fp16);
   out.engine->set_config_json(config.to_json());
+  // The job's first rank writes the monitors' files.
+  const bool first_rank = groups.data().rank() == 0 && groups.tensor().rank() == 0 && groups.pipeline().rank() == 0;
+  out.engine->set_monitor(make_monitors(config, first_rank));
 
   if (training_data) {
     DataLoaderOptions loader;

@@ -146,6 +146,7 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   engine.on_step([&](const StepReport& r) {
     const bool last = r.step == opt.steps;
+    if (Monitor* monitor = engine.monitor()) monitor->write_events({{"Train/Samples/tokens_per_second", r.tokens_per_second, r.samples}});
     if (!main_rank) return;
     // After the first step, with the gradients at their peak (they live through backward and the
     // step frees them), so the line adds up to docs/zero.md's totals (16 bytes/parameter at stage 0).
@@ -180,6 +181,7 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
       const int64_t step = engine.global_steps();
       if (step == opt.steps || (opt.eval_interval > 0 && step % opt.eval_interval == 0)) {
         last_val = validation_loss(*model, val_loader, opt.eval_batches);
+        if (Monitor* monitor = engine.monitor()) monitor->write_events({{"Train/Samples/val_loss", last_val, engine.global_samples()}});
         if (main_rank) std::printf("step %lld/%lld | val loss %.3f\n", (long long)step, (long long)opt.steps, last_val);
         std::fflush(stdout);
       }

@@ -528,9 +528,19 @@ TEST_CASE("DeepSpeed keys Fathom does not implement: accepted off, errors on", "
   CHECK(parse_error(with(R"("flops_profiler": {"enabled": true})")) ==
         "config error at flops_profiler.enabled: true is not supported (Fathom does not implement DeepSpeed's flops "
         "profiler); remove the section or set it to false");
-  CHECK(parse_error(with(R"("tensorboard": {"enabled": true, "output_path": "logs/"})")) ==
-        "config error at tensorboard.enabled: true is not supported (Fathom does not implement DeepSpeed's "
-        "TensorBoard monitor); remove the section or set it to false");
+  CHECK(parse_error(with(R"("wandb": {"enabled": true, "project": "deepspeed"})")) ==
+        "config error at wandb.enabled: true is not supported (Fathom does not implement DeepSpeed's Weights & Biases "
+        "monitor); it needs the service's network client. Write TensorBoard files instead (\"tensorboard\": "
+        "{\"enabled\": true}) and import them (wandb sync --sync-tensorboard DIR)");
+  // The monitors Fathom has: read, with DeepSpeed's defaults.
+  const Config monitors = Config::from_string(with(R"("tensorboard": {"enabled": true, "output_path": "logs/"},
+      "csv_monitor": {"enabled": true, "job_name": "run7"})"));
+  CHECK(monitors.tensorboard.enabled);
+  CHECK(monitors.tensorboard.output_path == "logs/");
+  CHECK(monitors.tensorboard.job_name == "DeepSpeedJobName");
+  CHECK(monitors.csv_monitor.job_name == "run7");
+  CHECK(parse_error(with(R"("csv_monitor": {"enabled": true, "job_name": ""})")) ==
+        "config error at csv_monitor.job_name: is empty; the files go to output_path/job_name, so name the job");
   CHECK(parse_error(with(R"("compression_training": {"weight_quantization": {"shared_parameters": {"enabled": true}}})")) ==
         "config error at compression_training.weight_quantization.shared_parameters.enabled: true is not supported "
         "(Fathom does not implement DeepSpeed's compression training); remove the section or set it to false");

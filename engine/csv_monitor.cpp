@@ -1,0 +1,35 @@
+#include "engine/csv_monitor.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/json_writer.h"
+
+namespace fathom {
+
+CsvMonitor::CsvMonitor(std::string folder) : folder_(std::move(folder)) {
+  std::error_code error;
+  std::filesystem::create_directories(folder_, error);
+  FATHOM_CHECK(!error, "csv_monitor: cannot create ", folder_, " (", error.message(), "); check output_path");
+}
+
+std::string CsvMonitor::file_name(const std::string& tag) {
+  std::string name = tag;
+  for (char& c : name)
+    if (c == '/') c = '_';
+  return name + ".csv";
+}
+
+void CsvMonitor::write_events(const std::vector<MonitorEvent>& events) {
+  for (const MonitorEvent& event : events) {
+    const std::filesystem::path path = std::filesystem::path(folder_) / file_name(event.tag);
+    const bool fresh = !std::filesystem::exists(path) || std::filesystem::file_size(path) == 0;
+    std::ofstream out(path, std::ios::app);
+    FATHOM_CHECK(out, "csv_monitor: cannot write ", path.string());
+    if (fresh) out << "step," << event.tag.substr(event.tag.rfind('/') + 1) << "\n";
+    out << event.step << "," << json_number(event.value) << "\n";
+  }
+}
+
+}  // namespace fathom

@@ -1,0 +1,149 @@
+// Monitors: TensorBoard event files (framing, CRC-32C, the hand-encoded protos) and CSV files,
+// as the engine writes them during training.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/csv_monitor.h"
+#include "engine/initialize.h"
+#include "engine/tensorboard_events.h"
+#include "engine/tensorboard_monitor.h"
+#include "engine/token_dataset.h"
+#include "models/gpt.h"
+#include "nn/loss.h"
+#include "test_util.h"
+
+using namespace fathom;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> lines_of(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("fathom_monitor_" + name);
+  fs::remove_all(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("CRC-32C has its check value; TFRecord masks it", "[engine]") {
+  CHECK(crc32c("123456789") == 0xE3069283u);
+  CHECK(crc32c("") == 0u);
+  const uint32_t crc = crc32c("abc");
+  CHECK(masked_crc32c("abc") == ((crc >> 15) | (crc << 17)) + 0xa282ead8u);
+}
+
+TEST_CASE("a TensorBoard file written is read back: file version, tags, steps, values", "[engine]") {
+  const fs::path dir = fresh_dir("roundtrip");
+  std::string path;
+  {
+    TensorBoardMonitor monitor(dir.string());
+    path = monitor.path();
+    monitor.write_events({{"Train/Samples/train_loss", 2.5, 16}, {"Train/Samples/lr", 3e-4, 16}});
+    monitor.write_events({{"Train/Samples/train_loss", 2.25, 32}});
+  }
+  CHECK(fs::path(path).filename().string().rfind("events.out.tfevents.", 0) == 0);
+  const TensorBoardFile file = read_tensorboard_file(path);
+  CHECK(file.file_version == "brain.Event:2");
+  REQUIRE(file.scalars.size() == 3);
+  CHECK(file.scalars[0].tag == "Train/Samples/train_loss");
+  CHECK(file.scalars[0].step == 16);
+  CHECK(file.scalars[0].value == 2.5f);
+  CHECK(file.scalars[1].value == 3e-4f);
+  CHECK(file.scalars[2].step == 32);
+  CHECK(file.scalars[2].wall_time >= file.scalars[0].wall_time);
+}
+
+TEST_CASE("a TensorBoard file from TensorBoard's own writer is decoded", "[engine]") {
+  // Written once by the tensorboard package's EventFileWriter (tests/data/make_tensorboard_events.py).
+  const TensorBoardFile file = read_tensorboard_file(FATHOM_TEST_DATA_DIR "/tensorboard_reference.tfevents");
+  CHECK(file.file_version == "brain.Event:2");
+  REQUIRE(file.scalars.size() == 3);
+  CHECK(file.scalars[0].tag == "Train/Samples/train_loss");
+  CHECK(file.scalars[0].step == 8);
+  CHECK(file.scalars[0].value == 4.5f);
+  CHECK(file.scalars[1].tag == "Train/Samples/lr");
+  CHECK(file.scalars[1].value == 0.001f);
+  CHECK(file.scalars[2].step == 16);
+  CHECK(file.scalars[2].value == 4.25f);
+}
+
+TEST_CASE("a corrupt TensorBoard file is an error naming the record", "[engine]") {
+  const fs::path dir = fresh_dir("corrupt");
+  std::string path;
+  {
+    TensorBoardMonitor monitor(dir.string());
+    path = monitor.path();
+    monitor.write_events({{"x", 1, 1}});
+  }
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[bytes.size() - 6] ^= 1;  // inside the last record's data
+  std::ofstream(path, std::ios::binary) << bytes;
+  CHECK(testing::error_of([&] { read_tensorboard_file(path); }).find("fails its data CRC (the file is corrupt)") !=
+        std::string::npos);
+}
+
+TEST_CASE("CSV monitor: one file per tag, one header, appended across runs", "[engine]") {
+  const fs::path dir = fresh_dir("csv");
+  CsvMonitor(dir.string()).write_events({{"Train/Samples/train_loss", 2.5, 16}});
+  CsvMonitor(dir.string()).write_events({{"Train/Samples/train_loss", 0.1, 32}});  // a resumed run
+  CHECK(CsvMonitor::file_name("Train/Samples/train_loss") == "Train_Samples_train_loss.csv");
+  CHECK(lines_of(dir / "Train_Samples_train_loss.csv") == std::vector<std::string>{"step,train_loss", "16,2.5", "32,0.1"});
+}
+
+TEST_CASE("the engine writes its losses and lr to the configured monitors at every step", "[engine]") {
+  const fs::path dir = fresh_dir("engine");
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 8 * 17 + 1; ++i) tokens.push_back(static_cast<uint16_t>(i * 7 % 61));
+  auto data = std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
+  models::GPTConfig c = models::GPTConfig::preset("tiny");
+  c.vocab_size = 64;
+  c.block_size = 16;
+  const std::string config = R"({"train_batch_size": 4, "gradient_accumulation_steps": 2, "wall_clock_breakdown": true,
+      "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+      "tensorboard": {"enabled": true, "output_path": ")" + dir.string() + R"(", "job_name": "tb"},
+      "csv_monitor": {"enabled": true, "output_path": ")" + dir.string() + R"(", "job_name": "csv"}})";
+  Initialized init = initialize(Config::from_string(config), std::make_shared<models::GPT>(c, 1), nullptr, data);
+  std::vector<double> losses;
+  for (const Batch& batch : *init.loader) {
+    init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs)), batch.targets,
+                                            batch.loss_normaliser));
+    const bool boundary = init.engine->is_gradient_accumulation_boundary();
+    init.engine->step();
+    if (boundary) losses.push_back(init.engine->last_report().loss);
+  }
+  REQUIRE(losses.size() == 2);
+  init.engine.reset();  // closes the TensorBoard file
+
+  const std::vector<std::string> csv = lines_of(dir / "csv" / "Train_Samples_train_loss.csv");
+  REQUIRE(csv.size() == 3);
+  CHECK(csv[0] == "step,train_loss");
+  for (size_t i = 0; i < losses.size(); ++i) {
+    CHECK(csv[i + 1].substr(0, csv[i + 1].find(',')) == std::to_string(4 * (i + 1)));  // global samples
+    CHECK(std::stod(csv[i + 1].substr(csv[i + 1].find(',') + 1)) == losses[i]);       // exactly the reported loss
+  }
+  CHECK(fs::exists(dir / "csv" / "Train_Samples_lr.csv"));
+  CHECK(fs::exists(dir / "csv" / "Train_Samples_elapsed_time_ms_forward.csv"));
+
+  std::vector<fs::path> event_files;
+  for (const auto& entry : fs::directory_iterator(dir / "tb")) event_files.push_back(entry.path());
+  REQUIRE(event_files.size() == 1);
+  const TensorBoardFile file = read_tensorboard_file(event_files[0].string());
+  std::vector<float> tb_losses;
+  for (const TensorBoardScalar& s : file.scalars)
+    if (s.tag == "Train/Samples/train_loss") tb_losses.push_back(s.value);
+  CHECK(tb_losses == std::vector<float>{static_cast<float>(losses[0]), static_cast<float>(losses[1])});
+}
