@@ -62,19 +62,22 @@ int StopSignals::received() { return g_received.load(); }
 
 int StopSignals::stop_requested(parallel::Communicator* group) const {
   const int mine = received();
-  const int any = !group || group->size() == 1
-                      ? mine
-                      : static_cast<int>(group->all_reduce_scalar(mine, parallel::ReduceOp::Max));
+  const int any =
+      !group || group->size() == 1 ? mine : static_cast<int>(group->all_reduce_scalar(mine, parallel::ReduceOp::Max));
   if (any) alarm(0);
   return any;
 }
 
 const char* StopSignals::name(int signal) {
   switch (signal) {
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGUSR1: return "SIGUSR1";
-    default: return "a signal";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGUSR1:
+      return "SIGUSR1";
+    default:
+      return "a signal";
   }
 }
 

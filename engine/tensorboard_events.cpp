@@ -38,7 +38,9 @@ void put_varint(std::string& out, uint64_t value) {
 }
 
 // Protobuf wire types: 0 varint, 1 64-bit, 2 length-delimited, 5 32-bit.
-void put_key(std::string& out, int field, int wire_type) { put_varint(out, static_cast<uint64_t>(field << 3 | wire_type)); }
+void put_key(std::string& out, int field, int wire_type) {
+  put_varint(out, static_cast<uint64_t>(field << 3 | wire_type));
+}
 
 void put_bytes(std::string& out, int field, std::string_view bytes) {
   put_key(out, field, 2);
@@ -89,11 +91,16 @@ class Reader {
   }
   // Skips a field this reader does not use.
   void skip(int wire_type) {
-    if (wire_type == 0) varint();
-    else if (wire_type == 1) take(8);
-    else if (wire_type == 2) take(varint());
-    else if (wire_type == 5) take(4);
-    else FATHOM_FAIL(what_, ": unknown protobuf wire type ", wire_type, " at byte ", pos_);
+    if (wire_type == 0)
+      varint();
+    else if (wire_type == 1)
+      take(8);
+    else if (wire_type == 2)
+      take(varint());
+    else if (wire_type == 5)
+      take(4);
+    else
+      FATHOM_FAIL(what_, ": unknown protobuf wire type ", wire_type, " at byte ", pos_);
   }
 
  private:
@@ -119,9 +126,12 @@ void read_summary_value(std::string_view bytes, const std::string& what, TensorB
   while (!r.done()) {
     const uint64_t key = r.varint();
     const int field = static_cast<int>(key >> 3), wire = static_cast<int>(key & 7);
-    if (field == 1 && wire == 2) scalar.tag = std::string(r.take(r.varint()));
-    else if (field == 2 && wire == 5) scalar.value = as_float(static_cast<uint32_t>(r.fixed(4))), has_value = true;
-    else r.skip(wire);
+    if (field == 1 && wire == 2)
+      scalar.tag = std::string(r.take(r.varint()));
+    else if (field == 2 && wire == 5)
+      scalar.value = as_float(static_cast<uint32_t>(r.fixed(4))), has_value = true;
+    else
+      r.skip(wire);
   }
 }
 

@@ -104,7 +104,8 @@ models::GPTConfig config_from_metadata(const std::string& path) {
     int64_t value = 0;
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
     FATHOM_CHECK(error == std::errc() && end == text.data() + text.size() && value >= 1, path, ": metadata \"", key,
-                 "\" is \"", text, "\", not a whole number >= 1; the file is damaged or was not written by fathom-train");
+                 "\" is \"", text,
+                 "\", not a whole number >= 1; the file is damaged or was not written by fathom-train");
     return value;
   };
   models::GPTConfig c;

@@ -123,7 +123,8 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
       std::printf("fathom-train: resumed from %s/%s at step %lld\n", resume->dir.c_str(), resume->tag.c_str(),
                   static_cast<long long>(engine.global_steps()));
   }
-  const std::string client_state = launcher::train_run_client_state({opt.preset, model_config, opt.data_path, opt.val_data_path, opt.steps});
+  const std::string client_state =
+      launcher::train_run_client_state({opt.preset, model_config, opt.data_path, opt.val_data_path, opt.steps});
   const std::string checkpoint_dir = (std::filesystem::path(opt.out_dir) / "checkpoints").string();
   // A small validation set is evaluated in smaller micro-batches rather than refused.
   DataLoader val_loader(val, std::min(engine.options().micro_batch_size, val->size()), 1, 0, 1, /*shuffle=*/false);
@@ -146,7 +147,8 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   engine.on_step([&](const StepReport& r) {
     const bool last = r.step == opt.steps;
-    if (Monitor* monitor = engine.monitor()) monitor->write_events({{"Train/Samples/tokens_per_second", r.tokens_per_second, r.samples}});
+    if (Monitor* monitor = engine.monitor())
+      monitor->write_events({{"Train/Samples/tokens_per_second", r.tokens_per_second, r.samples}});
     if (!main_rank) return;
     // After the first step, with the gradients at their peak (they live through backward and the
     // step frees them), so the line adds up to docs/zero.md's totals (16 bytes/parameter at stage 0).
@@ -181,7 +183,8 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
       const int64_t step = engine.global_steps();
       if (step == opt.steps || (opt.eval_interval > 0 && step % opt.eval_interval == 0)) {
         last_val = validation_loss(*model, val_loader, opt.eval_batches);
-        if (Monitor* monitor = engine.monitor()) monitor->write_events({{"Train/Samples/val_loss", last_val, engine.global_samples()}});
+        if (Monitor* monitor = engine.monitor())
+          monitor->write_events({{"Train/Samples/val_loss", last_val, engine.global_samples()}});
         if (main_rank) std::printf("step %lld/%lld | val loss %.3f\n", (long long)step, (long long)opt.steps, last_val);
         std::fflush(stdout);
       }

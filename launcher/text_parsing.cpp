@@ -55,7 +55,8 @@ std::string line_error(std::string_view kind, std::string_view source, int line,
   std::string shown;
   for (char c : content.substr(0, kShown)) {
     const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7f) shown += detail::concat("\\x", "0123456789abcdef"[byte >> 4], "0123456789abcdef"[byte & 15]);
+    constexpr const char* kHex = "0123456789abcdef";
+    if (byte < 0x20 || byte == 0x7f) shown += detail::concat("\\x", kHex[byte >> 4], kHex[byte & 15]);
     else shown += c;
   }
   if (content.size() > kShown) shown += "...";

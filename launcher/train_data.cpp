@@ -10,9 +10,7 @@
 namespace fathom::launcher {
 namespace {
 
-bool is_token_file(const std::string& path) {
-  return path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0;
-}
+bool is_token_file(const std::string& path) { return path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0; }
 
 std::shared_ptr<TokenDataset> read_data(const std::string& path, int64_t block_size, int64_t vocab_size,
                                         bool vocab_given) {
@@ -39,9 +37,9 @@ void check_fits(const TokenDataset& set, const std::string& what, int64_t batch,
                 const std::string& remedy) {
   if (set.size() >= batch) return;
   const int64_t window = set.block_size() + 1;
-  FATHOM_FAIL(what, " has ", set.num_tokens(), " tokens: ", set.size(), " sequence", set.size() == 1 ? "" : "s",
-              " of ", window, " tokens (--block-size ", set.block_size(), " + 1), fewer than ", batch_name, " of ",
-              batch, "; it needs at least ", batch * set.block_size() + 1, " tokens: ", remedy);
+  FATHOM_FAIL(what, " has ", set.num_tokens(), " tokens: ", set.size(), " sequence", set.size() == 1 ? "" : "s", " of ",
+              window, " tokens (--block-size ", set.block_size(), " + 1), fewer than ", batch_name, " of ", batch,
+              "; it needs at least ", batch * set.block_size() + 1, " tokens: ", remedy);
 }
 
 }  // namespace
@@ -70,7 +68,8 @@ TrainData load_train_data(const std::string& data_path, const std::string& val_p
     data.val_source = val_file + (val_path.empty() ? ", beside train.bin" : "");
   } else {
     const int64_t window = block_size + 1;
-    const auto val_tokens = static_cast<int64_t>(std::llround(static_cast<double>(all->num_tokens()) * kValidationFraction));
+    const auto val_tokens =
+        static_cast<int64_t>(std::llround(static_cast<double>(all->num_tokens()) * kValidationFraction));
     FATHOM_CHECK(val_tokens >= window, "the validation set (the last 5% of ", data.name, ") would have ", val_tokens,
                  " tokens, fewer than one sequence of ", window, " (--block-size ", block_size, " + 1): give at least ",
                  static_cast<int64_t>(std::ceil(static_cast<double>(window) / kValidationFraction)),

@@ -48,12 +48,15 @@ std::string train_run_client_state(const TrainRun& run) {
   w.begin_object().key(kClientKey).begin_object();
   w.member("preset", run.preset);
   w.key("model").begin_object();
-  w.member("n_layer", static_cast<long long>(run.model.n_layer)).member("n_head", static_cast<long long>(run.model.n_head));
+  w.member("n_layer", static_cast<long long>(run.model.n_layer))
+      .member("n_head", static_cast<long long>(run.model.n_head));
   w.member("n_embd", static_cast<long long>(run.model.n_embd));
   w.member("block_size", static_cast<long long>(run.model.block_size));
   w.member("vocab_size", static_cast<long long>(run.model.vocab_size));
   w.end_object();
-  w.member("data", run.data_path).member("val_data", run.val_data_path).member("steps", static_cast<long long>(run.steps));
+  w.member("data", run.data_path)
+      .member("val_data", run.val_data_path)
+      .member("steps", static_cast<long long>(run.steps));
   w.end_object().end_object();
   return w.str();
 }
@@ -95,7 +98,8 @@ TrainOptions resumed_options(const TrainOptions& given, const ResumePoint& point
       given.apply_sizes(asked);
       FATHOM_CHECK(same_shape(asked, run.model), "--resume: the checkpoint ", point.dir, "/", point.tag,
                    " holds a GPT of ", shape_text(run.model), " (preset ", run.preset, "), but the flags ask for ",
-                   shape_text(asked), "; drop --preset and the size flags to continue it, or start a new run "
+                   shape_text(asked),
+                   "; drop --preset and the size flags to continue it, or start a new run "
                    "(another --out, without --resume)");
     }
     o.preset = run.preset;
@@ -116,9 +120,9 @@ TrainOptions resumed_options(const TrainOptions& given, const ResumePoint& point
     }
   }
   if (log && !taken.empty())
-    log->push_back("resuming " + point.dir + "/" + point.tag + " (step " + std::to_string(point.global_steps) +
-                   ", " + std::to_string(point.world_size) + (point.world_size == 1 ? " rank" : " ranks") +
-                   "): took " + taken + " from it");
+    log->push_back("resuming " + point.dir + "/" + point.tag + " (step " + std::to_string(point.global_steps) + ", " +
+                   std::to_string(point.world_size) + (point.world_size == 1 ? " rank" : " ranks") + "): took " +
+                   taken + " from it");
   return o;
 }
 
@@ -128,8 +132,7 @@ Config resumed_config(const ResumePoint& point, int world, std::vector<std::stri
   const int64_t global = batch.train_batch_size, accumulation = batch.gradient_accumulation_steps;
   FATHOM_CHECK(global % (accumulation * world) == 0, "--resume: the checkpoint's global batch of ", global,
                " samples in ", accumulation, accumulation == 1 ? " micro-step" : " micro-steps",
-               " does not divide over ", world,
-               " ranks; run at a world size that divides ", global / accumulation,
+               " does not divide over ", world, " ranks; run at a world size that divides ", global / accumulation,
                ", or pass a --config with batch sizes for ", world, " ranks");
   batch = BatchConfig{.train_batch_size = global, .gradient_accumulation_steps = accumulation};
   config.resolve_batch(world);

@@ -35,9 +35,9 @@ TrainOptions with_restart_resume(TrainOptions options, std::vector<std::string>*
 
 // The checkpoint --resume points at, opened before the model exists.
 struct ResumePoint {
-  std::string dir, tag;       // the checkpoint folder (holding `latest`) and the tag to load
+  std::string dir, tag;         // the checkpoint folder (holding `latest`) and the tag to load
   std::optional<TrainRun> run;  // absent in checkpoints not written by fathom-train
-  std::string config_json;    // the config the checkpoint was trained with, as resolved
+  std::string config_json;      // the config the checkpoint was trained with, as resolved
   int64_t global_steps = 0;
   int world_size = 1;
 };

@@ -131,8 +131,9 @@ void check_snippet(const fs::path& root, const std::string& where, const Block& 
   const Marker* marker = block.marker("snippet");
   if (!marker) {
     if (block.language == "cpp")
-      report.problem(where, "a C++ block without a <!-- snippet: FILE --> marker above it; put the code in a "
-                            "compiled test file and name it, so the snippet cannot drift from the API");
+      report.problem(where,
+                     "a C++ block without a <!-- snippet: FILE --> marker above it; put the code in a "
+                     "compiled test file and name it, so the snippet cannot drift from the API");
     return;
   }
   const fs::path file = root / marker->argument;

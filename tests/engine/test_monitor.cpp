@@ -1,7 +1,6 @@
 // Monitors: TensorBoard event files (framing, CRC-32C, the hand-encoded protos) and CSV files,
 // as the engine writes them during training.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -101,7 +100,8 @@ TEST_CASE("CSV monitor: one file per tag, one header, appended across runs", "[e
   CsvMonitor(dir.string()).write_events({{"Train/Samples/train_loss", 2.5, 16}});
   CsvMonitor(dir.string()).write_events({{"Train/Samples/train_loss", 0.1, 32}});  // a resumed run
   CHECK(CsvMonitor::file_name("Train/Samples/train_loss") == "Train_Samples_train_loss.csv");
-  CHECK(lines_of(dir / "Train_Samples_train_loss.csv") == std::vector<std::string>{"step,train_loss", "16,2.5", "32,0.1"});
+  CHECK(lines_of(dir / "Train_Samples_train_loss.csv") ==
+        std::vector<std::string>{"step,train_loss", "16,2.5", "32,0.1"});
 }
 
 TEST_CASE("the engine writes its losses and lr to the configured monitors at every step", "[engine]") {
@@ -114,13 +114,15 @@ TEST_CASE("the engine writes its losses and lr to the configured monitors at eve
   c.block_size = 16;
   const std::string config = R"({"train_batch_size": 4, "gradient_accumulation_steps": 2, "wall_clock_breakdown": true,
       "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
-      "tensorboard": {"enabled": true, "output_path": ")" + dir.string() + R"(", "job_name": "tb"},
-      "csv_monitor": {"enabled": true, "output_path": ")" + dir.string() + R"(", "job_name": "csv"}})";
+      "tensorboard": {"enabled": true, "output_path": ")" +
+                             dir.string() + R"(", "job_name": "tb"},
+      "csv_monitor": {"enabled": true, "output_path": ")" +
+                             dir.string() + R"(", "job_name": "csv"}})";
   Initialized init = initialize(Config::from_string(config), std::make_shared<models::GPT>(c, 1), nullptr, data);
   std::vector<double> losses;
   for (const Batch& batch : *init.loader) {
-    init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs)), batch.targets,
-                                            batch.loss_normaliser));
+    init.engine->backward(
+        nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs)), batch.targets, batch.loss_normaliser));
     const bool boundary = init.engine->is_gradient_accumulation_boundary();
     init.engine->step();
     if (boundary) losses.push_back(init.engine->last_report().loss);
@@ -133,7 +135,7 @@ TEST_CASE("the engine writes its losses and lr to the configured monitors at eve
   CHECK(csv[0] == "step,train_loss");
   for (size_t i = 0; i < losses.size(); ++i) {
     CHECK(csv[i + 1].substr(0, csv[i + 1].find(',')) == std::to_string(4 * (i + 1)));  // global samples
-    CHECK(std::stod(csv[i + 1].substr(csv[i + 1].find(',') + 1)) == losses[i]);       // exactly the reported loss
+    CHECK(std::stod(csv[i + 1].substr(csv[i + 1].find(',') + 1)) == losses[i]);        // exactly the reported loss
   }
   CHECK(fs::exists(dir / "csv" / "Train_Samples_lr.csv"));
   CHECK(fs::exists(dir / "csv" / "Train_Samples_elapsed_time_ms_forward.csv"));

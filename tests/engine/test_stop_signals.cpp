@@ -1,10 +1,9 @@
 // StopSignals (preemption): the first SIGTERM or SIGINT is remembered for the step boundary, a
 // second one ends the process at once with 128 + signal.
-#include <catch2/catch.hpp>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <csignal>
 
 #include "engine/stop_signals.h"
