@@ -30,6 +30,7 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
   c.gradient_clipping = top.number("gradient_clipping", c.gradient_clipping, 0);
   c.steps_per_print = top.integer("steps_per_print", c.steps_per_print, 1);
   c.wall_clock_breakdown = top.boolean("wall_clock_breakdown", c.wall_clock_breakdown);
+  c.memory_breakdown = top.boolean("memory_breakdown", c.memory_breakdown);
   if (const auto seed = top.optional_integer("seed", 0)) c.seed = static_cast<uint64_t>(*seed);
 
   c.fp16 = parse_fp16(top.section("fp16"));

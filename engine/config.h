@@ -156,6 +156,7 @@ struct Config {
   double gradient_clipping = 0;  // max global gradient norm; 0 = off
   int64_t steps_per_print = 10;
   bool wall_clock_breakdown = false;
+  bool memory_breakdown = false;  // the allocator's tags after forward, backward and step
   std::optional<uint64_t> seed;
   Fp16Config fp16;
   Bf16Config bf16;

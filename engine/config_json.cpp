@@ -125,6 +125,7 @@ std::string Config::to_json() const {
   w.member("gradient_clipping", gradient_clipping);
   w.member("steps_per_print", steps_per_print);
   w.member("wall_clock_breakdown", wall_clock_breakdown);
+  w.member("memory_breakdown", memory_breakdown);
   if (seed) w.member("seed", static_cast<long long>(*seed));
   w.key("checkpoint").begin_object().member("tag_validation", checkpoint_tag_validation).end_object();
   w.member("prescale_gradients", prescale_gradients);

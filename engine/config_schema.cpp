@@ -13,7 +13,6 @@ namespace {
 // the default here; in an object, every sub-key must be one listed here and equal its default.
 constexpr const char* kDefaults = R"({
   "sparse_gradients": false,
-  "memory_breakdown": false,
   "dump_state": false,
   "disable_allgather": false,
   "graph_harvesting": false,
@@ -198,7 +197,7 @@ const std::vector<std::string>& fathom_config_keys() {
       "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "optimizer", "scheduler",
       "gradient_clipping", "steps_per_print", "wall_clock_breakdown", "seed", "fp16", "bf16", "bfloat16",
       "zero_optimization", "prescale_gradients", "gradient_predivide_factor", "communication_data_type",
-      "dataloader_drop_last", "data_types", "tensorboard", "csv_monitor"};
+      "dataloader_drop_last", "data_types", "tensorboard", "csv_monitor", "memory_breakdown"};
   return keys;
 }
 

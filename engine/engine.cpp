@@ -6,6 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "core/logging.h"
+#include "engine/memory_report.h"
 #include "engine/non_finite_check.h"
 #include "engine/schedule.h"
 #include "kernels/elementwise.h"
@@ -84,6 +85,7 @@ autograd::Variable Engine::operator()(const autograd::Variable& input, const Ten
   const auto start = Clock::now();
   autograd::Variable out = (*model_)(input);
   forward_ms_ += ms_since(start);
+  note_memory("forward");
   return out;
 }
 
@@ -109,8 +111,11 @@ void Engine::run_backward(const autograd::VariableList& outputs, const autograd:
   for (const autograd::Variable& output : outputs)
     scaled.push_back(scale == 1.0 ? output : autograd::mul(output, scale));
   autograd::backward(scaled, grad_outputs);
-  state_->end_backward();
+  const auto reducing = Clock::now();
+  state_->end_backward();  // waits for the reductions backward left in flight
+  backward_allreduce_ms_ += ms_since(reducing);
   backward_ms_ += ms_since(start);
+  note_memory("backward");
 }
 
 bool Engine::is_gradient_accumulation_boundary() const {
@@ -204,7 +209,21 @@ nn::NamedTensors Engine::consolidated_state_dict() {
   return out;
 }
 
+// The last forward's and backward's lines replace the earlier micro-batches' of the cycle.
+void Engine::note_memory(const char* point) {
+  const bool printed = options_.steps_per_print > 0 && (global_steps_ + 1) % options_.steps_per_print == 0;
+  if (!options_.memory_breakdown || !printed) return;
+  const std::string line = format_memory_breakdown(point);
+  const std::string prefix = std::string("memory after ") + point;
+  for (std::string& existing : memory_lines_)
+    if (existing.rfind(prefix, 0) == 0) return void(existing = line);
+  memory_lines_.push_back(line);
+}
+
 void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
+  note_memory("step");
+  report.memory_breakdown = std::move(memory_lines_);
+  memory_lines_.clear();
   // Skipped steps still count, as DeepSpeed's global_steps do.
   ++global_steps_;
   global_samples_ += options_.train_batch_size();
@@ -218,11 +237,13 @@ void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
   }
   report.forward_ms = forward_ms_;
   report.backward_ms = backward_ms_;
+  report.backward_allreduce_ms = backward_allreduce_ms_;
+  report.backward_inner_ms = backward_ms_ - backward_allreduce_ms_;
   report.step_ms = ms_since(step_start);
   last_report_ = report;
   loss_sum_ = Tensor();
   tokens_ = 0;
-  forward_ms_ = backward_ms_ = 0;
+  forward_ms_ = backward_ms_ = backward_allreduce_ms_ = 0;
   cycle_started_ = false;
 
   if (monitor_) {
@@ -232,14 +253,26 @@ void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
     if (scaler_) events.push_back({"Train/Samples/loss_scale", report.loss_scale, global_samples_});
     if (options_.wall_clock_breakdown)
       for (const auto& [name, ms] : {std::pair{"forward", report.forward_ms}, std::pair{"backward", report.backward_ms},
+                                     std::pair{"backward_inner", report.backward_inner_ms},
+                                     std::pair{"backward_allreduce", report.backward_allreduce_ms},
                                      std::pair{"step", report.step_ms}})
         events.push_back({std::string("Train/Samples/elapsed_time_ms_") + name, ms, global_samples_});
     monitor_->write_events(events);
   }
   if (on_step_)
     on_step_(report);
-  else if (options_.steps_per_print > 0 && global_steps_ % options_.steps_per_print == 0)
-    FATHOM_LOG(Info, format_report(report, options_.wall_clock_breakdown));
+  else if (options_.steps_per_print > 0 && global_steps_ % options_.steps_per_print == 0) {
+    FATHOM_LOG(Info, format_report(report, false));
+    if (options_.wall_clock_breakdown) FATHOM_LOG(Info, format_timers(report));
+    for (const std::string& line : report.memory_breakdown) FATHOM_LOG(Info, line);
+  }
+}
+
+std::string Engine::format_timers(const StepReport& r) {
+  char line[256];
+  std::snprintf(line, sizeof line, "time (ms) | fwd: %.2f | bwd: %.2f | bwd_inner: %.2f | bwd_allreduce: %.2f | step: %.2f",
+                r.forward_ms, r.backward_ms, r.backward_inner_ms, r.backward_allreduce_ms, r.step_ms);
+  return line;
 }
 
 std::string Engine::format_report(const StepReport& r, bool wall_clock_breakdown) {

@@ -50,6 +50,7 @@ struct EngineOptions {
   double gradient_clipping = 0.0;  // 0: off
   int64_t steps_per_print = 10;    // 0: never
   bool wall_clock_breakdown = false;
+  bool memory_breakdown = false;   // StepReport::memory_breakdown at the printed steps
   uint64_t seed = kDefaultSeed;    // dropout's seed
   // checkpoint.tag_validation: what save_checkpoint does when ranks pass different tags.
   enum class TagValidation { Ignore, Warn, Fail } tag_validation = TagValidation::Warn;
@@ -67,6 +68,12 @@ struct StepReport {
   double samples_per_second = 0.0;
   double tokens_per_second = 0.0;  // integer inputs counted as tokens
   double forward_ms = 0, backward_ms = 0, step_ms = 0;  // with wall_clock_breakdown
+  // backward = backward_inner (autograd's pass, with the reductions it overlaps) + backward_allreduce
+  // (the wait for the reductions still in flight when the pass ends). Host clocks.
+  double backward_inner_ms = 0, backward_allreduce_ms = 0;
+  // memory_breakdown, at the steps that are printed: this rank's allocator tags after the last
+  // forward, after the last backward and after the step, one line each.
+  std::vector<std::string> memory_breakdown;
   double loss_scale = 1.0;       // fp16: the scale this step used
   bool skipped = false;          // fp16: the step overflowed and was skipped
   int64_t skipped_steps = 0;     // fp16: skipped so far
@@ -164,12 +171,16 @@ class Engine {
   // called after every optimizer step.
   void on_step(std::function<void(const StepReport&)> callback) { on_step_ = std::move(callback); }
   static std::string format_report(const StepReport& report, bool wall_clock_breakdown);
+  // DeepSpeed's wall_clock_breakdown line: "time (ms) | fwd: ... | bwd: ... | bwd_inner: ... |
+  // bwd_allreduce: ... | step: ..." (the step's sums over its micro-batches).
+  static std::string format_timers(const StepReport& report);
 
  private:
   using Clock = std::chrono::steady_clock;
   void apply_scheduled_lr();
   double clip_gradients();  // returns the norm before clipping
-  double step_loss() const;  // the mean loss of this cycle over the data group (collective)
+  double step_loss() const;
+  void note_memory(const char* point);  // memory_breakdown  // the mean loss of this cycle over the data group (collective)
   void run_backward(const autograd::VariableList& outputs, const autograd::TensorList& grad_outputs);
   void finish_cycle(StepReport& report, Clock::time_point step_start);
 
@@ -190,7 +201,8 @@ class Engine {
   int64_t tokens_ = 0;      // integer input elements this cycle
   Clock::time_point cycle_start_{};
   bool cycle_started_ = false;
-  double forward_ms_ = 0, backward_ms_ = 0;
+  double forward_ms_ = 0, backward_ms_ = 0, backward_allreduce_ms_ = 0;
+  std::vector<std::string> memory_lines_;  // memory_breakdown of this cycle
   StepReport last_report_;
   std::function<void(const StepReport&)> on_step_;
   std::unique_ptr<Monitor> monitor_;

@@ -83,6 +83,7 @@ EngineOptions engine_options(const Config& config, int64_t dp_world_size) {
   options.gradient_clipping = config.gradient_clipping;
   options.steps_per_print = config.steps_per_print;
   options.wall_clock_breakdown = config.wall_clock_breakdown;
+  options.memory_breakdown = config.memory_breakdown;
   options.seed = config.seed.value_or(kDefaultSeed);
   using TagValidation = EngineOptions::TagValidation;
   options.tag_validation = config.checkpoint_tag_validation == "Fail"     ? TagValidation::Fail

@@ -21,5 +21,9 @@ ModelStateBytes model_state_bytes(bool peak = false);
 // "parameters 12.6 MiB | gradients 6.3 MiB | master weights 0 B | optimizer states 25.2 MiB |
 //  communication 0 B | model states 44.1 MiB"
 std::string format_model_state_bytes(const ModelStateBytes& bytes);
+// memory_breakdown's line: "memory after <point> | parameters ... | gradients ... | master_weights
+// ... | optimizer_state ... | activations ... | communication ... | other ... | total ..." — the
+// live bytes of every allocator tag, host and device together.
+std::string format_memory_breakdown(const std::string& point);
 
 }  // namespace fathom

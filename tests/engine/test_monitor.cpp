@@ -149,3 +149,35 @@ TEST_CASE("the engine writes its losses and lr to the configured monitors at eve
     if (s.tag == "Train/Samples/train_loss") tb_losses.push_back(s.value);
   CHECK(tb_losses == std::vector<float>{static_cast<float>(losses[0]), static_cast<float>(losses[1])});
 }
+
+TEST_CASE("wall_clock_breakdown and memory_breakdown: DeepSpeed's timer line, and the tags after each phase", "[engine]") {
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 8 * 17 + 1; ++i) tokens.push_back(static_cast<uint16_t>(i * 5 % 61));
+  auto data = std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
+  models::GPTConfig c = models::GPTConfig::preset("tiny");
+  c.vocab_size = 64;
+  c.block_size = 16;
+  const Config config = Config::from_string(R"({"train_batch_size": 2, "steps_per_print": 2,
+      "wall_clock_breakdown": true, "memory_breakdown": true, "optimizer": {"type": "AdamW"}})");
+  CHECK(config.memory_breakdown);
+  Initialized init = initialize(config, std::make_shared<models::GPT>(c, 1), nullptr, data);
+  std::vector<StepReport> reports;
+  init.engine->on_step([&](const StepReport& r) { reports.push_back(r); });
+  for (const Batch& batch : *init.loader) {
+    init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs)), batch.targets,
+                                            batch.loss_normaliser));
+    init.engine->step();
+    if (reports.size() == 2) break;
+  }
+  REQUIRE(reports.size() == 2);
+  CHECK(reports[0].memory_breakdown.empty());  // step 1 is not printed (steps_per_print 2)
+  REQUIRE(reports[1].memory_breakdown.size() == 3);
+  CHECK(reports[1].memory_breakdown[0].rfind("memory after forward | parameters ", 0) == 0);
+  CHECK(reports[1].memory_breakdown[1].rfind("memory after backward | parameters ", 0) == 0);
+  CHECK(reports[1].memory_breakdown[2].rfind("memory after step | parameters ", 0) == 0);
+  // One process: nothing to reduce, so backward is all inner.
+  const StepReport& r = reports[1];
+  CHECK(r.backward_inner_ms + r.backward_allreduce_ms == Approx(r.backward_ms));
+  CHECK(Engine::format_timers(r).rfind("time (ms) | fwd: ", 0) == 0);
+  CHECK(Engine::format_timers(r).find(" | bwd_inner: ") != std::string::npos);
+}
