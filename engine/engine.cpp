@@ -83,7 +83,12 @@ autograd::Variable Engine::operator()(const autograd::Variable& input, const Ten
   nn::set_dropout_context({options_.seed, static_cast<uint64_t>(global_steps_), sample_index});
   if (!is_floating_point(input.dtype())) tokens_ += input.numel();
   const auto start = Clock::now();
-  autograd::Variable out = (*model_)(input);
+  autograd::Variable out;
+  {
+    // What forward allocates is activations (ZeRO-3's gathered parameters carry their own tag).
+    MemoryTagScope activations(MemoryTag::Activations);
+    out = (*model_)(input);
+  }
   forward_ms_ += ms_since(start);
   note_memory("forward");
   return out;
