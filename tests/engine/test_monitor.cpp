@@ -32,6 +32,17 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
+// A tiny GPT (vocabulary 64, block 16) on 8 samples of a token pattern with the given stride.
+Initialized tiny_gpt_job(const Config& config, int stride) {
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 8 * 17 + 1; ++i) tokens.push_back(static_cast<uint16_t>(i * stride % 61));
+  auto data = std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
+  models::GPTConfig c = models::GPTConfig::preset("tiny");
+  c.vocab_size = 64;
+  c.block_size = 16;
+  return initialize(config, std::make_shared<models::GPT>(c, 1), nullptr, data);
+}
+
 }  // namespace
 
 TEST_CASE("CRC-32C has its check value; TFRecord masks it", "[engine]") {
@@ -106,19 +117,13 @@ TEST_CASE("CSV monitor: one file per tag, one header, appended across runs", "[e
 
 TEST_CASE("the engine writes its losses and lr to the configured monitors at every step", "[engine]") {
   const fs::path dir = fresh_dir("engine");
-  std::vector<uint16_t> tokens;
-  for (int i = 0; i < 8 * 17 + 1; ++i) tokens.push_back(static_cast<uint16_t>(i * 7 % 61));
-  auto data = std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
-  models::GPTConfig c = models::GPTConfig::preset("tiny");
-  c.vocab_size = 64;
-  c.block_size = 16;
   const std::string config = R"({"train_batch_size": 4, "gradient_accumulation_steps": 2, "wall_clock_breakdown": true,
       "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
       "tensorboard": {"enabled": true, "output_path": ")" +
                              dir.string() + R"(", "job_name": "tb"},
       "csv_monitor": {"enabled": true, "output_path": ")" +
                              dir.string() + R"(", "job_name": "csv"}})";
-  Initialized init = initialize(Config::from_string(config), std::make_shared<models::GPT>(c, 1), nullptr, data);
+  Initialized init = tiny_gpt_job(Config::from_string(config), 7);
   std::vector<double> losses;
   for (const Batch& batch : *init.loader) {
     init.engine->backward(
@@ -151,16 +156,10 @@ TEST_CASE("the engine writes its losses and lr to the configured monitors at eve
 }
 
 TEST_CASE("wall_clock_breakdown and memory_breakdown: DeepSpeed's timer line, and the tags after each phase", "[engine]") {
-  std::vector<uint16_t> tokens;
-  for (int i = 0; i < 8 * 17 + 1; ++i) tokens.push_back(static_cast<uint16_t>(i * 5 % 61));
-  auto data = std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
-  models::GPTConfig c = models::GPTConfig::preset("tiny");
-  c.vocab_size = 64;
-  c.block_size = 16;
   const Config config = Config::from_string(R"({"train_batch_size": 2, "steps_per_print": 2,
       "wall_clock_breakdown": true, "memory_breakdown": true, "optimizer": {"type": "AdamW"}})");
   CHECK(config.memory_breakdown);
-  Initialized init = initialize(config, std::make_shared<models::GPT>(c, 1), nullptr, data);
+  Initialized init = tiny_gpt_job(config, 5);
   std::vector<StepReport> reports;
   init.engine->on_step([&](const StepReport& r) { reports.push_back(r); });
   for (const Batch& batch : *init.loader) {
