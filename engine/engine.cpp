@@ -28,7 +28,8 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::unique_ptr<zero::Training
       state_(std::move(state)),
       scheduler_(std::move(scheduler)),
       options_(options),
-      schedule_(std::make_unique<GradientAccumulation>()) {
+      schedule_(std::make_unique<GradientAccumulation>()),
+      timers_(options.wall_clock_breakdown && model_ && model_->device().is_cuda()) {
   FATHOM_CHECK(model_ != nullptr, "Engine: no model");
   FATHOM_CHECK(state_ != nullptr, "Engine: no training state");
   claim_ = model_->claim("an engine");
@@ -82,14 +83,14 @@ autograd::Variable Engine::operator()(const autograd::Variable& input, const Ten
   }
   nn::set_dropout_context({options_.seed, static_cast<uint64_t>(global_steps_), sample_index});
   if (!is_floating_point(input.dtype())) tokens_ += input.numel();
-  const auto start = Clock::now();
+  timers_.start(Phase::Forward);
   autograd::Variable out;
   {
     // What forward allocates is activations (ZeRO-3's gathered parameters carry their own tag).
     MemoryTagScope activations(MemoryTag::Activations);
     out = (*model_)(input);
   }
-  forward_ms_ += ms_since(start);
+  timers_.stop(Phase::Forward);
   note_memory("forward");
   return out;
 }
@@ -109,17 +110,17 @@ void Engine::backward(const autograd::VariableList& outputs, const autograd::Ten
 }
 
 void Engine::run_backward(const autograd::VariableList& outputs, const autograd::TensorList& grad_outputs) {
-  const auto start = Clock::now();
+  timers_.start(Phase::BackwardInner);
   const double scale = loss_scale() / static_cast<double>(options_.gradient_accumulation_steps);
   state_->begin_backward(is_gradient_accumulation_boundary());
   autograd::VariableList scaled;
   for (const autograd::Variable& output : outputs)
     scaled.push_back(scale == 1.0 ? output : autograd::mul(output, scale));
   autograd::backward(scaled, grad_outputs);
-  const auto reducing = Clock::now();
+  timers_.stop(Phase::BackwardInner);
+  timers_.start(Phase::BackwardAllreduce);
   state_->end_backward();  // waits for the reductions backward left in flight
-  backward_allreduce_ms_ += ms_since(reducing);
-  backward_ms_ += ms_since(start);
+  timers_.stop(Phase::BackwardAllreduce);
   note_memory("backward");
 }
 
@@ -132,13 +133,14 @@ void Engine::step() {
   const bool boundary = is_gradient_accumulation_boundary();
   ++micro_steps_;
   if (boundary) optimizer_step();
+  else micro_step_times_.push_back(timers_.end_micro_step());
 }
 
 void Engine::optimizer_step() {
   FATHOM_CHECK(optimizer() != nullptr,
                "engine: an optimizer step on an engine without an optimizer (it was "
                "initialized for evaluation); give the config an \"optimizer\" section to train");
-  const auto start = Clock::now();
+  timers_.start(Phase::Step);
   StepReport report;
   report.loss_scale = loss_scale();
   report.loss = step_loss();
@@ -150,7 +152,7 @@ void Engine::optimizer_step() {
     scaler_->update(/*overflow=*/true);
     state_->zero_grad();
     report.lr = lr();
-    finish_cycle(report, start);
+    finish_cycle(report);
     return;
   }
   if (loss_scale() != 1.0) state_->scale_gradients(1.0 / loss_scale());
@@ -168,7 +170,7 @@ void Engine::optimizer_step() {
     apply_scheduled_lr();
   }
   state_->zero_grad();
-  finish_cycle(report, start);
+  finish_cycle(report);
 }
 
 double Engine::step_loss() const {
@@ -225,7 +227,12 @@ void Engine::note_memory(const char* point) {
   memory_lines_.push_back(line);
 }
 
-void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
+void Engine::finish_cycle(StepReport& report) {
+  timers_.stop(Phase::Step);
+  micro_step_times_.push_back(timers_.end_micro_step());
+  report.times = timers_.end_cycle();
+  report.micro_step_times = std::move(micro_step_times_);
+  micro_step_times_.clear();
   note_memory("step");
   report.memory_breakdown = std::move(memory_lines_);
   memory_lines_.clear();
@@ -240,15 +247,9 @@ void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
     report.samples_per_second = static_cast<double>(options_.train_batch_size()) / report.seconds;
     report.tokens_per_second = static_cast<double>(tokens_ * options_.dp_world_size) / report.seconds;
   }
-  report.forward_ms = forward_ms_;
-  report.backward_ms = backward_ms_;
-  report.backward_allreduce_ms = backward_allreduce_ms_;
-  report.backward_inner_ms = backward_ms_ - backward_allreduce_ms_;
-  report.step_ms = ms_since(step_start);
   last_report_ = report;
   loss_sum_ = Tensor();
   tokens_ = 0;
-  forward_ms_ = backward_ms_ = backward_allreduce_ms_ = 0;
   cycle_started_ = false;
 
   if (monitor_) {
@@ -257,10 +258,11 @@ void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
                                         {"Train/Samples/lr", report.lr, global_samples_}};
     if (scaler_) events.push_back({"Train/Samples/loss_scale", report.loss_scale, global_samples_});
     if (options_.wall_clock_breakdown)
-      for (const auto& [name, ms] : {std::pair{"forward", report.forward_ms}, std::pair{"backward", report.backward_ms},
-                                     std::pair{"backward_inner", report.backward_inner_ms},
-                                     std::pair{"backward_allreduce", report.backward_allreduce_ms},
-                                     std::pair{"step", report.step_ms}})
+      for (const auto& [name, ms] : {std::pair{"forward", report.times.forward_ms},
+                                     std::pair{"backward", report.times.backward_ms},
+                                     std::pair{"backward_inner", report.times.backward_inner_ms},
+                                     std::pair{"backward_allreduce", report.times.backward_allreduce_ms},
+                                     std::pair{"step", report.times.step_ms}})
         events.push_back({std::string("Train/Samples/elapsed_time_ms_") + name, ms, global_samples_});
     monitor_->write_events(events);
   }
@@ -268,16 +270,17 @@ void Engine::finish_cycle(StepReport& report, Clock::time_point step_start) {
     on_step_(report);
   else if (options_.steps_per_print > 0 && global_steps_ % options_.steps_per_print == 0) {
     FATHOM_LOG(Info, format_report(report, false));
-    if (options_.wall_clock_breakdown) FATHOM_LOG(Info, format_timers(report));
+    if (options_.wall_clock_breakdown)
+      for (const std::string& line : format_timers(report)) FATHOM_LOG(Info, line);
     for (const std::string& line : report.memory_breakdown) FATHOM_LOG(Info, line);
   }
 }
 
-std::string Engine::format_timers(const StepReport& r) {
-  char line[256];
-  std::snprintf(line, sizeof line, "time (ms) | fwd: %.2f | bwd: %.2f | bwd_inner: %.2f | bwd_allreduce: %.2f | step: %.2f",
-                r.forward_ms, r.backward_ms, r.backward_inner_ms, r.backward_allreduce_ms, r.step_ms);
-  return line;
+std::vector<std::string> Engine::format_timers(const StepReport& r) {
+  std::vector<std::string> lines;
+  for (const PhaseTimes& micro : r.micro_step_times) lines.push_back(format_phase_times(micro, "_microstep"));
+  lines.push_back(format_phase_times(r.times));
+  return lines;
 }
 
 std::string Engine::format_report(const StepReport& r, bool wall_clock_breakdown) {
@@ -291,8 +294,8 @@ std::string Engine::format_report(const StepReport& r, bool wall_clock_breakdown
     out += line;
   }
   if (wall_clock_breakdown) {
-    std::snprintf(line, sizeof line, " | forward %.1f ms | backward %.1f ms | step %.1f ms", r.forward_ms,
-                  r.backward_ms, r.step_ms);
+    std::snprintf(line, sizeof line, " | forward %.1f ms | backward %.1f ms | step %.1f ms", r.times.forward_ms,
+                  r.times.backward_ms, r.times.step_ms);
     out += line;
   }
   return out;

@@ -36,6 +36,7 @@
 #include "engine/data_loader.h"
 #include "engine/loss_scaler.h"
 #include "engine/monitor.h"
+#include "engine/step_timers.h"
 #include "nn/lr_schedule.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
@@ -67,10 +68,10 @@ struct StepReport {
   double seconds = 0.0;          // wall time of the whole step (all its micro-batches)
   double samples_per_second = 0.0;
   double tokens_per_second = 0.0;  // integer inputs counted as tokens
-  double forward_ms = 0, backward_ms = 0, step_ms = 0;  // with wall_clock_breakdown
-  // backward = backward_inner (autograd's pass, with the reductions it overlaps) + backward_allreduce
-  // (the wait for the reductions still in flight when the pass ends). Host clocks.
-  double backward_inner_ms = 0, backward_allreduce_ms = 0;
+  // The step's phases summed over its micro-batches, and each micro-step's (engine/step_timers.h):
+  // host clocks, or CUDA events on the compute stream for a GPU model with wall_clock_breakdown.
+  PhaseTimes times;
+  std::vector<PhaseTimes> micro_step_times;
   // memory_breakdown, at the steps that are printed: this rank's allocator tags after the last
   // forward, after the last backward and after the step, one line each.
   std::vector<std::string> memory_breakdown;
@@ -171,9 +172,10 @@ class Engine {
   // called after every optimizer step.
   void on_step(std::function<void(const StepReport&)> callback) { on_step_ = std::move(callback); }
   static std::string format_report(const StepReport& report, bool wall_clock_breakdown);
-  // DeepSpeed's wall_clock_breakdown line: "time (ms) | fwd: ... | bwd: ... | bwd_inner: ... |
-  // bwd_allreduce: ... | step: ..." (the step's sums over its micro-batches).
-  static std::string format_timers(const StepReport& report);
+  // DeepSpeed's wall_clock_breakdown lines: one per micro-step ("time (ms) | fwd_microstep: ...
+  // | step_microstep: ..."), then the step's sums ("time (ms) | fwd: ... | bwd: ... | bwd_inner:
+  // ... | bwd_allreduce: ... | step: ...").
+  static std::vector<std::string> format_timers(const StepReport& report);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -182,7 +184,7 @@ class Engine {
   double step_loss() const;
   void note_memory(const char* point);  // memory_breakdown  // the mean loss of this cycle over the data group (collective)
   void run_backward(const autograd::VariableList& outputs, const autograd::TensorList& grad_outputs);
-  void finish_cycle(StepReport& report, Clock::time_point step_start);
+  void finish_cycle(StepReport& report);
 
   std::shared_ptr<nn::Module> model_;
   std::unique_ptr<zero::TrainingState> state_;
@@ -201,7 +203,8 @@ class Engine {
   int64_t tokens_ = 0;      // integer input elements this cycle
   Clock::time_point cycle_start_{};
   bool cycle_started_ = false;
-  double forward_ms_ = 0, backward_ms_ = 0, backward_allreduce_ms_ = 0;
+  StepTimers timers_;
+  std::vector<PhaseTimes> micro_step_times_;  // this cycle's, but the last
   std::vector<std::string> memory_lines_;  // memory_breakdown of this cycle
   StepReport last_report_;
   std::function<void(const StepReport&)> on_step_;

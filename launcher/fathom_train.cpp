@@ -169,7 +169,8 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
     std::printf("step %lld/%lld | loss %.3f | lr %.1e | %.1fk tok/s | grad norm %.2f%s | mem %.2f GiB | %s < %s\n",
                 (long long)r.step, (long long)opt.steps, r.loss, r.lr, r.tokens_per_second / 1e3, r.grad_norm, scale,
                 mem_gib, clock_text(spent).c_str(), clock_text(eta).c_str());
-    if (engine.options().wall_clock_breakdown) std::printf("%s\n", Engine::format_timers(r).c_str());
+    if (engine.options().wall_clock_breakdown)
+      for (const std::string& line : Engine::format_timers(r)) std::printf("%s\n", line.c_str());
     for (const std::string& line : r.memory_breakdown) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   });

@@ -133,9 +133,9 @@ Result run_stage(parallel::Runtime& runtime, int stage, const Options& options) 
     return world.all_reduce_scalar(bench::median(values), parallel::ReduceOp::Max);
   };
   r.step_ms = slowest([](const StepReport& s) { return s.seconds * 1e3; });
-  r.forward_ms = slowest([](const StepReport& s) { return s.forward_ms; });
-  r.backward_ms = slowest([](const StepReport& s) { return s.backward_ms; });
-  r.optimizer_ms = slowest([](const StepReport& s) { return s.step_ms; });
+  r.forward_ms = slowest([](const StepReport& s) { return s.times.forward_ms; });
+  r.backward_ms = slowest([](const StepReport& s) { return s.times.backward_ms; });
+  r.optimizer_ms = slowest([](const StepReport& s) { return s.times.step_ms; });
   r.tokens_per_second = static_cast<double>(runtime.size() * kMicroBatch * gpt.block_size) / (r.step_ms / 1e3);
   return r;
 }

@@ -106,6 +106,9 @@ Event& Event::operator=(Event&& other) noexcept {
 void Event::record(const Stream& stream) {
   FATHOM_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_), static_cast<cudaStream_t>(stream.handle())));
 }
+void Event::record_on_current_stream() {
+  FATHOM_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_), static_cast<cudaStream_t>(current_stream())));
+}
 void Event::synchronize() const { FATHOM_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_))); }
 bool Event::query() const {
   const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(handle_));

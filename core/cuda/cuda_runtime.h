@@ -68,6 +68,7 @@ class Event {
   Event(Event&& other) noexcept;
   Event& operator=(Event&& other) noexcept;
   void record(const Stream& stream);
+  void record_on_current_stream();  // on current_stream(): after the compute kernels enqueued so far
   void synchronize() const;
   bool query() const;  // true when the recorded work has completed
   // Milliseconds between two recorded timing events.

@@ -29,6 +29,7 @@ Event::~Event() = default;
 Event::Event(Event&&) noexcept = default;
 Event& Event::operator=(Event&&) noexcept = default;
 void Event::record(const Stream&) { require_device(0); }
+void Event::record_on_current_stream() { require_device(0); }
 void Event::synchronize() const { require_device(0); }
 bool Event::query() const { require_device(0); return true; }
 float Event::elapsed_ms(const Event&) const { require_device(0); return 0; }

@@ -155,8 +155,8 @@ TEST_CASE("the engine writes its losses and lr to the configured monitors at eve
   CHECK(tb_losses == std::vector<float>{static_cast<float>(losses[0]), static_cast<float>(losses[1])});
 }
 
-TEST_CASE("wall_clock_breakdown and memory_breakdown: DeepSpeed's timer line, and the tags after each phase", "[engine]") {
-  const Config config = Config::from_string(R"({"train_batch_size": 2, "steps_per_print": 2,
+TEST_CASE("wall_clock_breakdown and memory_breakdown: DeepSpeed's timer lines, and the tags after each phase", "[engine]") {
+  const Config config = Config::from_string(R"({"train_batch_size": 2, "train_micro_batch_size_per_gpu": 1, "steps_per_print": 2,
       "wall_clock_breakdown": true, "memory_breakdown": true, "optimizer": {"type": "AdamW"}})");
   CHECK(config.memory_breakdown);
   Initialized init = tiny_gpt_job(config, 5);
@@ -176,7 +176,19 @@ TEST_CASE("wall_clock_breakdown and memory_breakdown: DeepSpeed's timer line, an
   CHECK(reports[1].memory_breakdown[2].rfind("memory after step | parameters ", 0) == 0);
   // One process: nothing to reduce, so backward is all inner.
   const StepReport& r = reports[1];
-  CHECK(r.backward_inner_ms + r.backward_allreduce_ms == Approx(r.backward_ms));
-  CHECK(Engine::format_timers(r).rfind("time (ms) | fwd: ", 0) == 0);
-  CHECK(Engine::format_timers(r).find(" | bwd_inner: ") != std::string::npos);
+  CHECK(r.times.backward_inner_ms + r.times.backward_allreduce_ms == Approx(r.times.backward_ms));
+  // Two micro-steps: each has its own times, the step's are their sums, and only the last
+  // micro-step ran the optimizer.
+  REQUIRE(r.micro_step_times.size() == 2);
+  CHECK(r.micro_step_times[0].forward_ms > 0);
+  CHECK(r.micro_step_times[0].forward_ms + r.micro_step_times[1].forward_ms == Approx(r.times.forward_ms));
+  CHECK(r.micro_step_times[0].backward_ms + r.micro_step_times[1].backward_ms == Approx(r.times.backward_ms));
+  CHECK(r.micro_step_times[0].step_ms == 0);
+  CHECK(r.micro_step_times[1].step_ms == Approx(r.times.step_ms));
+  const std::vector<std::string> lines = Engine::format_timers(r);
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0].rfind("time (ms) | fwd_microstep: ", 0) == 0);
+  CHECK(lines[1].find(" | bwd_allreduce_microstep: ") != std::string::npos);
+  CHECK(lines[2].rfind("time (ms) | fwd: ", 0) == 0);
+  CHECK(lines[2].find(" | bwd_inner: ") != std::string::npos);
 }
