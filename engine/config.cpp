@@ -47,6 +47,9 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
                        "rejects both too)");
   c.tensorboard = parse_monitor(top.section("tensorboard"));
   c.csv_monitor = parse_monitor(top.section("csv_monitor"));
+  c.flops_profiler = parse_flops_profiler(top.section("flops_profiler"));
+  c.comms_logger = parse_comms_logger(top.section("comms_logger"));
+  c.trace = parse_trace(top.section("trace"));
   // DeepSpeed's oldest ZeRO spelling, a boolean: true is stage 1, false stage 0.
   if (const ConfigNode* zero = top.find("zero_optimization"); zero && zero->is_scalar() && config_bool(*zero)) {
     c.zero.stage = *config_bool(*zero) ? 1 : 0;

@@ -77,6 +77,34 @@ struct MonitorConfig {
   std::string job_name = "DeepSpeedJobName";
 };
 
+// "flops_profiler" (DeepSpeed's keys and defaults; docs/monitoring.md): the forward of the step
+// after `profile_step` steps have completed is counted per op and per module, on the first rank.
+struct FlopsProfilerConfig {
+  bool enabled = false;
+  int64_t profile_step = 1;
+  int64_t module_depth = -1;  // the aggregated profile's deepest level; -1: all
+  int64_t top_modules = 1;
+  bool detailed = true;       // print the annotated module tree
+  std::string output_file;    // "" = the log
+  double recompute_fwd_factor = 0.0;  // forward recomputed in backward (activation checkpointing)
+};
+
+// "comms_logger" (DeepSpeed's keys and defaults): every collective's latency and bandwidth.
+struct CommsLoggerConfig {
+  bool enabled = false;
+  bool verbose = false;   // a line per collective as it completes
+  bool prof_all = true;   // every op; false: only those in prof_ops
+  bool debug = false;     // verbose lines name the collective in full (group, sequence, dtype)
+  std::vector<std::string> prof_ops;  // op names: "all_reduce", "reduce_scatter", ...
+};
+
+// "trace" (Fathom's): a Chrome trace-event timeline of steps first..last (1-based, inclusive).
+struct TraceConfig {
+  bool enabled = false;
+  std::string output_path;  // the folder for trace.json; "" = the working directory
+  int64_t first_step = 2, last_step = 3;
+};
+
 struct Bf16Config {
   bool enabled = false;
   bool immediate_grad_update = false;  // DeepSpeed-only; an error when true
@@ -161,6 +189,9 @@ struct Config {
   Fp16Config fp16;
   Bf16Config bf16;
   MonitorConfig tensorboard, csv_monitor;
+  FlopsProfilerConfig flops_profiler;
+  CommsLoggerConfig comms_logger;
+  TraceConfig trace;
   ZeroConfig zero;
   // Data-parallel gradient averaging (DeepSpeed's semantics; parallel/gradient_averaging.h):
   // divide by the data-parallel size before the reduction instead of after it; or, without

@@ -157,6 +157,23 @@ std::string Config::to_json() const {
     w.member("enabled", monitor->enabled).member("output_path", monitor->output_path).member("job_name", monitor->job_name);
     w.end_object();
   }
+  w.key("flops_profiler").begin_object(JsonWriter::Layout::Inline);
+  w.member("enabled", flops_profiler.enabled).member("profile_step", flops_profiler.profile_step);
+  w.member("module_depth", flops_profiler.module_depth).member("top_modules", flops_profiler.top_modules);
+  w.member("detailed", flops_profiler.detailed).member("output_file", flops_profiler.output_file);
+  w.member("recompute_fwd_factor", flops_profiler.recompute_fwd_factor);
+  w.end_object();
+  w.key("comms_logger").begin_object(JsonWriter::Layout::Inline);
+  w.member("enabled", comms_logger.enabled).member("verbose", comms_logger.verbose);
+  w.member("prof_all", comms_logger.prof_all).member("debug", comms_logger.debug);
+  w.key("prof_ops").begin_array(JsonWriter::Layout::Inline);
+  for (const std::string& op : comms_logger.prof_ops) w.value(op);
+  w.end_array();
+  w.end_object();
+  w.key("trace").begin_object(JsonWriter::Layout::Inline);
+  w.member("enabled", trace.enabled).member("output_path", trace.output_path);
+  w.key("steps").begin_array(JsonWriter::Layout::Inline).value(trace.first_step).value(trace.last_step).end_array();
+  w.end_object();
   write_zero(w, zero);
   w.end_object();
   return w.str() + "\n";

@@ -14,6 +14,9 @@ ConfigNode read_config_file(const std::string& path);
 Fp16Config parse_fp16(const ConfigSection& section);
 Bf16Config parse_bf16(const ConfigSection& section);
 MonitorConfig parse_monitor(const ConfigSection& section);
+FlopsProfilerConfig parse_flops_profiler(const ConfigSection& section);
+CommsLoggerConfig parse_comms_logger(const ConfigSection& section);
+TraceConfig parse_trace(const ConfigSection& section);
 // DeepSpeed's deprecated spellings inside the section are mapped, each with a line in `notices`.
 ZeroConfig parse_zero(const ConfigSection& section, std::vector<std::string>& notices);
 // "config notice at <path> (line N): <what>" — a key read differently from how it is written.

@@ -42,13 +42,8 @@ constexpr const char* kDefaults = R"({
 // checked (only its "enabled" flags are).
 constexpr const char* kEnabledSections = R"({
   "amp": null,
-  "flops_profiler": {
-    "enabled": false, "recompute_fwd_factor": 0.0, "profile_step": 1, "module_depth": -1, "top_modules": 1,
-    "detailed": true, "output_file": null
-  },
   "wandb": {"enabled": false, "group": null, "team": null, "project": "deepspeed"},
   "comet": null,
-  "comms_logger": {"enabled": false, "verbose": false, "prof_all": true, "debug": false, "prof_ops": []},
   "eigenvalue": {
     "enabled": false, "verbose": false, "max_iter": 100, "tol": 0.01, "stability": 0.000001,
     "gas_boundary_resolution": 1, "layer_name": "bert.encoder.layer", "layer_num": 0
@@ -92,12 +87,10 @@ std::string feature_name(const std::string& key) {
       {"checkpoint", "checkpoint options"},
       {"pipeline", "pipeline parallelism settings"},
       {"amp", "NVIDIA Apex AMP"},
-      {"flops_profiler", "flops profiler"},
       {"tensorboard", "TensorBoard monitor"},
       {"wandb", "Weights & Biases monitor"},
       {"csv_monitor", "CSV monitor"},
       {"comet", "Comet monitor"},
-      {"comms_logger", "communication logger"},
       {"eigenvalue", "eigenvalue computation"},
       {"progressive_layer_drop", "progressive layer drop"},
       {"hybrid_engine", "hybrid engine"},
@@ -197,7 +190,8 @@ const std::vector<std::string>& fathom_config_keys() {
       "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "optimizer", "scheduler",
       "gradient_clipping", "steps_per_print", "wall_clock_breakdown", "seed", "fp16", "bf16", "bfloat16",
       "zero_optimization", "prescale_gradients", "gradient_predivide_factor", "communication_data_type",
-      "dataloader_drop_last", "data_types", "tensorboard", "csv_monitor", "memory_breakdown"};
+      "dataloader_drop_last", "data_types", "tensorboard", "csv_monitor", "memory_breakdown",
+      "flops_profiler", "comms_logger", "trace"};
   return keys;
 }
 

@@ -182,6 +182,35 @@ std::string ConfigSection::string(const std::string& key, const std::string& fal
   return value->text;
 }
 
+std::vector<std::string> ConfigSection::strings(const std::string& key) const {
+  const ConfigNode* value = find(key);
+  if (!value) return {};
+  if (!value->is_sequence()) throw_config_type_error(where(key), *value, "a list of strings");
+  std::vector<std::string> out;
+  for (const ConfigNode& item : value->items) {
+    if (!item.is_scalar() || item.text == "auto") throw_config_type_error(where(key), item, "a list of strings");
+    out.push_back(item.text);
+  }
+  return out;
+}
+
+std::vector<int64_t> ConfigSection::integers(const std::string& key, int64_t min, int64_t max) const {
+  const ConfigNode* value = find(key);
+  if (!value) return {};
+  const std::string expected = "a list of integers" + integer_range(min, max);
+  if (!value->is_sequence()) throw_config_type_error(where(key), *value, expected);
+  std::vector<int64_t> out;
+  for (const ConfigNode& item : value->items) {
+    const std::optional<double> parsed = config_number(item);
+    if (!parsed || *parsed != static_cast<double>(static_cast<int64_t>(*parsed)))
+      throw_config_type_error(where(key), item, expected);
+    if (*parsed < static_cast<double>(min) || *parsed > static_cast<double>(max))
+      fail(key, "expected " + expected + ", got " + item.text);
+    out.push_back(static_cast<int64_t>(*parsed));
+  }
+  return out;
+}
+
 std::string ConfigSection::choice(const std::string& key, const std::string& fallback,
                                   const std::vector<std::string>& allowed) const {
   const ConfigNode* value = find(key);

@@ -52,6 +52,10 @@ class ConfigSection {
   // A string from a fixed set (compared ignoring case, returned as spelled in `allowed`).
   std::string choice(const std::string& key, const std::string& fallback, const std::vector<std::string>& allowed) const;
   ConfigSection section(const std::string& key) const;
+  // A list of strings / of integers in [min, max] (absent or null: empty).
+  std::vector<std::string> strings(const std::string& key) const;
+  std::vector<int64_t> integers(const std::string& key, int64_t min,
+                                int64_t max = std::numeric_limits<int64_t>::max()) const;
 
  private:
   const ConfigNode* node_;

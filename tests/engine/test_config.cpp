@@ -525,9 +525,9 @@ TEST_CASE("DeepSpeed keys Fathom does not implement: accepted off, errors on", "
     "amp": {"enabled": false, "opt_level": "O1"}, "sparse_attention": {}, "timers": {"throughput": {"enabled": true}})")) ==
         "(no error)");
   // On: an error naming the key.
-  CHECK(parse_error(with(R"("flops_profiler": {"enabled": true})")) ==
-        "config error at flops_profiler.enabled: true is not supported (Fathom does not implement DeepSpeed's flops "
-        "profiler); remove the section or set it to false");
+  CHECK(parse_error(with(R"("eigenvalue": {"enabled": true})")) ==
+        "config error at eigenvalue.enabled: true is not supported (Fathom does not implement DeepSpeed's eigenvalue "
+        "computation); remove the section or set it to false");
   CHECK(parse_error(with(R"("wandb": {"enabled": true, "project": "deepspeed"})")) ==
         "config error at wandb.enabled: true is not supported (Fathom does not implement DeepSpeed's Weights & Biases "
         "monitor); it needs the service's network client. Write TensorBoard files instead (\"tensorboard\": "
@@ -539,6 +539,32 @@ TEST_CASE("DeepSpeed keys Fathom does not implement: accepted off, errors on", "
   CHECK(monitors.tensorboard.output_path == "logs/");
   CHECK(monitors.tensorboard.job_name == "DeepSpeedJobName");
   CHECK(monitors.csv_monitor.job_name == "run7");
+  // The profilers: DeepSpeed's keys and defaults, and Fathom's trace.
+  const Config profiling = Config::from_string(with(R"("flops_profiler": {"enabled": true, "profile_step": 3,
+      "output_file": "prof.txt"}, "comms_logger": {"enabled": true, "prof_all": false, "prof_ops": ["all_reduce"]},
+      "trace": {"enabled": true, "steps": [4, 6]})"));
+  CHECK(profiling.flops_profiler.enabled);
+  CHECK(profiling.flops_profiler.profile_step == 3);
+  CHECK(profiling.flops_profiler.module_depth == -1);
+  CHECK(profiling.flops_profiler.top_modules == 1);
+  CHECK(profiling.flops_profiler.detailed);
+  CHECK(profiling.flops_profiler.output_file == "prof.txt");
+  CHECK(profiling.comms_logger.prof_ops == std::vector<std::string>{"all_reduce"});
+  CHECK(profiling.trace.first_step == 4);
+  CHECK(profiling.trace.last_step == 6);
+  CHECK(Config::from_string(profiling.to_json()).trace.last_step == 6);  // the recorded config keeps them
+  CHECK(parse_error(with(R"("comms_logger": {"enabled": true, "prof_ops": ["allreduce"]})")) ==
+        "config error at comms_logger.prof_ops: \"allreduce\" is not a collective; name some of: all_reduce, "
+        "reduce_scatter, reduce_scatter_v, all_gather, all_gather_v, broadcast, send, recv, barrier");
+  CHECK(parse_error(with(R"("comms_logger": {"enabled": true, "prof_all": false})")) ==
+        "config error at comms_logger.prof_ops: is empty while prof_all is false, so nothing would be logged; list "
+        "ops or set prof_all");
+  CHECK(parse_error(with(R"("trace": {"enabled": true, "steps": [5, 2]})")) ==
+        "config error at trace.steps: expected [first, last] with first <= last (1-based step numbers), e.g. [2, 3]");
+  CHECK(parse_error(with(R"("trace": {"enabled": true, "steps": [0, 2]})")) ==
+        "config error at trace.steps: expected a list of integers >= 1, got 0");
+  CHECK(parse_error(with(R"("flops_profiler": {"enabled": true, "top_modules": 0})")) ==
+        "config error at flops_profiler.top_modules: expected an integer >= 1, got 0");
   CHECK(parse_error(with(R"("csv_monitor": {"enabled": true, "job_name": ""})")) ==
         "config error at csv_monitor.job_name: is empty; the files go to output_path/job_name, so name the job");
   CHECK(parse_error(with(R"("compression_training": {"weight_quantization": {"shared_parameters": {"enabled": true}}})")) ==
