@@ -65,7 +65,24 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::shared_ptr<nn::Optimizer>
     : Engine(model, single_process_state(model, std::move(optimizer)), std::move(scheduler), options) {}
 
 // The state goes first: its hooks point into it, and the claim is released last.
-Engine::~Engine() { state_.reset(); }
+Engine::~Engine() {
+  state_.reset();
+  instruments_.clear();  // their module hooks go before the model can
+  comms_observation_.reset();
+  if (print_comms_summary_ && comms_logger_) FATHOM_LOG(Info, "communication summary:\n" + comms_logger_->summary());
+}
+
+void Engine::add_instrument(std::unique_ptr<StepInstrument> instrument) {
+  FATHOM_CHECK(instrument != nullptr, "engine.add_instrument: no instrument");
+  instruments_.push_back(std::move(instrument));
+}
+
+void Engine::set_comms_logger(std::shared_ptr<parallel::CommsLogger> logger, bool print_at_end) {
+  comms_observation_.reset();
+  comms_logger_ = std::move(logger);
+  print_comms_summary_ = print_at_end;
+  if (comms_logger_) comms_observation_ = std::make_unique<parallel::CollectiveObservation>(comms_logger_);
+}
 
 void Engine::apply_scheduled_lr() {
   if (!scheduler_) return;
@@ -83,6 +100,8 @@ autograd::Variable Engine::operator()(const autograd::Variable& input, const Ten
   }
   nn::set_dropout_context({options_.seed, static_cast<uint64_t>(global_steps_), sample_index});
   if (!is_floating_point(input.dtype())) tokens_ += input.numel();
+  const int64_t step_number = global_steps_ + 1;
+  for (auto& instrument : instruments_) instrument->before_forward(*this, step_number);
   timers_.start(Phase::Forward);
   autograd::Variable out;
   {
@@ -91,6 +110,7 @@ autograd::Variable Engine::operator()(const autograd::Variable& input, const Ten
     out = (*model_)(input);
   }
   timers_.stop(Phase::Forward);
+  for (auto& instrument : instruments_) instrument->after_forward(*this, step_number);
   note_memory("forward");
   return out;
 }
@@ -110,6 +130,8 @@ void Engine::backward(const autograd::VariableList& outputs, const autograd::Ten
 }
 
 void Engine::run_backward(const autograd::VariableList& outputs, const autograd::TensorList& grad_outputs) {
+  const int64_t step_number = global_steps_ + 1;
+  for (auto& instrument : instruments_) instrument->before_backward(*this, step_number);
   timers_.start(Phase::BackwardInner);
   const double scale = loss_scale() / static_cast<double>(options_.gradient_accumulation_steps);
   state_->begin_backward(is_gradient_accumulation_boundary());
@@ -121,6 +143,7 @@ void Engine::run_backward(const autograd::VariableList& outputs, const autograd:
   timers_.start(Phase::BackwardAllreduce);
   state_->end_backward();  // waits for the reductions backward left in flight
   timers_.stop(Phase::BackwardAllreduce);
+  for (auto& instrument : instruments_) instrument->after_backward(*this, step_number);
   note_memory("backward");
 }
 
@@ -140,6 +163,7 @@ void Engine::optimizer_step() {
   FATHOM_CHECK(optimizer() != nullptr,
                "engine: an optimizer step on an engine without an optimizer (it was "
                "initialized for evaluation); give the config an \"optimizer\" section to train");
+  for (auto& instrument : instruments_) instrument->before_optimizer_step(*this, global_steps_ + 1);
   timers_.start(Phase::Step);
   StepReport report;
   report.loss_scale = loss_scale();
@@ -266,6 +290,7 @@ void Engine::finish_cycle(StepReport& report) {
         events.push_back({std::string("Train/Samples/elapsed_time_ms_") + name, ms, global_samples_});
     monitor_->write_events(events);
   }
+  for (auto& instrument : instruments_) instrument->after_optimizer_step(*this, report);
   if (on_step_)
     on_step_(report);
   else if (options_.steps_per_print > 0 && global_steps_ % options_.steps_per_print == 0) {

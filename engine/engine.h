@@ -36,10 +36,12 @@
 #include "engine/data_loader.h"
 #include "engine/loss_scaler.h"
 #include "engine/monitor.h"
+#include "engine/step_instrument.h"
 #include "engine/step_timers.h"
 #include "nn/lr_schedule.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
+#include "parallel/comms_logger.h"
 #include "zero/training_state.h"
 
 namespace fathom {
@@ -168,6 +170,16 @@ class Engine {
   void set_monitor(std::unique_ptr<Monitor> monitor);
   Monitor* monitor() const { return monitor_.get(); }
 
+  // Instruments watching every step (engine/step_instrument.h: the flops profiler, the trace);
+  // initialize adds the config's.
+  void add_instrument(std::unique_ptr<StepInstrument> instrument);
+  // The comms logger (parallel/comms_logger.h) observes every collective of the process while the
+  // engine lives; `print_at_end`: the engine logs its summary when it is destroyed (the first
+  // rank's, at the end of the run). comms_summary() is DeepSpeed's table ("" without a logger).
+  void set_comms_logger(std::shared_ptr<parallel::CommsLogger> logger, bool print_at_end);
+  std::string comms_summary() const { return comms_logger_ ? comms_logger_->summary() : ""; }
+  const std::shared_ptr<parallel::CommsLogger>& comms_logger() const { return comms_logger_; }
+
   // Replaces the default log line (printed every steps_per_print steps) with `callback`,
   // called after every optimizer step.
   void on_step(std::function<void(const StepReport&)> callback) { on_step_ = std::move(callback); }
@@ -209,6 +221,10 @@ class Engine {
   StepReport last_report_;
   std::function<void(const StepReport&)> on_step_;
   std::unique_ptr<Monitor> monitor_;
+  std::vector<std::unique_ptr<StepInstrument>> instruments_;
+  std::shared_ptr<parallel::CommsLogger> comms_logger_;
+  std::unique_ptr<parallel::CollectiveObservation> comms_observation_;
+  bool print_comms_summary_ = false;
   std::shared_ptr<DataLoader> loader_;
   std::string config_json_ = "{}";
 };

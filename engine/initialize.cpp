@@ -4,6 +4,7 @@
 
 #include "core/logging.h"
 #include "engine/monitor.h"
+#include "engine/profilers.h"
 #include "nn/optimizer_factory.h"
 #include "parallel/local_communicator.h"
 #include "zero/replicated_state.h"
@@ -138,6 +139,7 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
   // The job's first rank writes the monitors' files.
   const bool first_rank = groups.data().rank() == 0 && groups.tensor().rank() == 0 && groups.pipeline().rank() == 0;
   out.engine->set_monitor(make_monitors(config, first_rank));
+  attach_profilers(config, *out.engine, groups, first_rank);
 
   if (training_data) {
     DataLoaderOptions loader;

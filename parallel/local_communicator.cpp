@@ -1,6 +1,7 @@
 #include "parallel/local_communicator.h"
 
 #include "core/error.h"
+#include "parallel/collective_observer.h"
 
 namespace fathom::parallel {
 namespace {
@@ -15,6 +16,7 @@ std::shared_ptr<Communicator> LocalCommunicator::split(int, int, const std::stri
 }
 
 WorkHandle LocalCommunicator::start(Collective c, bool) {
+  const auto begin = std::chrono::steady_clock::now();
   switch (c.kind) {
     case CollectiveKind::ReduceScatter:
     case CollectiveKind::ReduceScatterV:
@@ -26,6 +28,7 @@ WorkHandle LocalCommunicator::start(Collective c, bool) {
     case CollectiveKind::Recv: FATHOM_FAIL(collective_name(c.kind), ": a one-rank communicator has no peer");
     default: break;  // all_reduce, broadcast, barrier: the identity
   }
+  report_collective(c, name(), size(), begin, std::chrono::steady_clock::now());
   return std::make_shared<Done>();
 }
 

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "core/memory_stats.h"
+#include "parallel/collective_observer.h"
 #include "kernels/elementwise.h"
 #include "parallel/collective_signature.h"
 #include "parallel/comm_worker.h"
@@ -76,9 +77,10 @@ int query(MPI_Comm comm, int (*what)(MPI_Comm, int*)) {
 // A posted MPI_Isend / MPI_Irecv. wait() polls so that it can honour FATHOM_COMM_TIMEOUT.
 class RequestWork final : public Work {
  public:
-  RequestWork(MPI_Request request, Tensor buffer, std::string description, std::string communicator)
+  RequestWork(MPI_Request request, Tensor buffer, std::string description, std::string communicator,
+              CompletionReport report)
       : request_(request), buffer_(std::move(buffer)), description_(std::move(description)),
-        communicator_(std::move(communicator)) {}
+        communicator_(std::move(communicator)), report_(std::move(report)) {}
   ~RequestWork() override {
     if (!done_) wait();  // MPI must not write into a freed buffer
   }
@@ -88,6 +90,7 @@ class RequestWork final : public Work {
       int flag = 0;
       FATHOM_MPI_CHECK(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE));
       done_ = flag != 0;
+      if (done_) report_.completed();
     }
     return done_;
   }
@@ -108,6 +111,7 @@ class RequestWork final : public Work {
   MPI_Request request_;
   Tensor buffer_;  // kept alive while MPI reads or writes it
   std::string description_, communicator_;
+  CompletionReport report_;
   bool done_ = false;
 };
 }  // namespace
@@ -143,7 +147,12 @@ WorkHandle MpiCommunicator::start(Collective collective, bool blocking) {
     return start_point_to_point(collective);
   auto c = std::make_shared<Collective>(std::move(collective));
   auto describe = [c] { return c->describe(); };
-  auto task = [this, c] { run_collective(*c); };
+  auto task = [this, c] {
+    if (!collectives_observed()) return run_collective(*c);
+    const auto begin = std::chrono::steady_clock::now();
+    run_collective(*c);
+    report_collective(*c, name(), size(), begin, std::chrono::steady_clock::now());
+  };
   return blocking ? worker_->run_or_submit(std::move(describe), std::move(task))
                   : worker_->submit(std::move(describe), std::move(task));
 }
@@ -156,11 +165,11 @@ WorkHandle MpiCommunicator::start_point_to_point(const Collective& c) {
   if (c.kind == CollectiveKind::Send) {
     FATHOM_MPI_CHECK(MPI_Isend(c.input.raw_data(), int_count(c.input.numel(), c), mpi_datatype(c.input.dtype()),
                                c.peer, c.tag, native_->comm, &request));
-    return std::make_shared<RequestWork>(request, c.input, c.describe(), name());
+    return std::make_shared<RequestWork>(request, c.input, c.describe(), name(), CompletionReport(c, *this));
   }
   FATHOM_MPI_CHECK(MPI_Irecv(c.output.raw_data(), int_count(c.output.numel(), c), mpi_datatype(c.output.dtype()),
                              c.peer, c.tag, native_->comm, &request));
-  return std::make_shared<RequestWork>(request, c.output, c.describe(), name());
+  return std::make_shared<RequestWork>(request, c.output, c.describe(), name(), CompletionReport(c, *this));
 }
 
 void MpiCommunicator::run_host_staged(Collective& c) {

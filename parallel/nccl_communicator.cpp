@@ -11,6 +11,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_runtime.h"
 #include "core/memory_stats.h"
+#include "parallel/collective_observer.h"
 #include "parallel/collective_signature.h"
 #include "parallel/comm_worker.h"
 #include "parallel/job_abort.h"
@@ -65,14 +66,17 @@ struct NcclCompletion {
 // FATHOM_COMM_TIMEOUT.
 class NcclWork final : public Work {
  public:
-  NcclWork(std::shared_ptr<NcclCompletion> completion, ncclComm_t comm, std::string description)
-      : completion_(std::move(completion)), comm_(comm), description_(std::move(description)) {}
+  NcclWork(std::shared_ptr<NcclCompletion> completion, ncclComm_t comm, std::string description,
+           CompletionReport report)
+      : completion_(std::move(completion)), comm_(comm), description_(std::move(description)),
+        report_(std::move(report)) {}
   bool test() override {
     FATHOM_CHECK(completion_->event != nullptr, description_,
                  " was waited on inside the CollectiveGroup that issued it; close the group first");
     const cudaError_t state = cudaEventQuery(completion_->event);
     if (state == cudaErrorNotReady) return false;
     FATHOM_CUDA_CHECK(state);
+    report_.completed();
     return true;
   }
   void wait() override {
@@ -97,6 +101,7 @@ class NcclWork final : public Work {
   std::shared_ptr<NcclCompletion> completion_;
   ncclComm_t comm_;
   std::string description_;
+  CompletionReport report_;
 };
 
 class NcclCommunicator final : public Communicator {
@@ -235,13 +240,13 @@ class NcclCommunicator final : public Communicator {
     if (group_) {
       group_->keep_alive.insert(group_->keep_alive.end(), keep_alive.begin(), keep_alive.end());
       after_group_.insert(after_group_.end(), after.begin(), after.end());
-      return std::make_shared<NcclWork>(group_, comm_, c.describe());
+      return std::make_shared<NcclWork>(group_, comm_, c.describe(), CompletionReport(c, *this));
     }
     for (const auto& finish : after) finish();
     auto completion = std::make_shared<NcclCompletion>();
     completion->keep_alive = std::move(keep_alive);
     completion->event = record_done();
-    auto work = std::make_shared<NcclWork>(std::move(completion), comm_, c.describe());
+    auto work = std::make_shared<NcclWork>(std::move(completion), comm_, c.describe(), CompletionReport(c, *this));
     if (c.kind == CollectiveKind::Barrier) work->wait();
     return work;
   }

@@ -1,0 +1,26 @@
+#pragma once
+// What watches the engine's steps from outside it: the flops profiler (engine/flops_profiler.h)
+// and the step timeline (engine/trace.h). The engine calls every instrument around its phases,
+// so a new kind of measurement is a new instrument, not a new branch in the engine.
+
+#include <cstdint>
+
+namespace fathom {
+
+class Engine;
+struct StepReport;
+
+class StepInstrument {
+ public:
+  virtual ~StepInstrument() = default;
+  // `step`: the 1-based number of the optimizer step the phase belongs to.
+  virtual void before_forward(Engine&, int64_t /*step*/) {}
+  virtual void after_forward(Engine&, int64_t /*step*/) {}
+  virtual void before_backward(Engine&, int64_t /*step*/) {}
+  virtual void after_backward(Engine&, int64_t /*step*/) {}
+  virtual void before_optimizer_step(Engine&, int64_t /*step*/) {}
+  // After the step's report is complete (report.step is its number), before it is printed.
+  virtual void after_optimizer_step(Engine&, const StepReport& /*report*/) {}
+};
+
+}  // namespace fathom
