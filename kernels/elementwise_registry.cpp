@@ -161,6 +161,7 @@ void add_unary_ops(std::vector<OpInfo>& registry) {
       return t;
     };
     info.has_cuda = true;
+    info.cost = per_output_element;
     registry.push_back(std::move(info));
   }
 }
@@ -291,6 +292,7 @@ void add_binary_ops(std::vector<OpInfo>& registry) {
       return t;
     };
     info.has_cuda = true;
+    info.cost = per_output_element;
     registry.push_back(std::move(info));
   }
 }
@@ -336,6 +338,7 @@ void add_where(std::vector<OpInfo>& registry) {
   info.nondifferentiable_inputs = {0};
   info.tolerance = default_tolerance;
   info.has_cuda = true;
+  info.cost = per_output_element;
   registry.push_back(std::move(info));
 }
 

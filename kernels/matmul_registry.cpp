@@ -164,6 +164,12 @@ Tolerance linear_tolerance(DType dtype) {
 OpInfo linear_entry(bool gelu) {
   OpInfo info;
   info.name = gelu ? "linear_gelu" : "linear";
+  // x [..., K] times weight [N, K]ᵀ: K MACs per output element (the bias is not counted, as in
+  // DeepSpeed); the fused GELU one flop per output element.
+  info.cost = [gelu](const TensorList& in, const TensorList& out, const Attributes&) {
+    const int64_t macs = out[0].numel() * in[1].size(-1);
+    return OpCost{macs, 2 * macs + (gelu ? out[0].numel() : 0)};
+  };
   info.dtypes = {DType::F32, DType::F64, DType::BF16, DType::F16};
   if (gelu) {
     info.run = [](const TensorList& in, const Attributes&) {
@@ -201,6 +207,12 @@ OpInfo linear_entry(bool gelu) {
 void register_matmul_ops(std::vector<OpInfo>& registry) {
   OpInfo info;
   info.name = "matmul";
+  // K MACs per output element, K the contracted dim (after the transpose).
+  info.cost = [](const TensorList& in, const TensorList& out, const Attributes& attrs) {
+    const int64_t k = attr(attrs, "transpose_a") ? in[0].size(-2) : in[0].size(-1);
+    const int64_t macs = out[0].numel() * k;
+    return OpCost{macs, 2 * macs};
+  };
   info.dtypes = {DType::F32, DType::F64, DType::BF16, DType::F16};
   info.run = [](const TensorList& in, const Attributes& attrs) {
     return TensorList{matmul(in[0], in[1], attr(attrs, "transpose_a"), attr(attrs, "transpose_b"))};

@@ -76,6 +76,7 @@ OpInfo softmax_entry(bool log) {
   const std::string name = log ? "log_softmax" : "softmax";
   OpInfo info;
   info.name = name;
+  info.cost = per_output_element;
   info.dtypes = kFloatTypes;
   info.has_cuda = true;
   info.run = [log](const TensorList& in, const Attributes&) {
@@ -128,6 +129,7 @@ OpInfo softmax_entry(bool log) {
 OpInfo causal_softmax_entry() {
   OpInfo info;
   info.name = "causal_softmax";
+  info.cost = per_output_element;  // the whole T×T matrix, masked half included
   info.dtypes = kFloatTypes;
   info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes& a) {
@@ -185,6 +187,9 @@ OpInfo causal_softmax_entry() {
 OpInfo layernorm_entry() {
   OpInfo info;
   info.name = "layernorm";
+  info.cost = [](const TensorList& in, const TensorList&, const Attributes&) {
+    return OpCost{0, in[0].numel() * (in[1].defined() ? 5 : 4)};  // DeepSpeed's estimate, affine or not
+  };
   info.dtypes = kFloatTypes;
   info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes& a) {
@@ -259,6 +264,9 @@ OpInfo layernorm_entry() {
 OpInfo rmsnorm_entry() {
   OpInfo info;
   info.name = "rmsnorm";
+  info.cost = [](const TensorList& in, const TensorList&, const Attributes&) {
+    return OpCost{0, 4 * in[0].numel()};  // square, mean, scale by the rms, by the weight
+  };
   info.dtypes = kFloatTypes;
   info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes& a) {
@@ -318,6 +326,7 @@ OpInfo rmsnorm_entry() {
 OpInfo embedding_entry() {
   OpInfo info;
   info.name = "embedding";
+  info.cost = [](const TensorList&, const TensorList&, const Attributes&) { return OpCost{}; };  // a lookup
   info.dtypes = kFloatTypes;
   info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes&) { return TensorList{embedding(in[0], in[1])}; };
@@ -381,6 +390,8 @@ std::optional<double> normaliser_attr(const Attributes& a) {
 OpInfo cross_entropy_entry() {
   OpInfo info;
   info.name = "cross_entropy";
+  // Its log-softmax, one flop per logit as a softmax counts (DeepSpeed does not count the loss).
+  info.cost = [](const TensorList& in, const TensorList&, const Attributes&) { return OpCost{0, in[0].numel()}; };
   info.dtypes = kFloatTypes;
   info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes& a) {
@@ -469,6 +480,7 @@ struct DropoutArgs {
 OpInfo dropout_entry() {
   OpInfo info;
   info.name = "dropout";
+  info.cost = [](const TensorList&, const TensorList&, const Attributes&) { return OpCost{}; };  // as DeepSpeed
   info.dtypes = kFloatTypes;
   info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes& a) {
@@ -547,6 +559,13 @@ std::optional<double> scale_attr(const Attributes& a) {
 OpInfo attention_entry() {
   OpInfo info;
   info.name = "causal_attention";
+  // q kᵀ and p v, each (B·NH·T)·T·HS MACs counted whole (the masked half too, as DeepSpeed counts
+  // the two matmuls of an unfused attention), plus the softmax's B·NH·T·T flops.
+  info.cost = [](const TensorList& in, const TensorList&, const Attributes&) {
+    const int64_t keys = in[1].size(-2), rows = in[0].numel() / in[0].size(-1);
+    const int64_t macs = 2 * in[0].numel() * keys;
+    return OpCost{macs, 2 * macs + rows * keys};
+  };
   info.dtypes = kFloatTypes;
   info.run = [](const TensorList& in, const Attributes& a) {
     AttentionOutputs r = causal_attention(in[0], in[1], in[2], scale_attr(a));

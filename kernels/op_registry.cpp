@@ -21,6 +21,10 @@ const OpInfo& find_op(const std::string& name) {
   FATHOM_FAIL("no op named \"", name, "\" in the registry");
 }
 
+OpCost per_output_element(const TensorList&, const TensorList& outputs, const Attributes&) {
+  return {0, outputs.empty() ? 0 : outputs[0].numel()};
+}
+
 Tolerance default_tolerance(DType dtype) {
   switch (dtype) {
     case DType::F64: return {1e-12, 1e-12};

@@ -53,6 +53,20 @@ struct Tolerance {
   double rtol = 0;
 };
 
+// What one call of an op computes, for the flops profiler (engine/flops_profiler.h): its
+// multiply-accumulates and floating-point operations, from the shapes. DeepSpeed's profiler's
+// conventions: a matmul is M·N·K MACs and 2·M·N·K flops (causal attention's T×T products count
+// whole), layernorm 5 flops per element, softmax and activations 1, embedding and dropout 0;
+// beyond them Fathom counts every other elementwise op 1 per output element and a reduction 1
+// per input element (docs/monitoring.md lists them).
+struct OpCost {
+  int64_t macs = 0;
+  int64_t flops = 0;
+};
+using OpCostFunction = std::function<OpCost(const TensorList& inputs, const TensorList& outputs, const Attributes& attrs)>;
+// One flop per element of the first output: elementwise ops, softmax.
+OpCost per_output_element(const TensorList& inputs, const TensorList& outputs, const Attributes& attrs);
+
 struct OpInfo {
   std::string name;
   std::vector<DType> dtypes;  // dtypes samples are made in (and the op supports)
@@ -75,6 +89,8 @@ struct OpInfo {
   std::vector<int> nondifferentiable_inputs;
   // Whether the op has a CUDA kernel (the CUDA tests compare it with the CPU twin).
   bool has_cuda = false;
+  // Its arithmetic (see OpCost); every entry declares one.
+  OpCostFunction cost;
 };
 
 const std::vector<OpInfo>& op_registry();

@@ -53,9 +53,13 @@ Tensor copy_like(const Tensor& params, DType dtype) {
   return dtype == DType::F32 ? Tensor() : Tensor::full(params.sizes(), std::nan(""), dtype);  // poisoned
 }
 
+// The flops profiler counts the forward pass; optimizer steps and the overflow check run outside it.
+OpCost not_profiled(const TensorList&, const TensorList&, const Attributes&) { return {}; }
+
 OpInfo adam_entry() {
   OpInfo info;
   info.name = "adam_step";
+  info.cost = not_profiled;
   info.dtypes = {DType::F32, DType::BF16, DType::F16};
   info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes& a) {
@@ -124,6 +128,7 @@ OpInfo adam_entry() {
 OpInfo sgd_entry() {
   OpInfo info;
   info.name = "sgd_step";
+  info.cost = not_profiled;
   info.dtypes = {DType::F32, DType::BF16};
   info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes& a) {
@@ -178,6 +183,7 @@ OpInfo sgd_entry() {
 OpInfo overflow_check_entry() {
   OpInfo info;
   info.name = "has_inf_or_nan";
+  info.cost = not_profiled;
   info.dtypes = {DType::F32, DType::F64, DType::BF16, DType::F16};
   info.has_cuda = true;
   info.run = [](const TensorList& in, const Attributes&) {

@@ -96,6 +96,7 @@ int64_t reduced_count(const GradientContext& ctx) {
 OpInfo reduction_entry(const std::string& name, ReduceOp op, std::function<double(const std::vector<double>&)> f) {
   OpInfo info;
   info.name = name;
+  info.cost = [](const TensorList& in, const TensorList&, const Attributes&) { return OpCost{0, in[0].numel()}; };
   info.dtypes = kFloatTypes;
   info.has_cuda = true;
   info.run = [op](const TensorList& in, const Attributes& a) {
@@ -195,6 +196,11 @@ void register_reduction_ops(std::vector<OpInfo>& registry) {
 
   OpInfo n;
   n.name = "norm";
+  n.cost = [](const TensorList& in, const TensorList&, const Attributes&) {
+    int64_t elements = 0;
+    for (const Tensor& t : in) elements += 2 * t.numel();  // a square and an add each
+    return OpCost{0, elements};
+  };
   n.dtypes = kFloatTypes;
   n.has_cuda = true;
   n.run = [](const TensorList& in, const Attributes&) { return TensorList{norm(in[0])}; };

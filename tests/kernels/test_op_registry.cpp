@@ -51,6 +51,7 @@ TEST_CASE("every registered op is complete", "[kernels]") {
     CHECK(op.run);
     CHECK(op.reference);
     CHECK(op.tolerance);
+    CHECK(op.cost);
     REQUIRE(op.samples);
     REQUIRE(op.error_cases);
     CHECK(!op.error_cases().empty());
@@ -177,4 +178,21 @@ TEST_CASE("every registry op has a CUDA kernel (checked against its CPU twin by 
     INFO(op.name);
     CHECK(op.has_cuda);
   }
+}
+
+TEST_CASE("op costs: matmuls count M·N·K MACs after the transposes, elementwise ops one flop an element", "[kernels]") {
+  const OpInfo& matmul = find_op("matmul");
+  const TensorList in = {Tensor::zeros({2, 4, 3}), Tensor::zeros({5, 4})};  // [2, 3, 4] x [4, 5] after transposes
+  const Attributes transposed{{"transpose_a", true}, {"transpose_b", true}};
+  const OpCost cost = matmul.cost(in, matmul.run(in, transposed), transposed);
+  CHECK(cost.macs == 2 * 3 * 5 * 4);
+  CHECK(cost.flops == 2 * cost.macs);
+  const OpInfo& add = find_op("add");
+  const TensorList operands = {Tensor::zeros({3, 1}), Tensor::zeros({4})};  // broadcast to [3, 4]
+  CHECK(add.cost(operands, add.run(operands, {}), {}).flops == 12);
+  const OpInfo& attention = find_op("causal_attention");
+  const TensorList qkv = {Tensor::zeros({2, 3, 8, 4}), Tensor::zeros({2, 3, 8, 4}), Tensor::zeros({2, 3, 8, 4})};
+  const OpCost a = attention.cost(qkv, attention.run(qkv, {}), {});
+  CHECK(a.macs == 2 * (2 * 3 * 8) * 8 * 4);            // q kᵀ and p v, whole
+  CHECK(a.flops == 2 * a.macs + (2 * 3 * 8) * 8);      // and the softmax
 }
