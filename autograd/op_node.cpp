@@ -1,6 +1,7 @@
 #include "autograd/op_node.h"
 
 #include "autograd/grad_mode.h"
+#include "autograd/op_observer.h"
 
 namespace fathom::autograd {
 
@@ -61,6 +62,7 @@ VariableList apply_op(const OpInfo& op, const VariableList& inputs, const Attrib
     needs_graph = needs_graph || (input.defined() && input.requires_grad());
   }
   const TensorList outputs = op.run(tensors, attrs);
+  if (OpObserver* observer = current_op_observer()) observer->on_op(op, tensors, outputs, attrs);
   needs_graph = needs_graph && is_grad_enabled();
   FATHOM_CHECK(!needs_graph || op.gradient, op.name, ": this op is not differentiable; its inputs must not require grad "
                "(detach() them or run it under NoGradGuard)");

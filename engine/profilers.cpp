@@ -1,11 +1,21 @@
 #include "engine/profilers.h"
 
 #include "core/logging.h"
+#include "engine/flops_profiler.h"
 
 namespace fathom {
 
 void attach_profilers(const Config& config, Engine& engine, const parallel::ProcessGroups& groups, bool first_rank) {
-  (void)groups;
+  if (config.flops_profiler.enabled && first_rank) {
+    const FlopsProfilerConfig& c = config.flops_profiler;
+    const ProfiledJob job{groups.data().size() * groups.tensor().size() * groups.pipeline().size(), groups.data().size(),
+                          groups.tensor().size(), engine.options().micro_batch_size};
+    engine.add_instrument(std::make_unique<FlopsProfiler>(
+        engine.module(),
+        FlopsProfilerOptions{c.profile_step, c.module_depth, c.top_modules, c.detailed, c.output_file,
+                             c.recompute_fwd_factor},
+        job));
+  }
   if (config.comms_logger.enabled) {
     const CommsLoggerConfig& c = config.comms_logger;
     parallel::CommsLoggerOptions options{c.verbose, c.prof_all, c.debug, c.prof_ops};

@@ -164,11 +164,11 @@ Tolerance linear_tolerance(DType dtype) {
 OpInfo linear_entry(bool gelu) {
   OpInfo info;
   info.name = gelu ? "linear_gelu" : "linear";
-  // x [..., K] times weight [N, K]ᵀ: K MACs per output element (the bias is not counted, as in
-  // DeepSpeed); the fused GELU one flop per output element.
+  // x [..., K] times weight [N, K]ᵀ: K MACs per output element; the bias and the fused GELU one
+  // flop per output element each (as DeepSpeed counts addmm's bias; its F.linear leaves it out).
   info.cost = [gelu](const TensorList& in, const TensorList& out, const Attributes&) {
     const int64_t macs = out[0].numel() * in[1].size(-1);
-    return OpCost{macs, 2 * macs + (gelu ? out[0].numel() : 0)};
+    return OpCost{macs, 2 * macs + out[0].numel() * ((in[2].defined() ? 1 : 0) + (gelu ? 1 : 0))};
   };
   info.dtypes = {DType::F32, DType::F64, DType::BF16, DType::F16};
   if (gelu) {

@@ -56,7 +56,7 @@ struct Tolerance {
 // What one call of an op computes, for the flops profiler (engine/flops_profiler.h): its
 // multiply-accumulates and floating-point operations, from the shapes. DeepSpeed's profiler's
 // conventions: a matmul is M·N·K MACs and 2·M·N·K flops (causal attention's T×T products count
-// whole), layernorm 5 flops per element, softmax and activations 1, embedding and dropout 0;
+// whole), a bias, softmax and activations 1 flop per element, layernorm 5, embedding and dropout 0;
 // beyond them Fathom counts every other elementwise op 1 per output element and a reduction 1
 // per input element (docs/monitoring.md lists them).
 struct OpCost {
