@@ -2,6 +2,7 @@
 
 #include "core/logging.h"
 #include "engine/flops_profiler.h"
+#include "engine/trace.h"
 
 namespace fathom {
 
@@ -16,6 +17,10 @@ void attach_profilers(const Config& config, Engine& engine, const parallel::Proc
                              c.recompute_fwd_factor},
         job));
   }
+  if (config.trace.enabled)
+    engine.add_instrument(std::make_unique<StepTrace>(
+        engine.module(), TraceOptions{config.trace.output_path, config.trace.first_step, config.trace.last_step},
+        groups.world_ptr()));
   if (config.comms_logger.enabled) {
     const CommsLoggerConfig& c = config.comms_logger;
     parallel::CommsLoggerOptions options{c.verbose, c.prof_all, c.debug, c.prof_ops};

@@ -76,6 +76,7 @@ ProcessGroups::ProcessGroups(const std::shared_ptr<Communicator>& world, const T
   FATHOM_CHECK(world->size() == topology.world_size(), "process groups: the grid ", topology.str(), " has ",
                topology.world_size(), " ranks but the communicator \"", world->name(), "\" has ", world->size());
   coord_ = topology.coord_of(world->rank());
+  world_ = world;
   const auto split = [&](Axis axis) {
     return world->split(topology.group_index(world->rank(), axis), coord_[axis], axis_name(axis));
   };
@@ -90,6 +91,7 @@ ProcessGroups ProcessGroups::data_parallel(std::shared_ptr<Communicator> data) {
   groups.coord_ = {0, data->rank(), 0};
   groups.pipeline_ = std::make_shared<LocalCommunicator>();
   groups.tensor_ = std::make_shared<LocalCommunicator>();
+  groups.world_ = data;
   groups.data_ = std::move(data);
   return groups;
 }

@@ -55,6 +55,8 @@ class ProcessGroups {
   static ProcessGroups data_parallel(std::shared_ptr<Communicator> data);
 
   const Topology& topology() const { return topology_; }
+  // Every rank of the job (the host communicator the groups were split from).
+  const std::shared_ptr<Communicator>& world_ptr() const { return world_; }
   GridCoord coord() const { return coord_; }
   Communicator& group(Axis axis) const { return *group_ptr(axis); }
   const std::shared_ptr<Communicator>& group_ptr(Axis axis) const;
@@ -78,7 +80,7 @@ class ProcessGroups {
   explicit ProcessGroups(const Topology& topology) : topology_(topology) {}
   Topology topology_;
   GridCoord coord_;
-  std::shared_ptr<Communicator> pipeline_, data_, tensor_;
+  std::shared_ptr<Communicator> world_, pipeline_, data_, tensor_;
   std::shared_ptr<Communicator> device_pipeline_, device_data_, device_tensor_;  // null without
 };
 
