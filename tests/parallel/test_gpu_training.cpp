@@ -11,6 +11,7 @@
 #include "core/generator.h"
 #include "gpt_training.h"
 #include "mpi_test_util.h"
+#include "parallel/comms_logger.h"
 #include "parallel/nccl_communicator.h"
 #include "cuda/require_cuda.h"
 #include "test_util.h"
@@ -122,4 +123,25 @@ TEST_CASE("the process groups put device tensors on NCCL exactly when every rank
   const std::string device_backend = groups.for_device(parallel::Axis::Data, gpu())->backend();
   CHECK(device_backend == (own_gpu ? "nccl" : "mpi"));  // ranks sharing a GPU: MPI's host staging
   CHECK(std::string(groups.for_device(parallel::Axis::Data, kCPU)->backend()) == "mpi");
+}
+
+TEST_CASE("the comms logger sees NCCL collectives with their message sizes", "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  REQUIRE(parallel::nccl_available());
+  const auto nccl = parallel::make_nccl_communicator(*self_group(), gpu().index, "nccl logged");
+  auto logger = std::make_shared<parallel::CommsLogger>(parallel::CommsLoggerOptions{});
+  {
+    parallel::CollectiveObservation watching(logger);
+    Tensor t = Tensor::zeros({1 << 20}, DType::F32, gpu());
+    nccl->all_reduce(t);
+    parallel::WorkHandle work = nccl->all_reduce_async(t);
+    work->wait();
+  }
+  const std::vector<parallel::CommsRow> rows = logger->rows();
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].op == "all_reduce");
+  CHECK(rows[0].group == "nccl logged");
+  CHECK(rows[0].bytes == 4 << 20);
+  CHECK(rows[0].count == 2);
+  CHECK(rows[0].total_ms > 0);
 }
