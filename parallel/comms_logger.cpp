@@ -48,7 +48,7 @@ void CommsLogger::on_collective(const CollectiveSpan& span) {
   if (!options_.verbose) return;
   char line[320];
   std::snprintf(line, sizeof line,
-                "comm op: %s | group: %s (%d ranks) | time (ms): %.3f | msg size: %s | algbw (GB/s): %.3f | busbw (GB/s): %.3f",
+                "comm op: %s | group: %s (%d ranks) | time (ms): %.3f | msg size: %s | algbw (GB/s): %.3g | busbw (GB/s): %.3g",
                 op.c_str(), span.group.c_str(), span.group_size, ms, format_bytes(static_cast<double>(span.bytes)).c_str(),
                 single.algbw_gbps(), single.busbw_gbps());
   std::string text = line;
@@ -75,8 +75,8 @@ std::string CommsLogger::summary() const {
     char total[32], mean[32], alg[32], bus[32];
     std::snprintf(total, sizeof total, "%.3f", r.total_ms);
     std::snprintf(mean, sizeof mean, "%.3f", r.mean_ms());
-    std::snprintf(alg, sizeof alg, "%.3f", r.algbw_gbps());
-    std::snprintf(bus, sizeof bus, "%.3f", r.busbw_gbps());
+    std::snprintf(alg, sizeof alg, "%.3g", r.algbw_gbps());  // small messages run far below 1 GB/s
+    std::snprintf(bus, sizeof bus, "%.3g", r.busbw_gbps());
     std::snprintf(line, sizeof line, format, r.op.c_str(), group.c_str(),
                   format_bytes(static_cast<double>(r.bytes)).c_str(), std::to_string(r.count).c_str(), total, mean, alg,
                   bus);
