@@ -13,6 +13,7 @@
 #include "kernels/reduction.h"
 #include "nn/dropout.h"
 #include "nn/loss.h"
+#include "parallel/comms_logger.h"
 #include "zero/replicated_state.h"
 
 namespace fathom {
@@ -71,6 +72,8 @@ Engine::~Engine() {
   comms_observation_.reset();
   if (print_comms_summary_ && comms_logger_) FATHOM_LOG(Info, "communication summary:\n" + comms_logger_->summary());
 }
+
+std::string Engine::comms_summary() const { return comms_logger_ ? comms_logger_->summary() : ""; }
 
 void Engine::add_instrument(std::unique_ptr<StepInstrument> instrument) {
   FATHOM_CHECK(instrument != nullptr, "engine.add_instrument: no instrument");

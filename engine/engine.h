@@ -41,8 +41,12 @@
 #include "nn/lr_schedule.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
-#include "parallel/comms_logger.h"
 #include "zero/training_state.h"
+
+namespace fathom::parallel {
+class CommsLogger;            // parallel/comms_logger.h
+class CollectiveObservation;  // parallel/collective_observer.h
+}  // namespace fathom::parallel
 
 namespace fathom {
 
@@ -177,7 +181,7 @@ class Engine {
   // engine lives; `print_at_end`: the engine logs its summary when it is destroyed (the first
   // rank's, at the end of the run). comms_summary() is DeepSpeed's table ("" without a logger).
   void set_comms_logger(std::shared_ptr<parallel::CommsLogger> logger, bool print_at_end);
-  std::string comms_summary() const { return comms_logger_ ? comms_logger_->summary() : ""; }
+  std::string comms_summary() const;
   const std::shared_ptr<parallel::CommsLogger>& comms_logger() const { return comms_logger_; }
 
   // Replaces the default log line (printed every steps_per_print steps) with `callback`,

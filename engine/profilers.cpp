@@ -3,6 +3,7 @@
 #include "core/logging.h"
 #include "engine/flops_profiler.h"
 #include "engine/trace.h"
+#include "parallel/comms_logger.h"
 
 namespace fathom {
 
