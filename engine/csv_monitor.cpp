@@ -1,5 +1,7 @@
 #include "engine/csv_monitor.h"
 
+#include "engine/output_folder.h"
+
 #include <filesystem>
 #include <fstream>
 
@@ -9,9 +11,7 @@
 namespace fathom {
 
 CsvMonitor::CsvMonitor(std::string folder) : folder_(std::move(folder)) {
-  std::error_code error;
-  std::filesystem::create_directories(folder_, error);
-  FATHOM_CHECK(!error, "csv_monitor: cannot create ", folder_, " (", error.message(), "); check output_path");
+  create_output_folder(folder_, "csv_monitor", "output_path");
 }
 
 std::string CsvMonitor::file_name(const std::string& tag) {

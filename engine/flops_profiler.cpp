@@ -4,12 +4,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
 #include "core/cuda/cuda_runtime.h"
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/output_folder.h"
 
 namespace fathom {
 namespace {
@@ -59,6 +61,9 @@ FlopsProfiler::FlopsProfiler(nn::Module& model, FlopsProfilerOptions options, Pr
     : options_(std::move(options)), job_(job), device_(model.device()) {
   std::vector<const void*> seen;
   add_module(model, "", 0, seen);
+  if (!options_.output_file.empty())  // as DeepSpeed, the file's folder is made; here before training
+    create_output_folder(std::filesystem::path(options_.output_file).parent_path().string(), "flops_profiler",
+                         "output_file");
 }
 
 void FlopsProfiler::add_module(nn::Module& module, const std::string& name, int depth, std::vector<const void*>& seen) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "engine/output_folder.h"
 #include "engine/tensorboard_events.h"
 
 namespace fathom {
@@ -18,9 +19,7 @@ double now_seconds() {
 }  // namespace
 
 TensorBoardMonitor::TensorBoardMonitor(const std::string& folder) {
-  std::error_code error;
-  std::filesystem::create_directories(folder, error);
-  FATHOM_CHECK(!error, "tensorboard: cannot create ", folder, " (", error.message(), "); check output_path");
+  create_output_folder(folder, "tensorboard", "output_path");
   char host[256] = "localhost";
   gethostname(host, sizeof host - 1);
   const double start = now_seconds();

@@ -16,6 +16,7 @@
 #include "core/json_writer.h"
 #include "core/memory_stats.h"
 #include "engine/engine.h"
+#include "engine/output_folder.h"
 #include "parallel/collective_observer.h"
 
 namespace fathom {
@@ -153,6 +154,7 @@ StepTrace::StepTrace(nn::Module& model, TraceOptions options, std::shared_ptr<pa
   FATHOM_CHECK(options_.first_step >= 1 && options_.first_step <= options_.last_step,
                "trace: steps must be [first, last] with 1 <= first <= last, got [", options_.first_step, ", ",
                options_.last_step, "]");
+  if (world_->rank() == 0) create_output_folder(options_.output_path, "trace", "output_path");  // fail before training
 }
 
 StepTrace::~StepTrace() = default;
@@ -239,9 +241,6 @@ void StepTrace::finish_tracing() {
     offset += counts[r];
   }
   const std::filesystem::path file = path();
-  std::error_code error;
-  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), error);
-  FATHOM_CHECK(!error, "trace: cannot create ", file.parent_path().string(), " (", error.message(), "); check output_path");
   std::ofstream out(file);
   out << "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"clock\": \"microseconds since a barrier at the start of step "
       << options_.first_step << " on every rank\"},\n\"traceEvents\": [" << events << "]}\n";

@@ -130,3 +130,23 @@ TEST_CASE("the profiler's number formats are DeepSpeed's", "[engine]") {
   CHECK(format_seconds(3.4e-5) == "34 us");
   CHECK(format_seconds(2.5) == "2.5 s");
 }
+
+TEST_CASE("an output file or trace folder that cannot be made is an error before training, naming the key", "[engine]") {
+  // A regular file where a folder would have to be.
+  const fs::path blocker = fs::temp_directory_path() / "fathom_profile_blocker";
+  std::ofstream(blocker) << "a file";
+  models::GPTConfig c = models::GPTConfig::preset("tiny");
+  const auto model = std::make_shared<models::GPT>(c, 1);
+  const auto configured = [&](const std::string& section) {
+    return Config::from_string(R"({"train_batch_size": 2, "optimizer": {"type": "AdamW"}, )" + section + "}");
+  };
+  CHECK_THROWS_WITH(
+      initialize(configured(R"("flops_profiler": {"enabled": true, "output_file": ")" + (blocker / "p.txt").string() +
+                            R"("})"),
+                 model),
+      Catch::Contains("flops_profiler: cannot create " + blocker.string()) && Catch::EndsWith("check output_file"));
+  CHECK_THROWS_WITH(
+      initialize(configured(R"("trace": {"enabled": true, "output_path": ")" + (blocker / "t").string() + R"("})"),
+                 model),
+      Catch::Contains("trace: cannot create " + (blocker / "t").string()) && Catch::EndsWith("check output_path"));
+}
