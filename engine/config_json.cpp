@@ -11,6 +11,7 @@ namespace {
 void write_value(JsonWriter& w, const nn::OptimizerValue& value) {
   if (const bool* flag = std::get_if<bool>(&value.value())) w.value(*flag);
   else if (const double* real = std::get_if<double>(&value.value())) w.value(*real);
+  else if (const std::string* text = std::get_if<std::string>(&value.value())) w.value(*text);
   else {
     w.begin_array(JsonWriter::Layout::Inline);
     for (double item : std::get<std::vector<double>>(value.value())) w.value(item);

@@ -6,6 +6,8 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "engine/config_parse.h"
+#include "parallel/compressed_optimizers.h"
+#include "parallel/local_communicator.h"
 #include "core/did_you_mean.h"
 
 namespace fathom {
@@ -88,7 +90,7 @@ OptimizerConfig parse_optimizer(const ConfigSection& s) {
   s.check_keys({"type", "params", "legacy_fusion"});
   if (s.boolean("legacy_fusion", false))
     s.fail("legacy_fusion", "true is not supported (DeepSpeed's legacy fused fp16 optimizer); remove the key");
-  const std::vector<std::string> types = {"Adam", "AdamW", "SGD", "Lamb", "Lion"};
+  const std::vector<std::string> types = {"Adam", "AdamW", "SGD", "Lamb", "Lion", "OneBitAdam"};
   c.type = s.string("type", "");
   if (c.type.empty())
     throw_config_error({s.source(), s.node()->line, s.path()},
@@ -97,7 +99,7 @@ OptimizerConfig parse_optimizer(const ConfigSection& s) {
   const bool known = std::any_of(types.begin(), types.end(), [&](const std::string& t) { return lower(t) == lower(c.type); });
   if (!known) {
     // DeepSpeed's own optimizers, and any torch.optim class it would look up by name.
-    const std::vector<std::string> deepspeed = {"OneBitAdam", "ZeroOneAdam", "OneBitLamb", "Adagrad", "MuAdam",
+    const std::vector<std::string> deepspeed = {"ZeroOneAdam", "OneBitLamb", "Adagrad", "MuAdam",
                                                 "MuAdamW", "MuSGD"};
     const bool theirs = std::any_of(deepspeed.begin(), deepspeed.end(),
                                     [&](const std::string& t) { return lower(t) == lower(c.type); });
@@ -113,7 +115,9 @@ OptimizerConfig parse_optimizer(const ConfigSection& s) {
       const ConfigNode& value = member.value;
       const ConfigLocation where = params.where(member.key);
       const std::string expected = "a number, true or false, or a list of numbers";
-      if (const auto flag = config_bool(value)) {
+      if (member.key == "comm_backend_name" && value.is_scalar() && value.quoted) {
+        c.params.emplace(member.key, nn::OptimizerValue(value.text));  // 1-bit Adam's one string parameter
+      } else if (const auto flag = config_bool(value)) {
         c.params.emplace(member.key, nn::OptimizerValue(*flag));
       } else if (const auto number = config_number(value)) {
         c.params.emplace(member.key, nn::OptimizerValue(*number));
@@ -135,7 +139,12 @@ OptimizerConfig parse_optimizer(const ConfigSection& s) {
   // Builds the optimizer once over a one-element parameter, so unknown parameter names and
   // out-of-range values are reported here, with the file and line, not at the first step.
   check_with_factory(s, params, [&] {
-    nn::make_optimizer(c.type, c.params, std::vector<autograd::Variable>{autograd::Variable(Tensor::zeros({1}), true)});
+    const std::vector<autograd::Variable> one{autograd::Variable(Tensor::zeros({1}), true)};
+    if (parallel::is_compressed_optimizer(c.type))
+      parallel::make_compressed_optimizer(c.type, c.params, nn::single_group(one),
+                                          std::make_shared<parallel::LocalCommunicator>());
+    else
+      nn::make_optimizer(c.type, c.params, one);
   });
   return c;
 }

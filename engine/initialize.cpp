@@ -6,6 +6,7 @@
 #include "engine/monitor.h"
 #include "engine/profilers.h"
 #include "nn/optimizer_factory.h"
+#include "parallel/compressed_optimizers.h"
 #include "parallel/local_communicator.h"
 #include "zero/replicated_state.h"
 #include "zero/sharded_state.h"
@@ -39,6 +40,10 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
                                 .accumulate_in_model_dtype = config.grad_accum_dtype == "fp16" ||
                                                              config.grad_accum_dtype == "bf16"},
         make_optimizer);
+  FATHOM_CHECK(!make_optimizer || !parallel::is_compressed_optimizer(config.optimizer.type),
+               "config error at zero_optimization.stage: ", config.optimizer.type, " communicates its own compressed "
+               "momentum over whole gradients, so it runs without ZeRO partitioning (as in DeepSpeed); stage is ",
+               config.zero.stage, ", use 0");
   FATHOM_CHECK(!make_optimizer || lower(config.optimizer.type) != "lamb",
                "config error at optimizer.type: Lamb computes a trust ratio "
                "per parameter, which a ZeRO shard (a slice of the flattened parameters) does not have; use Adam, "
@@ -119,6 +124,9 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
                  "config (e.g. {\"type\": \"AdamW\", \"params\": {\"lr\": 3e-4}}) or pass one to fathom::initialize");
   const zero::OptimizerFactory make_optimizer = [&](const zero::NamedParameters& named) {
     if (optimizer) return optimizer;
+    if (parallel::is_compressed_optimizer(config.optimizer.type))
+      return std::shared_ptr<nn::Optimizer>(parallel::make_compressed_optimizer(
+          config.optimizer.type, config.optimizer.params, nn::single_group(named), groups.data_ptr()));
     return std::shared_ptr<nn::Optimizer>(nn::make_optimizer(config.optimizer.type, config.optimizer.params, named));
   };
 

@@ -63,6 +63,11 @@ class Optimizer {
   void set_lr(size_t group, double lr);  // one group
   double weight_decay(size_t group = 0) const;
 
+  // Whether the gradients this optimizer steps on must be averaged over the data-parallel ranks
+  // first (the training state's reduction). False for an optimizer that communicates itself
+  // instead (1-bit Adam after its warm-up: parallel/onebit_adam.h); asked before each backward.
+  virtual bool wants_reduced_gradients() const { return true; }
+
   OptimizerStateDict state_dict() const;
   // Copies the state in (never aliases the given tensors). Everything is checked before anything
   // changes: a missing, mis-shaped or unexpected entry is an error naming it.

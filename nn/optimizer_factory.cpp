@@ -1,5 +1,7 @@
 #include "nn/optimizer_factory.h"
 
+#include "nn/optimizer_params.h"
+
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -15,80 +17,6 @@
 namespace fathom::nn {
 namespace {
 
-std::string lower(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
-// `; did you mean "x"?` for the closest candidate (ignoring case) when it is close enough, else ".".
-std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
-  std::vector<std::string> lowered;
-  for (const std::string& candidate : candidates) lowered.push_back(lower(candidate));
-  const std::string match = closest_match(lower(word), lowered);
-  for (size_t i = 0; i < lowered.size(); ++i)
-    if (!match.empty() && lowered[i] == match) return "; did you mean \"" + candidates[i] + "\"?";
-  return ".";
-}
-
-std::string joined(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
-  return out;
-}
-
-// Reads typed values out of the params after rejecting unknown names.
-class ParamReader {
- public:
-  ParamReader(std::string type, const OptimizerParams& params, std::vector<std::string> known)
-      : type_(std::move(type)), params_(params) {
-    FATHOM_CHECK(!params.count("max_grad_norm"), type_,
-                 ": \"max_grad_norm\" is not an optimizer parameter; use the top-level \"gradient_clipping\" "
-                 "config key (DeepSpeed rejects it the same way)");
-    for (const auto& [name, value] : params) {
-      if (std::find(known.begin(), known.end(), name) != known.end()) continue;
-      FATHOM_FAIL(type_, ": unknown optimizer parameter \"", name, "\"", suggestion(name, known), " ", type_,
-                  " takes: ", joined(known));
-    }
-  }
-
-  double number(const char* key, double fallback) const {
-    const OptimizerValue* value = find(key);
-    if (!value) return fallback;
-    const double* number = std::get_if<double>(&value->value());
-    FATHOM_CHECK(number, type_, ": \"", key, "\" must be a number, got ", value->kind(), " (", value->str(), ")");
-    return *number;
-  }
-
-  bool flag(const char* key, bool fallback) const {
-    const OptimizerValue* value = find(key);
-    if (!value) return fallback;
-    const bool* flag = std::get_if<bool>(&value->value());
-    FATHOM_CHECK(flag, type_, ": \"", key, "\" must be true or false, got ", value->kind(), " (", value->str(), ")");
-    return *flag;
-  }
-
-  std::array<double, 2> betas(std::array<double, 2> fallback) const {
-    const OptimizerValue* value = find("betas");
-    if (!value) return fallback;
-    const auto* list = std::get_if<std::vector<double>>(&value->value());
-    FATHOM_CHECK(list && list->size() == 2, type_, ": \"betas\" must be a list of two numbers [beta1, beta2], got ",
-                 value->kind(), " (", value->str(), ")");
-    return {(*list)[0], (*list)[1]};
-  }
-
-  void reject_amsgrad(const char* implementation) const {
-    FATHOM_CHECK(!flag("amsgrad", false), type_, ": \"amsgrad\": true is not supported (", implementation,
-                 " does not support the AMSGrad variant either); remove it or set it to false");
-  }
-
- private:
-  const OptimizerValue* find(const char* key) const {
-    auto it = params_.find(key);
-    return it == params_.end() ? nullptr : &it->second;
-  }
-  std::string type_;
-  const OptimizerParams& params_;
-};
 
 std::unique_ptr<Optimizer> make_adam(const std::string& name, const ParamReader& read, std::vector<ParamGroup> groups) {
   read.reject_amsgrad("DeepSpeed's FusedAdam");
@@ -147,6 +75,7 @@ std::unique_ptr<Optimizer> make_lion(const ParamReader& read, std::vector<ParamG
 const char* OptimizerValue::kind() const {
   if (std::holds_alternative<double>(value_)) return "a number";
   if (std::holds_alternative<bool>(value_)) return "a bool";
+  if (std::holds_alternative<std::string>(value_)) return "a string";
   return "a list of numbers";
 }
 
@@ -154,6 +83,7 @@ std::string OptimizerValue::str() const {
   std::ostringstream out;
   if (const double* number = std::get_if<double>(&value_)) out << *number;
   else if (const bool* flag = std::get_if<bool>(&value_)) out << (*flag ? "true" : "false");
+  else if (const std::string* text = std::get_if<std::string>(&value_)) out << '"' << *text << '"';
   else {
     const auto& list = std::get<std::vector<double>>(value_);
     out << "[";
@@ -176,7 +106,7 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& type, const Optimiz
 std::unique_ptr<Optimizer> make_optimizer(const std::string& type, const OptimizerParams& params,
                                           std::vector<ParamGroup> groups) {
   const std::vector<std::string> known = {"Adam", "AdamW", "SGD", "Lamb", "Lion"};
-  const std::string key = lower(type);
+  const std::string key = lower_case(type);
   if (key == "adam" || key == "adamw") {
     const std::string name = key == "adam" ? "Adam" : "AdamW";
     const ParamReader read(name, params,
@@ -195,7 +125,7 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& type, const Optimiz
                      std::move(groups));
   }
   if (key == "lion") return make_lion(ParamReader("Lion", params, {"lr", "betas", "weight_decay"}), std::move(groups));
-  FATHOM_FAIL("unknown optimizer type \"", type, "\"", suggestion(type, known), " Known types: ", joined(known),
+  FATHOM_FAIL("unknown optimizer type \"", type, "\"", did_you_mean_suffix(type, known), " Known types: ", joined_names(known),
               " (case-insensitive, as in DeepSpeed)");
 }
 

@@ -16,7 +16,8 @@
 
 namespace fathom::nn {
 
-// One config value: a number, a bool or a list of numbers (betas).
+// One config value: a number, a bool, a list of numbers (betas) or a string (1-bit Adam's
+// comm_backend_name).
 class OptimizerValue {
  public:
   OptimizerValue(double value) : value_(value) {}
@@ -24,14 +25,15 @@ class OptimizerValue {
   OptimizerValue(bool value) : value_(value) {}
   OptimizerValue(std::vector<double> values) : value_(std::move(values)) {}
   OptimizerValue(std::initializer_list<double> values) : value_(std::vector<double>(values)) {}
+  explicit OptimizerValue(std::string text) : value_(std::move(text)) {}
   OptimizerValue(const char*) = delete;  // would silently become a bool
 
-  const std::variant<double, bool, std::vector<double>>& value() const { return value_; }
-  const char* kind() const;  // "a number", "a bool", "a list of numbers"
-  std::string str() const;   // "0.001", "true", "[0.9, 0.999]"
+  const std::variant<double, bool, std::vector<double>, std::string>& value() const { return value_; }
+  const char* kind() const;  // "a number", "a bool", "a list of numbers", "a string"
+  std::string str() const;   // "0.001", "true", "[0.9, 0.999]", "\"mpi\""
 
  private:
-  std::variant<double, bool, std::vector<double>> value_;
+  std::variant<double, bool, std::vector<double>, std::string> value_;
 };
 
 using OptimizerParams = std::map<std::string, OptimizerValue>;

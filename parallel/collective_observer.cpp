@@ -19,6 +19,7 @@ int64_t message_bytes(const Collective& c) {
   switch (c.kind) {
     case CollectiveKind::ReduceScatter:
     case CollectiveKind::ReduceScatterV:
+    case CollectiveKind::AllToAll:
     case CollectiveKind::Send: return static_cast<int64_t>(c.input.nbytes());
     case CollectiveKind::AllGather:
     case CollectiveKind::AllGatherV:
@@ -37,7 +38,8 @@ double bus_bandwidth_factor(CollectiveKind kind, int n) {
     case CollectiveKind::ReduceScatter:
     case CollectiveKind::ReduceScatterV:
     case CollectiveKind::AllGather:
-    case CollectiveKind::AllGatherV: return (ranks - 1) / ranks;
+    case CollectiveKind::AllGatherV:
+    case CollectiveKind::AllToAll: return (ranks - 1) / ranks;
     case CollectiveKind::Broadcast:
     case CollectiveKind::Send:
     case CollectiveKind::Recv: return 1.0;

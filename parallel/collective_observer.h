@@ -18,7 +18,7 @@ struct CollectiveSpan {
   CollectiveKind kind = CollectiveKind::Barrier;
   DType dtype = DType::F32;
   // nccl-tests' message size: the whole buffer an op moves — the tensor of an all-reduce,
-  // broadcast, send or recv; the input of a reduce-scatter; the output of an all-gather.
+  // broadcast, send or recv; the input of a reduce-scatter or all-to-all; the output of an all-gather.
   int64_t bytes = 0;
   int group_size = 1;   // the communicator's ranks: what the bus bandwidth depends on
   std::string group;    // the communicator's name ("world", "data", ...)
@@ -29,8 +29,8 @@ struct CollectiveSpan {
 
 // nccl-tests' message size of a collective (see CollectiveSpan::bytes).
 int64_t message_bytes(const Collective& collective);
-// nccl-tests' bus-bandwidth factor for a group of n ranks: all-reduce 2(n-1)/n, reduce-scatter
-// and all-gather (n-1)/n, broadcast, send and recv 1, barrier 0. busbw = algbw * factor, with
+// nccl-tests' bus-bandwidth factor for a group of n ranks: all-reduce 2(n-1)/n, reduce-scatter,
+// all-gather and all-to-all (n-1)/n, broadcast, send and recv 1, barrier 0. busbw = algbw * factor, with
 // algbw = bytes / time: the bandwidth each rank's link must carry, comparable across n.
 double bus_bandwidth_factor(CollectiveKind kind, int n);
 

@@ -28,6 +28,7 @@ const char* collective_name(CollectiveKind kind) {
     case CollectiveKind::AllGather: return "all_gather";
     case CollectiveKind::AllGatherV: return "all_gather_v";
     case CollectiveKind::Broadcast: return "broadcast";
+    case CollectiveKind::AllToAll: return "all_to_all";
     case CollectiveKind::Send: return "send";
     case CollectiveKind::Recv: return "recv";
     case CollectiveKind::Barrier: return "barrier";
@@ -108,6 +109,10 @@ WorkHandle Communicator::issue(Collective c, bool blocking) {
     case CollectiveKind::AllGatherV:
     case CollectiveKind::ReduceScatterV:
       check_shard_counts(c, in, out);
+      break;
+    case CollectiveKind::AllToAll:
+      FATHOM_CHECK(in == out && in % size_ == 0, op, ": input and output must hold ", size_,
+                   " equal chunks each, got ", in, " and ", out, " elements");
       break;
     case CollectiveKind::Broadcast:
       FATHOM_CHECK(c.root >= 0 && c.root < size_, op, ": root ", c.root, " is not a rank of communicator \"",
@@ -209,6 +214,12 @@ void Communicator::reduce_scatter_v(const Tensor& input, const Tensor& output, s
 }
 WorkHandle Communicator::broadcast_async(const Tensor& tensor, int root) {
   return issue(broadcast_from(tensor, root), false);
+}
+WorkHandle Communicator::all_to_all_async(const Tensor& input, const Tensor& output) {
+  return issue(collective(CollectiveKind::AllToAll, input, output), false);
+}
+void Communicator::all_to_all(const Tensor& input, const Tensor& output) {
+  issue(collective(CollectiveKind::AllToAll, input, output), true)->wait();
 }
 void Communicator::broadcast(const Tensor& tensor, int root) { issue(broadcast_from(tensor, root), true)->wait(); }
 WorkHandle Communicator::send_async(const Tensor& tensor, int peer, int tag) {

@@ -44,7 +44,7 @@ using WorkHandle = std::shared_ptr<Work>;
 
 // What a collective is, for error reports, the debug cross-check and the timeout report.
 enum class CollectiveKind : uint8_t {
-  AllReduce, ReduceScatter, ReduceScatterV, AllGather, AllGatherV, Broadcast, Send, Recv, Barrier
+  AllReduce, ReduceScatter, ReduceScatterV, AllGather, AllGatherV, Broadcast, AllToAll, Send, Recv, Barrier
 };
 const char* collective_name(CollectiveKind kind);
 
@@ -90,6 +90,9 @@ class Communicator {
                                     ReduceOp op = ReduceOp::Sum);
   // In place: every rank ends with root's tensor.
   WorkHandle broadcast_async(const Tensor& tensor, int root);
+  // input and output hold size() equal chunks: chunk r of the input goes to rank r, chunk r of
+  // the output comes from rank r (MPI_Alltoall).
+  WorkHandle all_to_all_async(const Tensor& input, const Tensor& output);
   WorkHandle send_async(const Tensor& tensor, int peer, int tag = 0);
   WorkHandle recv_async(const Tensor& tensor, int peer, int tag = 0);
 
@@ -102,6 +105,7 @@ class Communicator {
   void reduce_scatter_v(const Tensor& input, const Tensor& output, std::vector<int64_t> counts,
                         ReduceOp op = ReduceOp::Sum);
   void broadcast(const Tensor& tensor, int root);
+  void all_to_all(const Tensor& input, const Tensor& output);
   void send(const Tensor& tensor, int peer, int tag = 0);
   void recv(const Tensor& tensor, int peer, int tag = 0);
   void barrier();

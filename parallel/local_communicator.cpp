@@ -22,6 +22,7 @@ WorkHandle LocalCommunicator::start(Collective c, bool) {
     case CollectiveKind::ReduceScatterV:
     case CollectiveKind::AllGather:
     case CollectiveKind::AllGatherV:
+    case CollectiveKind::AllToAll:
       c.output.copy_(c.input);  // one rank: its shard is everything (Avg over one rank too)
       break;
     case CollectiveKind::Send:

@@ -239,6 +239,12 @@ void MpiCommunicator::run_collective(Collective& c) {
                                       displacements.data(), type, comm));
       break;
     }
+    case CollectiveKind::AllToAll: {
+      const int count = int_count(c.input.numel() / size(), c);
+      const MPI_Datatype type = mpi_datatype(c.input.dtype());
+      FATHOM_MPI_CHECK(MPI_Alltoall(c.input.raw_data(), count, type, c.output.raw_data(), count, type, comm));
+      break;
+    }
     case CollectiveKind::Broadcast:
       FATHOM_MPI_CHECK(MPI_Bcast(c.output.raw_data(), int_count(c.output.numel(), c), mpi_datatype(c.output.dtype()),
                                  c.root, comm));

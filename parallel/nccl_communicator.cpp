@@ -184,6 +184,20 @@ class NcclCommunicator final : public Communicator {
         FATHOM_NCCL_CHECK(nccl.all_gather(c.input.raw_data(), c.output.raw_data(), c.input.numel(),
                                           nccl_datatype(c.input.dtype()), comm_, stream_));
         break;
+      case CollectiveKind::AllToAll: {
+        // One send and one receive per peer in one NCCL group (NCCL has no all-to-all call).
+        const int64_t chunk = c.input.numel() / size();
+        const size_t bytes = static_cast<size_t>(chunk) * element_size(c.input.dtype());
+        FATHOM_NCCL_CHECK(nccl.group_start());
+        for (int r = 0; r < size(); ++r) {
+          const char* from = static_cast<const char*>(c.input.raw_data()) + r * bytes;
+          char* to = static_cast<char*>(c.output.raw_data()) + r * bytes;
+          FATHOM_NCCL_CHECK(nccl.send(from, chunk, nccl_datatype(c.input.dtype()), r, comm_, stream_));
+          FATHOM_NCCL_CHECK(nccl.recv(to, chunk, nccl_datatype(c.input.dtype()), r, comm_, stream_));
+        }
+        FATHOM_NCCL_CHECK(nccl.group_end());
+        break;
+      }
       case CollectiveKind::Broadcast:
         FATHOM_NCCL_CHECK(nccl.broadcast(c.output.raw_data(), c.output.raw_data(), c.output.numel(),
                                          nccl_datatype(c.output.dtype()), c.root, comm_, stream_));

@@ -70,7 +70,9 @@ void ReplicatedState::on_gradient_ready(size_t i) {
 
 void ReplicatedState::begin_backward(bool boundary) {
   boundary_ = boundary;
-  if (reducer_) reducer_->prepare_backward(boundary && reduce_gradients_);
+  // An optimizer that communicates itself (1-bit Adam once compressed) takes local gradients.
+  const bool optimizer_reduces = optimizer() && !optimizer()->wants_reduced_gradients();
+  if (reducer_) reducer_->prepare_backward(boundary && reduce_gradients_ && !optimizer_reduces);
 }
 
 void ReplicatedState::end_backward() {

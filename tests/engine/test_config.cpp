@@ -348,13 +348,18 @@ TEST_CASE("optimizer and scheduler sections", "[engine]") {
 
   CHECK(parse_error(with(R"("optimizer": {"type": "Adamm"})")) ==
         "config error at optimizer.type: \"Adamm\" is not supported (not an optimizer Fathom implements); did you mean "
-        "\"Adam\"?; use one of Adam, AdamW, SGD, Lamb, Lion");
-  CHECK(parse_error(with(R"("optimizer": {"type": "OneBitAdam"})")) ==
-        "config error at optimizer.type: \"OneBitAdam\" is not supported (Fathom does not implement DeepSpeed's "
-        "OneBitAdam); use one of Adam, AdamW, SGD, Lamb, Lion");
+        "\"Adam\"?; use one of Adam, AdamW, SGD, Lamb, Lion, OneBitAdam");
+  CHECK(parse_error(with(R"("optimizer": {"type": "ZeroOneAdam"})")) ==
+        "config error at optimizer.type: \"ZeroOneAdam\" is not supported (Fathom does not implement DeepSpeed's "
+        "ZeroOneAdam); use one of Adam, AdamW, SGD, Lamb, Lion, OneBitAdam");
+  // DeepSpeed's own examples spell it "OnebitAdam"; the string parameter is read as one.
+  const Config onebit = Config::from_string(with(R"("optimizer": {"type": "OnebitAdam", "params": {"freeze_step": 400,
+      "cuda_aware": false, "comm_backend_name": "nccl"}})"));
+  CHECK(std::get<std::string>(onebit.optimizer.params.at("comm_backend_name").value()) == "nccl");
+  CHECK(Config::from_string(onebit.to_json()).optimizer.params.size() == 3);  // the recorded config keeps it
   CHECK(parse_error(with(R"("optimizer": {"params": {"lr": 0.1}})")) ==
         "config error at optimizer: \"type\" is missing; name the optimizer, e.g. \"type\": \"AdamW\" (Fathom "
-        "implements Adam, AdamW, SGD, Lamb, Lion)");
+        "implements Adam, AdamW, SGD, Lamb, Lion, OneBitAdam)");
   // Parameter names and values are checked by nn::make_optimizer, with the config's path.
   CHECK(parse_error(with(R"("optimizer": {"type": "Adam", "params": {"lrr": 0.1}})")).rfind(
             "config error at optimizer.params.lrr: Adam: unknown optimizer parameter \"lrr\"; did you mean \"lr\"?", 0) == 0);
@@ -555,7 +560,7 @@ TEST_CASE("DeepSpeed keys Fathom does not implement: accepted off, errors on", "
   CHECK(Config::from_string(profiling.to_json()).trace.last_step == 6);  // the recorded config keeps them
   CHECK(parse_error(with(R"("comms_logger": {"enabled": true, "prof_ops": ["allreduce"]})")) ==
         "config error at comms_logger.prof_ops: \"allreduce\" is not a collective; name some of: all_reduce, "
-        "reduce_scatter, reduce_scatter_v, all_gather, all_gather_v, broadcast, send, recv, barrier");
+        "reduce_scatter, reduce_scatter_v, all_gather, all_gather_v, broadcast, all_to_all, send, recv, barrier");
   CHECK(parse_error(with(R"("comms_logger": {"enabled": true, "prof_all": false})")) ==
         "config error at comms_logger.prof_ops: is empty while prof_all is false, so nothing would be logged; list "
         "ops or set prof_all");

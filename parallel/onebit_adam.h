@@ -1,0 +1,66 @@
+#pragma once
+// 1-bit Adam (Tang et al. 2021), as DeepSpeed implements it (deepspeed/runtime/fp16/onebit/adam.py):
+//
+//   step 1:                 m, v updated from the averaged gradient; the weights are not (DeepSpeed's
+//                           initialisation step)
+//   steps 2 .. freeze_step: warm-up, every gradient averaged at full precision by the engine:
+//                           m = β1·m + (1-β1)·g,  v = β2·v + (1-β2)·g²
+//   after freeze_step:      v frozen; the engine no longer averages gradients; each rank folds its
+//                           local gradient into m, and m is replaced by its 1-bit compressed mean
+//                           over the data-parallel ranks (parallel/compressed_allreduce.h)
+//   every updating step:    update = m / (√v + eps) + weight_decay·p  (no bias correction,
+//                           decoupled decay);  p -= lr·update
+//
+// Each parameter's momentum is compressed on its own, with its own scale and error buffers (as
+// DeepSpeed's 1-bit Adam does for fp32 parameters; its fp16 engine hands it one flat group). State: "exp_avg" and
+// "exp_avg_sq" per parameter, checkpointed like Adam's; the error buffers are this rank's and are
+// kept across a checkpoint at the same world size (compression_state), where DeepSpeed resets them.
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "nn/optimizer.h"
+#include "parallel/compressed_allreduce.h"
+
+namespace fathom::parallel {
+
+struct OneBitAdamOptions {
+  double lr = 1e-3;
+  std::array<double, 2> betas{0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  int64_t freeze_step = 100000;  // DeepSpeed's default
+};
+
+class OneBitAdam final : public nn::Optimizer {
+ public:
+  // `data_group`: the ranks that average (the engine's data-parallel group).
+  OneBitAdam(std::vector<nn::ParamGroup> groups, OneBitAdamOptions options, std::shared_ptr<Communicator> data_group);
+
+  const OneBitAdamOptions& options() const { return options_; }
+  bool wants_reduced_gradients() const override { return !compressing_; }
+  bool compressing() const { return compressing_; }
+  int64_t compressed_steps() const { return compressed_steps_; }
+
+  // The error-feedback buffers, per group (worker then server), for checkpoints; loading them
+  // needs the same world size and group sizes.
+  std::vector<Tensor> compression_state() const;
+  void load_compression_state(const std::vector<Tensor>& state);
+
+ protected:
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+  void update(const nn::ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) override;
+  void update_group(const nn::ParamGroup& group, const std::vector<Update>& updates) override;
+
+ private:
+  void apply(const nn::ParamGroup& group, const std::vector<Update>& updates, bool update_weights);
+  void compress_momenta(const nn::ParamGroup& group, const std::vector<Update>& updates);
+  OneBitAdamOptions options_;
+  std::shared_ptr<Communicator> group_;
+  bool compressing_ = false;
+  int64_t compressed_steps_ = 0;
+  std::vector<std::vector<CompressionErrors>> errors_;  // [group][parameter]; empty until the freeze
+};
+
+}  // namespace fathom::parallel
