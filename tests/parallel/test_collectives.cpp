@@ -115,6 +115,22 @@ TEST_CASE("all_gather and all_gather_v concatenate the ranks' shards in rank ord
   }
 }
 
+TEST_CASE("all_to_all: chunk r of every rank's input lands on rank r, in source-rank order", "[parallel]") {
+  Communicator& world = runtime().world();
+  const int n = world.size(), me = world.rank();
+  for (DType dtype : kDTypes) {
+    INFO(dtype_name(dtype));
+    const int64_t chunk = 5;
+    // Element i of the chunk for rank r from this rank: contribution(me, r * chunk + i).
+    Tensor output = Tensor::zeros({chunk * n}, dtype);
+    world.all_to_all(contribution_tensor(me, chunk * n, dtype), output);
+    std::vector<double> expected;
+    for (int from = 0; from < n; ++from)
+      for (int64_t i = 0; i < chunk; ++i) expected.push_back(contribution(from, me * chunk + i, dtype));
+    REQUIRE(fathom::testing::mismatch(values(output), expected, 0, 0) == "");
+  }
+}
+
 TEST_CASE("broadcast from every root; barrier; all_reduce_scalar", "[parallel]") {
   Communicator& world = runtime().world();
   for (DType dtype : kDTypes)
@@ -310,6 +326,9 @@ TEST_CASE("bad collective arguments are errors naming the problem, raised before
   CHECK(error_of([&] { world.send(Tensor::ones({1}), world.rank()); }) ==
         detail::concat("send: peer ", world.rank(), " must be another rank of communicator \"world\" (size ", n,
                        ", this rank ", world.rank(), ")"));
+  CHECK(error_of([&] { world.all_to_all(Tensor::ones({n}), Tensor::ones({2 * n})); }) ==
+        detail::concat("all_to_all: input and output must hold ", n, " equal chunks each, got ", n, " and ", 2 * n,
+                       " elements"));
   CHECK(error_of([&] { world.all_reduce(Tensor::ones({2}, DType::Bool)); }) ==
         "all_reduce: bool tensors are not supported; convert to i32 first");
   // Nothing was issued by the failed calls: the next collective still pairs up.
