@@ -87,6 +87,7 @@ struct StepReport {
 };
 
 class Engine;
+class CheckpointReader;  // engine/checkpoint_reader.h
 // A source of micro-batches and the loss of one, for train_batch.
 using NextBatch = std::function<Batch()>;
 using LossFunction = std::function<autograd::Variable(const autograd::Variable& output, const Batch& batch)>;
@@ -198,6 +199,7 @@ class Engine {
   void apply_scheduled_lr();
   double clip_gradients();  // returns the norm before clipping
   double step_loss() const;
+  void load_rank_local_state(const CheckpointReader& saved);  // load_checkpoint's part
   void note_memory(const char* point);  // memory_breakdown  // the mean loss of this cycle over the data group (collective)
   void run_backward(const autograd::VariableList& outputs, const autograd::TensorList& grad_outputs);
   void finish_cycle(StepReport& report);

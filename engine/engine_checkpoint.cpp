@@ -38,6 +38,8 @@ using TensorSlot = zero::FlatSlot;
 using zero::Range;
 
 namespace {
+constexpr const char* kRankLocalKind = "optim_local";
+
 
 // Fault injection for the crash-safety tests: FATHOM_TEST_CRASH_DURING_SAVE=shard kills the run
 // between two shard writes, =index after the index is written but before the tag is renamed;
@@ -197,10 +199,18 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   // One file per kind of state; the checksums go to rank 0 for the index.
   std::map<std::string, std::vector<std::pair<std::string, Tensor>>> by_kind;
   for (const auto& entry : tensors) by_kind[checkpoint_state_kind(entry.first)].push_back(entry);
+  // What only this rank at this world size can use (1-bit Adam's error feedback): a file of its own.
+  const std::vector<Tensor> local_state = optimizer()->rank_local_state();
   try {
     for (const auto& [kind, kind_tensors] : by_kind) {
       nn::save_safetensors((tmp_dir / file_of(rank, kind)).string(), kind_tensors);
       crash_here_for_tests("shard", rank == world - 1);
+    }
+    if (!local_state.empty()) {
+      std::vector<std::pair<std::string, Tensor>> named;
+      for (size_t i = 0; i < local_state.size(); ++i)
+        named.emplace_back("local." + std::to_string(i), local_state[i].to(kCPU));
+      nn::save_safetensors((tmp_dir / file_of(rank, kRankLocalKind)).string(), named);
     }
   } catch (const Error&) {
     // A write that fails (a full disk) leaves no half-written tag behind; the previous tag and
@@ -258,6 +268,7 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
       w.key("data_loader").begin_object(Layout::Inline).member("epoch", st.epoch).member("step", st.step);
       w.member("samples", loader_->dataset().size()).member("global_batch", loader_->global_batch_size()).end_object();
     }
+    w.member("rank_local_state", !local_state.empty());
     w.member("config", config_json_).member("client_state", client_state);
     w.end_object();
     const std::string index = w.str() + "\n";
@@ -269,6 +280,33 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
     write_atomically(fs::path(dir) / "latest", tag);
   }
   group->barrier();
+}
+
+// The optimizer's rank-local state (nn::Optimizer::rank_local_state) comes back only to the same
+// rank at the same world size; elsewhere it starts afresh, as DeepSpeed's always does.
+void Engine::load_rank_local_state(const CheckpointReader& saved) {
+  const JsonValue* has_local = saved.index().find("rank_local_state");
+  if (!has_local || !has_local->as_bool()) return;
+  parallel::Communicator& group = state_->data_group();
+  if (saved.world_size() != group.size()) {
+    if (group.rank() == 0)
+      FATHOM_LOG(Info, "load_checkpoint: ", optimizer()->type(), "'s rank-local state (1-bit Adam's error feedback) ",
+                 "was saved at ", saved.world_size(), " ranks and this run has ", group.size(), ": it starts from zero");
+    return;
+  }
+  parallel::GridCoord coord = state_->groups().coord();
+  coord.data = group.rank();
+  const fs::path file = fs::path(saved.index_path()).parent_path() /
+                        checkpoint_file_name(coord, state_->groups().topology(), kRankLocalKind);
+  const std::map<std::string, Tensor> tensors = nn::load_safetensors(file.string());
+  std::vector<Tensor> state;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    auto it = tensors.find("local." + std::to_string(i));
+    FATHOM_CHECK(it != tensors.end(), "checkpoint ", file.string(), ": no tensor local.", i,
+                 "; the file is damaged, or from another run");
+    state.push_back(it->second);
+  }
+  optimizer()->load_rank_local_state(state);
 }
 
 std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
@@ -312,6 +350,8 @@ std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
   state_->load_flat_ranges(
       [&](const std::string& name, const Tensor& target, Range covers) { saved.read(name, target, covers); },
       saved_states);
+
+  load_rank_local_state(saved);
 
   // Schedule, loss scaler, counters, data position.
   const JsonValue& engine = index.at("engine");

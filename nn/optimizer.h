@@ -67,6 +67,10 @@ class Optimizer {
   // first (the training state's reduction). False for an optimizer that communicates itself
   // instead (1-bit Adam after its warm-up: parallel/onebit_adam.h); asked before each backward.
   virtual bool wants_reduced_gradients() const { return true; }
+  // State that belongs to this rank at this world size only (1-bit Adam's error-feedback
+  // buffers): checkpoints keep it per rank and give it back only at the same world size.
+  virtual std::vector<Tensor> rank_local_state() const { return {}; }
+  virtual void load_rank_local_state(const std::vector<Tensor>& /*state*/) {}
 
   OptimizerStateDict state_dict() const;
   // Copies the state in (never aliases the given tensors). Everything is checked before anything

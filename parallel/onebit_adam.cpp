@@ -23,18 +23,25 @@ void OneBitAdam::update(const nn::ParamGroup&, const Tensor&, const Tensor&, Par
   FATHOM_FAIL("OneBitAdam updates whole parameter groups (update_group): its momentum is compressed as one buffer");
 }
 
-void OneBitAdam::update_group(const nn::ParamGroup& group, const std::vector<Update>& updates) {
-  if (updates.empty()) return;
-  const int64_t step = updates.front().state->step;
-  apply(group, updates, /*update_weights=*/step > 1);  // step 1 only initialises the moments
-  // After the last group of the step: does compression start with the next one?
-  if (&group == &param_groups().back() && !compressing_ && step >= options_.freeze_step) compressing_ = true;
+int64_t OneBitAdam::steps_taken() const {
+  for (const nn::ParamGroup& group : param_groups())
+    if (!group.params.empty()) return step_count(group.params.front());
+  return 0;
 }
 
-void OneBitAdam::apply(const nn::ParamGroup& group, const std::vector<Update>& updates, bool update_weights) {
+bool OneBitAdam::compressing() const { return steps_taken() >= std::max<int64_t>(options_.freeze_step, 1); }
+
+void OneBitAdam::update_group(const nn::ParamGroup& group, const std::vector<Update>& updates) {
+  if (updates.empty()) return;
+  const int64_t step = updates.front().state->step;  // this one, counted from 1
+  apply(group, updates, step > 1, step - 1 >= std::max<int64_t>(options_.freeze_step, 1));
+}
+
+void OneBitAdam::apply(const nn::ParamGroup& group, const std::vector<Update>& updates, bool update_weights,
+                       bool compressed) {
   const double lr = update_weights ? group.lr.value_or(options_.lr) : 0.0;  // step 1 moves the moments only
   const double decay = group.weight_decay.value_or(options_.weight_decay);
-  if (!compressing_) {
+  if (!compressed) {
     // Warm-up: Adam without bias correction, decoupled decay: the fused kernel Adam uses.
     AdamHyper hyper{.lr = lr, .beta1 = options_.betas[0], .beta2 = options_.betas[1], .eps = options_.eps,
                     .weight_decay = decay, .step = updates.front().state->step, .adam_w_mode = true,
@@ -67,8 +74,10 @@ void OneBitAdam::compress_momenta(const nn::ParamGroup& group, const std::vector
   const size_t g = static_cast<size_t>(&group - &param_groups().front());
   if (errors_.size() <= g) errors_.resize(param_groups().size());
   std::vector<CompressionErrors>& errors = errors_[g];
-  if (errors.empty())
+  if (errors.empty()) {
     for (const Update& u : updates) errors.push_back(CompressionErrors::zeros(u.param.numel(), group_->size()));
+    adopt_loaded_errors(g);
+  }
   FATHOM_CHECK(errors.size() == updates.size(), "OneBitAdam: parameter group ", g, " has ", updates.size(),
                " parameters with gradients this step but had ", errors.size(),
                " when compression started; every parameter must get a gradient at every step");
@@ -79,7 +88,7 @@ void OneBitAdam::compress_momenta(const nn::ParamGroup& group, const std::vector
   ++compressed_steps_;
 }
 
-std::vector<Tensor> OneBitAdam::compression_state() const {
+std::vector<Tensor> OneBitAdam::rank_local_state() const {
   std::vector<Tensor> out;
   for (const auto& group : errors_)
     for (const CompressionErrors& e : group) {
@@ -89,18 +98,30 @@ std::vector<Tensor> OneBitAdam::compression_state() const {
   return out;
 }
 
-void OneBitAdam::load_compression_state(const std::vector<Tensor>& state) {
-  FATHOM_CHECK(state.size() % 2 == 0, "OneBitAdam: compression state must come in worker/server pairs");
-  FATHOM_CHECK(!errors_.empty(), "OneBitAdam: load the compression state after the optimizer has compressed once");
-  size_t k = 0;
-  for (auto& group : errors_)
-    for (CompressionErrors& e : group) {
-      FATHOM_CHECK(k + 1 < state.size() && state[k].numel() == e.worker.numel() && state[k + 1].numel() == e.server.numel(),
-                   "OneBitAdam: the compression state does not match this optimizer's parameters and world size");
-      e.worker.copy_(state[k]);
-      e.server.copy_(state[k + 1]);
-      k += 2;
-    }
+void OneBitAdam::load_rank_local_state(const std::vector<Tensor>& state) {
+  FATHOM_CHECK(state.size() % 2 == 0, "OneBitAdam: error-feedback state must come in worker/server pairs");
+  loaded_errors_.clear();
+  for (const Tensor& t : state) loaded_errors_.push_back(t.clone());
+  errors_.clear();  // rebuilt at the next compressed step, from these
+}
+
+// A resumed run's first compressed step: group g's buffers from the checkpoint (its slice of the
+// saved list, which holds every group's parameters in order).
+void OneBitAdam::adopt_loaded_errors(size_t g) {
+  if (loaded_errors_.empty()) return;
+  size_t offset = 0;
+  for (size_t h = 0; h < g; ++h) offset += 2 * param_groups()[h].params.size();
+  std::vector<CompressionErrors>& errors = errors_[g];
+  FATHOM_CHECK(offset + 2 * errors.size() <= loaded_errors_.size(), "OneBitAdam: the checkpoint's error-feedback "
+               "state holds ", loaded_errors_.size() / 2, " parameters, fewer than this optimizer's");
+  for (size_t i = 0; i < errors.size(); ++i) {
+    const Tensor& worker = loaded_errors_[offset + 2 * i];
+    const Tensor& server = loaded_errors_[offset + 2 * i + 1];
+    FATHOM_CHECK(worker.numel() == errors[i].worker.numel() && server.numel() == errors[i].server.numel(),
+                 "OneBitAdam: the checkpoint's error-feedback buffers do not match this world size and model");
+    errors[i].worker.copy_(worker);
+    errors[i].server.copy_(server);
+  }
 }
 
 }  // namespace fathom::parallel

@@ -39,14 +39,14 @@ class OneBitAdam final : public nn::Optimizer {
   OneBitAdam(std::vector<nn::ParamGroup> groups, OneBitAdamOptions options, std::shared_ptr<Communicator> data_group);
 
   const OneBitAdamOptions& options() const { return options_; }
-  bool wants_reduced_gradients() const override { return !compressing_; }
-  bool compressing() const { return compressing_; }
-  int64_t compressed_steps() const { return compressed_steps_; }
+  // From the steps taken (so a resumed run knows too): steps after max(freeze_step, 1) compress.
+  bool compressing() const;
+  bool wants_reduced_gradients() const override { return !compressing(); }
+  int64_t compressed_steps() const { return compressed_steps_; }  // this process's, with more than one rank
 
-  // The error-feedback buffers, per group (worker then server), for checkpoints; loading them
-  // needs the same world size and group sizes.
-  std::vector<Tensor> compression_state() const;
-  void load_compression_state(const std::vector<Tensor>& state);
+  // The error-feedback buffers (per parameter: worker, then server), kept by checkpoints.
+  std::vector<Tensor> rank_local_state() const override;
+  void load_rank_local_state(const std::vector<Tensor>& state) override;
 
  protected:
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
@@ -54,12 +54,14 @@ class OneBitAdam final : public nn::Optimizer {
   void update_group(const nn::ParamGroup& group, const std::vector<Update>& updates) override;
 
  private:
-  void apply(const nn::ParamGroup& group, const std::vector<Update>& updates, bool update_weights);
+  void apply(const nn::ParamGroup& group, const std::vector<Update>& updates, bool update_weights, bool compressed);
+  void adopt_loaded_errors(size_t group);
   void compress_momenta(const nn::ParamGroup& group, const std::vector<Update>& updates);
   OneBitAdamOptions options_;
   std::shared_ptr<Communicator> group_;
-  bool compressing_ = false;
+  int64_t steps_taken() const;
   int64_t compressed_steps_ = 0;
+  std::vector<Tensor> loaded_errors_;  // from a checkpoint: adopted at each group's first compressed step
   std::vector<std::vector<CompressionErrors>> errors_;  // [group][parameter]; empty until the freeze
 };
 
