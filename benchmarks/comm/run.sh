@@ -28,3 +28,11 @@ if [[ -x "$dp_bench" ]]; then
     mpirun --bind-to none -np "$np" "$dp_bench"
   done
 fi
+
+# 1-bit Adam: bytes per step and step time beside AdamW, after the freeze, at 2 ranks.
+onebit_bench="$(dirname "$bench")/fathom_onebit_bench"
+if [[ -x "$onebit_bench" ]]; then
+  echo
+  echo "\$ mpirun --bind-to none -np 2 $onebit_bench"
+  mpirun --bind-to none -np 2 "$onebit_bench"
+fi
