@@ -28,6 +28,12 @@ Tensor compress(const float* x, int64_t n, float scale, float* error) {
   }
   return words;
 }
+// Every rank's scale, in rank order.
+Tensor gather_scales(Communicator& comm, float scale) {
+  Tensor scales = Tensor::empty({comm.size()});
+  comm.all_gather(Tensor::full({1}, scale), scales);
+  return scales;
+}
 }  // namespace
 
 int64_t compressed_length(int64_t numel, int world) {
@@ -79,8 +85,7 @@ void compressed_all_reduce(Communicator& comm, const Tensor& buffer, Compression
   // Phase 1: my chunk of every rank's signs, and every rank's scale.
   Tensor received = Tensor::empty({length / kBits}, DType::I32);
   comm.all_to_all(signs, received);
-  Tensor scales = Tensor::empty({n});
-  comm.all_gather(Tensor::full({1}, worker_scale), scales);
+  const Tensor scales = gather_scales(comm, worker_scale);
 
   // Server: average my chunk, compensate, compress again.
   std::vector<float> y(static_cast<size_t>(chunk), 0.0f), decoded(static_cast<size_t>(chunk));
@@ -97,8 +102,7 @@ void compressed_all_reduce(Communicator& comm, const Tensor& buffer, Compression
   // Phase 2: every chunk's signs and scale to everyone.
   Tensor all_signs = Tensor::empty({length / kBits}, DType::I32);
   comm.all_gather(server_signs, all_signs);
-  Tensor server_scales = Tensor::empty({n});
-  comm.all_gather(Tensor::full({1}, server_scale), server_scales);
+  const Tensor server_scales = gather_scales(comm, server_scale);
   const auto* chunk_scales = static_cast<const float*>(server_scales.raw_data());
   Tensor result = Tensor::empty({length});
   auto* out = static_cast<float*>(result.raw_data());
