@@ -28,11 +28,11 @@ Tensor compress(const float* x, int64_t n, float scale, float* error) {
   }
   return words;
 }
-// Every rank's scale, in rank order.
-Tensor gather_scales(Communicator& comm, float scale) {
-  Tensor scales = Tensor::empty({comm.size()});
-  comm.all_gather(Tensor::full({1}, scale), scales);
-  return scales;
+// Every rank's scales, [rank][buffer].
+Tensor gather_scales(Communicator& comm, const std::vector<float>& scales) {
+  Tensor all = Tensor::empty({comm.size() * static_cast<int64_t>(scales.size())});
+  comm.all_gather(Tensor::from_vector(scales, {static_cast<int64_t>(scales.size())}), all);
+  return all;
 }
 }  // namespace
 
@@ -63,52 +63,88 @@ void unpack_signs(const Tensor& words, float scale, float* out, int64_t count) {
 }
 
 void compressed_all_reduce(Communicator& comm, const Tensor& buffer, CompressionErrors& errors) {
-  FATHOM_CHECK(buffer.dtype() == DType::F32 && buffer.is_contiguous(),
-               "compressed all-reduce: the buffer must be contiguous f32, got ", buffer.str());
+  std::vector<CompressionErrors*> one{&errors};
+  compressed_all_reduce(comm, {buffer}, one);
+}
+
+void compressed_all_reduce(Communicator& comm, const std::vector<Tensor>& buffers,
+                           const std::vector<CompressionErrors*>& errors) {
   const int n = comm.size();
-  const int64_t length = compressed_length(buffer.numel(), n), chunk = length / n;
-  FATHOM_CHECK(errors.worker.numel() == length && errors.server.numel() == chunk,
-               "compressed all-reduce: error buffers of ", errors.worker.numel(), " and ", errors.server.numel(),
-               " elements for a buffer of ", buffer.numel(), " over ", n, " ranks (need ", length, " and ", chunk,
-               "); make them with CompressionErrors::zeros");
-  float* worker_error = static_cast<float*>(errors.worker.raw_data());
-  float* server_error = static_cast<float*>(errors.server.raw_data());
-
-  // Worker: compensate, compress, keep the error.
-  std::vector<float> x(static_cast<size_t>(length), 0.0f);
-  const Tensor host = buffer.to(kCPU);
-  std::memcpy(x.data(), host.raw_data(), static_cast<size_t>(buffer.numel()) * sizeof(float));
-  for (int64_t i = 0; i < length; ++i) x[i] += worker_error[i];
-  const float worker_scale = scale_of(x.data(), length);
-  const Tensor signs = compress(x.data(), length, worker_scale, worker_error);
-
-  // Phase 1: my chunk of every rank's signs, and every rank's scale.
-  Tensor received = Tensor::empty({length / kBits}, DType::I32);
-  comm.all_to_all(signs, received);
-  const Tensor scales = gather_scales(comm, worker_scale);
-
-  // Server: average my chunk, compensate, compress again.
-  std::vector<float> y(static_cast<size_t>(chunk), 0.0f), decoded(static_cast<size_t>(chunk));
-  const auto* rank_scales = static_cast<const float*>(scales.raw_data());
-  for (int r = 0; r < n; ++r) {
-    unpack_signs(received.narrow(0, r * chunk / kBits, chunk / kBits), rank_scales[r] / static_cast<float>(n),
-                 decoded.data(), chunk);
-    for (int64_t i = 0; i < chunk; ++i) y[i] += decoded[i];
+  const size_t count = buffers.size();
+  FATHOM_CHECK(errors.size() == count, "compressed all-reduce: ", count, " buffers but ", errors.size(),
+               " error pairs");
+  // Per buffer: its padded length, its chunk per rank, and where its words sit in a rank's block
+  // of the exchanged messages (block r = every buffer's chunk r, in buffer order).
+  std::vector<int64_t> length(count), chunk(count), word_offset(count);
+  int64_t block_words = 0;
+  for (size_t t = 0; t < count; ++t) {
+    const Tensor& b = buffers[t];
+    FATHOM_CHECK(b.dtype() == DType::F32 && b.is_contiguous(), "compressed all-reduce: the buffer must be "
+                 "contiguous f32, got ", b.str());
+    length[t] = compressed_length(b.numel(), n);
+    chunk[t] = length[t] / n;
+    FATHOM_CHECK(errors[t]->worker.numel() == length[t] && errors[t]->server.numel() == chunk[t],
+                 "compressed all-reduce: error buffers of ", errors[t]->worker.numel(), " and ",
+                 errors[t]->server.numel(), " elements for a buffer of ", b.numel(), " over ", n, " ranks (need ",
+                 length[t], " and ", chunk[t], "); make them with CompressionErrors::zeros");
+    word_offset[t] = block_words;
+    block_words += chunk[t] / kBits;
   }
-  for (int64_t i = 0; i < chunk; ++i) y[i] += server_error[i];
-  const float server_scale = scale_of(y.data(), chunk);
-  const Tensor server_signs = compress(y.data(), chunk, server_scale, server_error);
 
-  // Phase 2: every chunk's signs and scale to everyone.
-  Tensor all_signs = Tensor::empty({length / kBits}, DType::I32);
+  // Worker: compensate, compress, keep the error; the signs laid out block by block.
+  Tensor signs = Tensor::empty({block_words * n}, DType::I32);
+  std::vector<float> worker_scale(count);
+  for (size_t t = 0; t < count; ++t) {
+    std::vector<float> x(static_cast<size_t>(length[t]), 0.0f);
+    const Tensor host = buffers[t].to(kCPU);
+    std::memcpy(x.data(), host.raw_data(), static_cast<size_t>(buffers[t].numel()) * sizeof(float));
+    float* worker_error = static_cast<float*>(errors[t]->worker.raw_data());
+    for (int64_t i = 0; i < length[t]; ++i) x[i] += worker_error[i];
+    worker_scale[t] = scale_of(x.data(), length[t]);
+    const Tensor words = compress(x.data(), length[t], worker_scale[t], worker_error);
+    for (int r = 0; r < n; ++r)
+      std::memcpy(static_cast<uint32_t*>(signs.raw_data()) + r * block_words + word_offset[t],
+                  static_cast<const uint32_t*>(words.raw_data()) + r * chunk[t] / kBits,
+                  static_cast<size_t>(chunk[t] / kBits) * sizeof(uint32_t));
+  }
+
+  // Phase 1: my block of every rank's signs, and every rank's scales.
+  Tensor received = Tensor::empty({block_words * n}, DType::I32);
+  comm.all_to_all(signs, received);
+  const Tensor scales = gather_scales(comm, worker_scale);  // [rank][buffer]
+
+  // Server: average my chunk of each buffer, compensate, compress again.
+  Tensor server_signs = Tensor::empty({block_words}, DType::I32);
+  std::vector<float> server_scale(count);
+  const auto* rank_scales = static_cast<const float*>(scales.raw_data());
+  for (size_t t = 0; t < count; ++t) {
+    std::vector<float> y(static_cast<size_t>(chunk[t]), 0.0f), decoded(static_cast<size_t>(chunk[t]));
+    for (int r = 0; r < n; ++r) {
+      unpack_signs(received.narrow(0, r * block_words + word_offset[t], chunk[t] / kBits),
+                   rank_scales[r * count + t] / static_cast<float>(n), decoded.data(), chunk[t]);
+      for (int64_t i = 0; i < chunk[t]; ++i) y[i] += decoded[i];
+    }
+    float* server_error = static_cast<float*>(errors[t]->server.raw_data());
+    for (int64_t i = 0; i < chunk[t]; ++i) y[i] += server_error[i];
+    server_scale[t] = scale_of(y.data(), chunk[t]);
+    const Tensor words = compress(y.data(), chunk[t], server_scale[t], server_error);
+    std::memcpy(static_cast<uint32_t*>(server_signs.raw_data()) + word_offset[t], words.raw_data(),
+                static_cast<size_t>(chunk[t] / kBits) * sizeof(uint32_t));
+  }
+
+  // Phase 2: every rank's served chunks and their scales to everyone; each buffer reassembled.
+  Tensor all_signs = Tensor::empty({block_words * n}, DType::I32);
   comm.all_gather(server_signs, all_signs);
-  const Tensor server_scales = gather_scales(comm, server_scale);
-  const auto* chunk_scales = static_cast<const float*>(server_scales.raw_data());
-  Tensor result = Tensor::empty({length});
-  auto* out = static_cast<float*>(result.raw_data());
-  for (int r = 0; r < n; ++r)
-    unpack_signs(all_signs.narrow(0, r * chunk / kBits, chunk / kBits), chunk_scales[r], out + r * chunk, chunk);
-  buffer.copy_(result.narrow(0, 0, buffer.numel()).reshape(buffer.sizes()).to(buffer.device()));
+  const Tensor chunk_scales = gather_scales(comm, server_scale);
+  const auto* served = static_cast<const float*>(chunk_scales.raw_data());
+  for (size_t t = 0; t < count; ++t) {
+    Tensor result = Tensor::empty({length[t]});
+    auto* out = static_cast<float*>(result.raw_data());
+    for (int r = 0; r < n; ++r)
+      unpack_signs(all_signs.narrow(0, r * block_words + word_offset[t], chunk[t] / kBits), served[r * count + t],
+                   out + r * chunk[t], chunk[t]);
+    buffers[t].copy_(result.narrow(0, 0, buffers[t].numel()).reshape(buffers[t].sizes()).to(buffers[t].device()));
+  }
 }
 
 }  // namespace fathom::parallel

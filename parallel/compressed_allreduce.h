@@ -38,6 +38,10 @@ struct CompressionErrors {
 // Replaces `buffer` (f32, contiguous, any device; the same numel on every rank) with the
 // compressed mean over `comm`, updating `errors`. Collective.
 void compressed_all_reduce(Communicator& comm, const Tensor& buffer, CompressionErrors& errors);
+// Several buffers, each with its own scales and errors, in one exchange: the four collectives
+// carry every buffer's part at once (what 1-bit Adam does with a model's parameters).
+void compressed_all_reduce(Communicator& comm, const std::vector<Tensor>& buffers,
+                           const std::vector<CompressionErrors*>& errors);
 
 // The sign packing, exposed for its tests: bit k of word w is sign(x[32w + k]) >= 0 (so 0 maps to
 // +1); x.numel() must be a multiple of 32. unpack gives ±1 times `scale`.

@@ -81,10 +81,13 @@ void OneBitAdam::compress_momenta(const nn::ParamGroup& group, const std::vector
   FATHOM_CHECK(errors.size() == updates.size(), "OneBitAdam: parameter group ", g, " has ", updates.size(),
                " parameters with gradients this step but had ", errors.size(),
                " when compression started; every parameter must get a gradient at every step");
+  std::vector<Tensor> momenta;
+  std::vector<CompressionErrors*> their_errors;
   for (size_t i = 0; i < updates.size(); ++i) {
-    Tensor m = updates[i].state->buffers[0];
-    compressed_all_reduce(*group_, m, errors[i]);
+    momenta.push_back(updates[i].state->buffers[0]);
+    their_errors.push_back(&errors[i]);
   }
+  compressed_all_reduce(*group_, momenta, their_errors);  // one exchange for the whole group
   ++compressed_steps_;
 }
 

@@ -11,8 +11,9 @@
 //   every updating step:    update = m / (√v + eps) + weight_decay·p  (no bias correction,
 //                           decoupled decay);  p -= lr·update
 //
-// Each parameter's momentum is compressed on its own, with its own scale and error buffers (as
-// DeepSpeed's 1-bit Adam does for fp32 parameters; its fp16 engine hands it one flat group). State: "exp_avg" and
+// Each parameter's momentum is compressed with its own scale and error buffers (as DeepSpeed's
+// 1-bit Adam does for fp32 parameters; its fp16 engine hands it one flat group), and a group's
+// parameters share one exchange. State: "exp_avg" and
 // "exp_avg_sq" per parameter, checkpointed like Adam's; the error buffers are this rank's and are
 // kept across a checkpoint at the same world size (compression_state), where DeepSpeed resets them.
 

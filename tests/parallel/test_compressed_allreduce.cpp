@@ -102,3 +102,30 @@ TEST_CASE("a compressed all-reduce sends about 1/32 of the bytes of an f32 one",
   CHECK(bytes == 2 * compressed_length(kNumel, n) / 8 + 2 * n * 4);
   CHECK(static_cast<double>(bytes) < 4.0 * kNumel / 15);  // under 1/15 of the f32 message
 }
+
+TEST_CASE("several buffers in one exchange give what one call per buffer gives", "[onebit]") {
+  Communicator& world = runtime().world();
+  const int n = world.size();
+  Generator gen(7 + world.rank());
+  const std::vector<int64_t> sizes = {1000, 37, 32 * n};
+  std::vector<Tensor> together, apart;
+  std::vector<CompressionErrors> errors_together, errors_apart;
+  for (int64_t size : sizes) {
+    const Tensor x = uniform({size}, gen, -1.0, 1.0);
+    together.push_back(x.clone());
+    apart.push_back(x.clone());
+    errors_together.push_back(CompressionErrors::zeros(size, n));
+    errors_apart.push_back(CompressionErrors::zeros(size, n));
+  }
+  for (int call = 0; call < 3; ++call) {
+    std::vector<CompressionErrors*> pointers;
+    for (CompressionErrors& e : errors_together) pointers.push_back(&e);
+    compressed_all_reduce(world, together, pointers);
+    for (size_t t = 0; t < sizes.size(); ++t) compressed_all_reduce(world, apart[t], errors_apart[t]);
+    for (size_t t = 0; t < sizes.size(); ++t) {
+      INFO("buffer " << t << ", call " << call);
+      FATHOM_REQUIRE_CLOSE(together[t], apart[t], 0.0, 0.0);
+      FATHOM_REQUIRE_CLOSE(errors_together[t].worker, errors_apart[t].worker, 0.0, 0.0);
+    }
+  }
+}
