@@ -19,12 +19,18 @@ float scale_of(const float* x, int64_t n) {
 
 // error = x - scale·sign(x), in place of x's copy; returns the packed signs of x.
 Tensor compress(const float* x, int64_t n, float scale, float* error) {
-  Tensor words = Tensor::zeros({n / kBits}, DType::I32);
+  Tensor words = Tensor::empty({n / kBits}, DType::I32);
   auto* w = static_cast<uint32_t*>(words.raw_data());
-  for (int64_t i = 0; i < n; ++i) {
-    const bool positive = x[i] >= 0.0f;
-    if (positive) w[i / kBits] |= uint32_t{1} << (i % kBits);
-    error[i] = x[i] - (positive ? scale : -scale);
+  for (int64_t word = 0; word < n / kBits; ++word) {  // 32 elements at a time: branch-free, vectorisable
+    const float* in = x + word * kBits;
+    float* err = error + word * kBits;
+    uint32_t bits = 0;
+    for (int k = 0; k < kBits; ++k) {
+      const bool positive = in[k] >= 0.0f;
+      bits |= static_cast<uint32_t>(positive) << k;
+      err[k] = in[k] - (positive ? scale : -scale);
+    }
+    w[word] = bits;
   }
   return words;
 }
@@ -59,7 +65,10 @@ void unpack_signs(const Tensor& words, float scale, float* out, int64_t count) {
   FATHOM_CHECK(words.dtype() == DType::I32 && words.numel() * kBits >= count, "unpack_signs: ", words.str(),
                " holds fewer than ", count, " signs");
   const auto* w = static_cast<const uint32_t*>(words.raw_data());
-  for (int64_t i = 0; i < count; ++i) out[i] = (w[i / kBits] >> (i % kBits)) & 1u ? scale : -scale;
+  const int64_t whole = count / kBits;
+  for (int64_t word = 0; word < whole; ++word)
+    for (int k = 0; k < kBits; ++k) out[word * kBits + k] = (w[word] >> k) & 1u ? scale : -scale;
+  for (int64_t i = whole * kBits; i < count; ++i) out[i] = (w[i / kBits] >> (i % kBits)) & 1u ? scale : -scale;
 }
 
 void compressed_all_reduce(Communicator& comm, const Tensor& buffer, CompressionErrors& errors) {

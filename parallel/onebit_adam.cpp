@@ -1,5 +1,7 @@
 #include "parallel/onebit_adam.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "kernels/elementwise.h"
 #include "kernels/optimizer_kernels.h"
@@ -53,19 +55,42 @@ void OneBitAdam::apply(const nn::ParamGroup& group, const std::vector<Update>& u
   }
   // Compressed: the local gradient into the momentum, the momenta's compressed mean, the frozen
   // variance.
-  const double beta1 = options_.betas[0];
-  for (const Update& u : updates) {
-    Tensor& m = u.state->buffers[0];
+  for (const Update& u : updates) fold_gradient(u, options_.betas[0]);
+  if (group_->size() > 1) compress_momenta(group, updates);
+  for (const Update& u : updates) frozen_variance_step(u, lr, options_.eps, decay);
+}
+
+// m = β1·m + (1-β1)·g: one pass on the host, tensor ops elsewhere.
+void OneBitAdam::fold_gradient(const Update& u, double beta1) {
+  Tensor& m = u.state->buffers[0];
+  if (!u.param.device().is_cpu()) {
     mul_(m, beta1);
     add_(m, mul(u.grad, 1.0 - beta1));
+    return;
   }
-  if (group_->size() > 1) compress_momenta(group, updates);
-  for (const Update& u : updates) {
-    Tensor step = div(u.state->buffers[0], add(sqrt(u.state->buffers[1]), options_.eps));
+  float* mp = static_cast<float*>(m.raw_data());
+  const float* g = static_cast<const float*>(u.grad.raw_data());
+  const float keep = static_cast<float>(beta1), take = static_cast<float>(1.0 - beta1);
+  for (int64_t i = 0, n = m.numel(); i < n; ++i) mp[i] = keep * mp[i] + take * g[i];
+}
+
+// p -= lr·(m / (√v + eps) + decay·p), v frozen.
+void OneBitAdam::frozen_variance_step(const Update& u, double lr, double eps, double decay) {
+  const Tensor& m = u.state->buffers[0];
+  const Tensor& v = u.state->buffers[1];
+  if (!u.param.device().is_cpu()) {
+    Tensor step = div(m, add(sqrt(v), eps));
     if (decay > 0) step = add(step, mul(u.param, decay));
     Tensor param = u.param;
     sub_(param, mul(step, lr));
+    return;
   }
+  float* p = static_cast<float*>(u.param.raw_data());
+  const float* mp = static_cast<const float*>(m.raw_data());
+  const float* vp = static_cast<const float*>(v.raw_data());
+  const float rate = static_cast<float>(lr), epsilon = static_cast<float>(eps), wd = static_cast<float>(decay);
+  for (int64_t i = 0, n = u.param.numel(); i < n; ++i)
+    p[i] -= rate * (mp[i] / (std::sqrt(vp[i]) + epsilon) + wd * p[i]);
 }
 
 // Each parameter's momentum replaced by its compressed mean over the group (its own scale and

@@ -58,6 +58,8 @@ class OneBitAdam final : public nn::Optimizer {
   void apply(const nn::ParamGroup& group, const std::vector<Update>& updates, bool update_weights, bool compressed);
   void adopt_loaded_errors(size_t group);
   void compress_momenta(const nn::ParamGroup& group, const std::vector<Update>& updates);
+  static void fold_gradient(const Update& u, double beta1);
+  static void frozen_variance_step(const Update& u, double lr, double eps, double decay);
   OneBitAdamOptions options_;
   std::shared_ptr<Communicator> group_;
   int64_t steps_taken() const;

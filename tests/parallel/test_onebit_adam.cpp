@@ -102,8 +102,9 @@ TEST_CASE("1-bit Adam's bad settings are errors naming them", "[onebit]") {
 namespace {
 // A small regression trained by the engine with 1-bit Adam (freeze_step 4), checkpointed at
 // `save_at` and resumed from `resume_from` when given; returns the final weights.
-std::vector<Tensor> regression_run(int steps, int save_at, const std::string& dir, bool resume) {
-  const auto& world = runtime().world_ptr();
+std::vector<Tensor> regression_run(int steps, int save_at, const std::string& dir, bool resume,
+                                   std::shared_ptr<parallel::Communicator> world = runtime().world_ptr(),
+                                   std::shared_ptr<nn::Optimizer>* optimizer = nullptr) {
   const int n = world->size(), rank = world->rank();
   auto model = std::make_shared<nn::Sequential>();
   model->push_back(std::make_shared<nn::Linear>(8, 16));
@@ -124,6 +125,7 @@ std::vector<Tensor> regression_run(int steps, int save_at, const std::string& di
     init.engine->step();
     if (init.engine->global_steps() == save_at) init.engine->save_checkpoint(dir);
   }
+  if (optimizer) *optimizer = init.engine->optimizer();
   std::vector<Tensor> weights;
   for (const auto& [name, p] : model->named_parameters()) weights.push_back(p.data().clone());
   return weights;
@@ -140,4 +142,23 @@ TEST_CASE("a run resumed after the freeze is bit-identical: the error feedback i
   const std::vector<Tensor> resumed = regression_run(14, -1, dir, true);
   REQUIRE(straight.size() == resumed.size());
   for (size_t i = 0; i < straight.size(); ++i) FATHOM_REQUIRE_CLOSE(resumed[i], straight[i], 0.0, 0.0);
+}
+
+TEST_CASE("a checkpoint saved at several ranks resumes at one: the error feedback is not loaded, training goes on", "[onebit]") {
+  const auto& world = runtime().world_ptr();
+  if (world->size() == 1) return;  // needs a second world size
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("fathom_onebit_reshape_np" + std::to_string(world->size()))).string();
+  if (world->rank() == 0) std::filesystem::remove_all(dir);
+  world->barrier();
+  regression_run(9, 9, dir, false);  // saved at 2+ ranks, compressing since step 5
+  world->barrier();
+  // Each rank alone resumes it (its own one-rank group), and trains 3 more steps.
+  const auto self = world->split(world->rank(), 0, "self");
+  std::shared_ptr<nn::Optimizer> optimizer;
+  regression_run(12, -1, dir, true, self, &optimizer);
+  REQUIRE(optimizer != nullptr);
+  CHECK(dynamic_cast<const parallel::OneBitAdam&>(*optimizer).compressing());
+  CHECK(optimizer->rank_local_state().empty());  // the saved ranks' buffers were not taken
+  world->barrier();
 }
