@@ -25,7 +25,8 @@ OptimizerKind parse_optimizer_kind(const std::string& name) {
   if (n == "sgd") return OptimizerKind::SGD;
   if (n == "sgd-momentum" || n == "momentum") return OptimizerKind::SGDMomentum;
   if (n == "lion") return OptimizerKind::Lion;
-  FATHOM_FAIL("unknown optimizer \"", name, "\"; use Adam, AdamW, Lamb, SGD, SGD-momentum or Lion");
+  if (n == "onebitadam") return OptimizerKind::OneBitAdam;
+  FATHOM_FAIL("unknown optimizer \"", name, "\"; use Adam, AdamW, Lamb, SGD, SGD-momentum, Lion or OneBitAdam");
 }
 
 const char* optimizer_kind_name(OptimizerKind kind) {
@@ -36,6 +37,7 @@ const char* optimizer_kind_name(OptimizerKind kind) {
     case OptimizerKind::SGD: return "SGD";
     case OptimizerKind::SGDMomentum: return "SGD-momentum";
     case OptimizerKind::Lion: return "Lion";
+    case OptimizerKind::OneBitAdam: return "OneBitAdam";
   }
   return "?";
 }
@@ -48,6 +50,7 @@ int64_t optimizer_state_bytes(OptimizerKind kind) {
     case OptimizerKind::SGDMomentum:
     case OptimizerKind::Lion: return 4;   // one momentum buffer
     case OptimizerKind::SGD: return 0;
+    case OptimizerKind::OneBitAdam: return 12;  // exp_avg + exp_avg_sq + the worker error buffer
   }
   return 0;
 }

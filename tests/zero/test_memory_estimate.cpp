@@ -126,7 +126,9 @@ TEST_CASE("memory estimate: optimizer names", "[zero]") {
   CHECK(parse_optimizer_kind("Lion") == OptimizerKind::Lion);
   CHECK(std::string(optimizer_kind_name(OptimizerKind::SGDMomentum)) == "SGD-momentum");
   CHECK(error_of([] { parse_optimizer_kind("Adagrad"); }) ==
-        "unknown optimizer \"Adagrad\"; use Adam, AdamW, Lamb, SGD, SGD-momentum or Lion");
+        "unknown optimizer \"Adagrad\"; use Adam, AdamW, Lamb, SGD, SGD-momentum, Lion or OneBitAdam");
+  CHECK(parse_optimizer_kind("OnebitAdam") == OptimizerKind::OneBitAdam);
+  CHECK(optimizer_state_bytes(OptimizerKind::OneBitAdam) == 12);
 }
 
 TEST_CASE("memory estimate: offload moves masters and optimizer states to the host", "[zero]") {
