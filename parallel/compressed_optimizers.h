@@ -1,6 +1,6 @@
 #pragma once
-// The communication-compressed optimizers by their DeepSpeed config names: "OneBitAdam" (any
-// case, so DeepSpeed's own "OnebitAdam" spelling too). They know the data-parallel group, so they
+// The communication-compressed optimizers by their DeepSpeed config names: "OneBitAdam" and
+// "ZeroOneAdam" (any case, so DeepSpeed's own "OnebitAdam" spelling too). They know the data-parallel group, so they
 // are built here rather than by nn::make_optimizer; fathom::initialize asks this factory first.
 
 #include <memory>

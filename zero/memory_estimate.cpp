@@ -26,7 +26,8 @@ OptimizerKind parse_optimizer_kind(const std::string& name) {
   if (n == "sgd-momentum" || n == "momentum") return OptimizerKind::SGDMomentum;
   if (n == "lion") return OptimizerKind::Lion;
   if (n == "onebitadam") return OptimizerKind::OneBitAdam;
-  FATHOM_FAIL("unknown optimizer \"", name, "\"; use Adam, AdamW, Lamb, SGD, SGD-momentum, Lion or OneBitAdam");
+  if (n == "zerooneadam") return OptimizerKind::ZeroOneAdam;
+  FATHOM_FAIL("unknown optimizer \"", name, "\"; use Adam, AdamW, Lamb, SGD, SGD-momentum, Lion, OneBitAdam or ZeroOneAdam");
 }
 
 const char* optimizer_kind_name(OptimizerKind kind) {
@@ -38,6 +39,7 @@ const char* optimizer_kind_name(OptimizerKind kind) {
     case OptimizerKind::SGDMomentum: return "SGD-momentum";
     case OptimizerKind::Lion: return "Lion";
     case OptimizerKind::OneBitAdam: return "OneBitAdam";
+    case OptimizerKind::ZeroOneAdam: return "ZeroOneAdam";
   }
   return "?";
 }
@@ -51,6 +53,7 @@ int64_t optimizer_state_bytes(OptimizerKind kind) {
     case OptimizerKind::Lion: return 4;   // one momentum buffer
     case OptimizerKind::SGD: return 0;
     case OptimizerKind::OneBitAdam: return 12;  // exp_avg + exp_avg_sq + the worker error buffer
+    case OptimizerKind::ZeroOneAdam: return 16;  // and the momentum accumulator
   }
   return 0;
 }

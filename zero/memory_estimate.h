@@ -31,14 +31,15 @@
 
 namespace fathom::zero {
 
-enum class OptimizerKind { Adam, AdamW, Lamb, SGD, SGDMomentum, Lion, OneBitAdam };
+enum class OptimizerKind { Adam, AdamW, Lamb, SGD, SGDMomentum, Lion, OneBitAdam, ZeroOneAdam };
 
-// "Adam", "AdamW", "Lamb", "SGD", "SGD-momentum" (or "momentum"), "Lion", "OneBitAdam";
+// "Adam", "AdamW", "Lamb", "SGD", "SGD-momentum" (or "momentum"), "Lion", "OneBitAdam", "ZeroOneAdam";
 // case-insensitive.
 OptimizerKind parse_optimizer_kind(const std::string& name);
 const char* optimizer_kind_name(OptimizerKind kind);
 // Bytes of fp32 optimizer state per parameter (K): Adam/AdamW/Lamb 8, SGD-momentum 4, Lion 4, SGD 0,
-// OneBitAdam 12 (its moments and the worker error buffer; the server error adds 4/n more).
+// OneBitAdam 12 (its moments and the worker error buffer; the server error adds 4/n more),
+// ZeroOneAdam 16 (and its momentum accumulator).
 int64_t optimizer_state_bytes(OptimizerKind kind);
 
 struct ModelStateConfig {

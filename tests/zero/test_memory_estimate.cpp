@@ -126,7 +126,7 @@ TEST_CASE("memory estimate: optimizer names", "[zero]") {
   CHECK(parse_optimizer_kind("Lion") == OptimizerKind::Lion);
   CHECK(std::string(optimizer_kind_name(OptimizerKind::SGDMomentum)) == "SGD-momentum");
   CHECK(error_of([] { parse_optimizer_kind("Adagrad"); }) ==
-        "unknown optimizer \"Adagrad\"; use Adam, AdamW, Lamb, SGD, SGD-momentum, Lion or OneBitAdam");
+        "unknown optimizer \"Adagrad\"; use Adam, AdamW, Lamb, SGD, SGD-momentum, Lion, OneBitAdam or ZeroOneAdam");
   CHECK(parse_optimizer_kind("OnebitAdam") == OptimizerKind::OneBitAdam);
   CHECK(optimizer_state_bytes(OptimizerKind::OneBitAdam) == 12);
 }

@@ -1,0 +1,169 @@
+#include "parallel/zero_one_adam.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "kernels/elementwise.h"
+#include "kernels/optimizer_kernels.h"
+
+namespace fathom::parallel {
+
+ZeroOneAdam::ZeroOneAdam(std::vector<nn::ParamGroup> groups, ZeroOneAdamOptions options,
+                         std::shared_ptr<Communicator> data_group)
+    : Optimizer("ZeroOneAdam", std::move(groups), options.lr, options.weight_decay),
+      options_(options),
+      group_(std::move(data_group)) {
+  FATHOM_CHECK(group_ != nullptr, "ZeroOneAdam: no data-parallel group");
+  nn::check_non_negative("ZeroOneAdam", "lr", options_.lr);
+  nn::check_non_negative("ZeroOneAdam", "eps", options_.eps);
+  nn::check_non_negative("ZeroOneAdam", "weight_decay", options_.weight_decay);
+  nn::check_betas("ZeroOneAdam", options_.betas[0], options_.betas[1]);
+  FATHOM_CHECK(options_.var_freeze_step >= 0, "ZeroOneAdam: \"var_freeze_step\" must be >= 0, got ",
+               options_.var_freeze_step);
+  for (const auto& [key, value] : {std::pair{"var_update_scaler", options_.var_update_scaler},
+                                   std::pair{"local_step_scaler", options_.local_step_scaler},
+                                   std::pair{"local_step_clipper", options_.local_step_clipper}})
+    FATHOM_CHECK(value >= 1, "ZeroOneAdam: \"", key, "\" must be >= 1, got ", value);
+  lrs_.assign(param_groups().size(), 0.0);
+  errors_.resize(param_groups().size());
+}
+
+int64_t ZeroOneAdam::steps_taken() const {
+  for (const nn::ParamGroup& group : param_groups())
+    if (!group.params.empty()) return step_count(group.params.front());
+  return 0;
+}
+
+ZeroOneAdam::Schedule ZeroOneAdam::schedule_after(int64_t steps) const {
+  Schedule s;
+  for (int64_t step = 2; step <= steps; ++step) {  // step 1 initialises only
+    if (!s.frozen) {
+      if (step % s.var_interval == 0 && ++s.var_counter == options_.var_update_scaler) {
+        s.var_counter = 0;
+        s.var_interval *= 2;
+      }
+    } else if (++s.local_counter == options_.local_step_scaler) {
+      s.local_counter = 0;
+      s.local_interval = std::min(options_.local_step_clipper, s.local_interval * 2);
+    }
+    if (step > options_.var_freeze_step) s.frozen = true;
+  }
+  return s;
+}
+
+bool ZeroOneAdam::wants_reduced_gradients() const {
+  const int64_t done = steps_taken();
+  const Schedule s = schedule_after(done);
+  return !s.frozen && (done + 1) % s.var_interval == 0;
+}
+
+void ZeroOneAdam::update(const nn::ParamGroup&, const Tensor&, const Tensor&, ParamState&) {
+  FATHOM_FAIL("ZeroOneAdam updates whole parameter groups (update_group)");
+}
+
+void ZeroOneAdam::compress(size_t g, const std::vector<Update>& updates, const std::vector<Tensor>& tensors) {
+  if (group_->size() == 1) return;
+  std::vector<CompressionErrors>& errors = errors_[g];
+  if (errors.empty())
+    for (const Update& u : updates) errors.push_back(CompressionErrors::zeros(u.param.numel(), group_->size()));
+  FATHOM_CHECK(errors.size() == updates.size(), "ZeroOneAdam: parameter group ", g, " has ", updates.size(),
+               " parameters with gradients this step but had ", errors.size(),
+               "; every parameter must get a gradient at every step");
+  std::vector<CompressionErrors*> pointers;
+  for (CompressionErrors& e : errors) pointers.push_back(&e);
+  compressed_all_reduce(*group_, tensors, pointers);
+  ++compressed_steps_;
+}
+
+void ZeroOneAdam::update_group(const nn::ParamGroup& group, const std::vector<Update>& updates) {
+  if (updates.empty()) return;
+  const int64_t step = updates.front().state->step;  // this one, from 1
+  const size_t g = static_cast<size_t>(&group - &param_groups().front());
+  if (step == 1) return;  // DeepSpeed's initialisation step
+  const Schedule s = schedule_after(step - 1);
+  const double beta1 = options_.betas[0], beta2 = options_.betas[1];
+  const double lr = group.lr.value_or(options_.lr), decay = group.weight_decay.value_or(options_.weight_decay);
+  const auto fold = [&](Tensor& m, const Tensor& grad) {
+    mul_(m, beta1);
+    add_(m, mul(grad, 1.0 - beta1));
+  };
+  if (!s.frozen && step % s.var_interval == 0) {
+    // Averaged by the engine: Adam without bias correction, decoupled decay (the fused kernel).
+    AdamHyper hyper{.lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = options_.eps, .weight_decay = decay,
+                    .step = step, .adam_w_mode = true, .bias_correction = false};
+    std::vector<AdamTensors> tensors;
+    for (const Update& u : updates) tensors.push_back({u.param, u.grad, u.state->buffers[0], u.state->buffers[1]});
+    adam_step_multi(tensors, hyper);
+    return;
+  }
+  if (!s.frozen) {  // local gradients, their 1-bit mean into m
+    std::vector<Tensor> grads;
+    for (const Update& u : updates) grads.push_back(u.grad.clone());
+    compress(g, updates, grads);
+    for (size_t i = 0; i < updates.size(); ++i) fold(updates[i].state->buffers[0], grads[i]);
+  } else {  // local steps
+    for (const Update& u : updates) fold(u.state->buffers[0], u.grad);
+    lrs_[g] += lr;
+  }
+  for (const Update& u : updates) {
+    Tensor step_update = div(u.state->buffers[0], add(sqrt(u.state->buffers[1]), options_.eps));
+    if (decay > 0) step_update = add(step_update, mul(u.param, decay));
+    Tensor param = u.param;
+    sub_(param, mul(step_update, lr));
+    if (s.frozen) sub_(u.state->buffers[2], mul(step_update, lr));  // the accumulator keeps -Σ lr·update
+  }
+  if (s.frozen && step % s.local_interval == 0) {
+    // Undo the local steps, average what they added up to (in momentum units), apply the mean.
+    std::vector<Tensor> accumulated;
+    for (const Update& u : updates) {
+      Tensor param = u.param;
+      sub_(param, u.state->buffers[2]);
+      mul_(u.state->buffers[2], add(sqrt(u.state->buffers[1]), options_.eps));
+      accumulated.push_back(u.state->buffers[2]);
+    }
+    compress(g, updates, accumulated);
+    for (const Update& u : updates) {
+      Tensor& acc = u.state->buffers[2];
+      u.state->buffers[0].copy_(mul(acc, -1.0 / lrs_[g]));
+      Tensor param = u.param;
+      add_(param, div(acc, add(sqrt(u.state->buffers[1]), options_.eps)));
+      mul_(acc, 0.0);
+    }
+    lrs_[g] = 0;
+  }
+  // The errors of the gradients are not the accumulator's: zeroed once, when the freeze starts.
+  if (&group == &param_groups().back() && step > options_.var_freeze_step && !errors_zeroed_at_freeze_) {
+    for (auto& group_errors : errors_)
+      for (CompressionErrors& e : group_errors) mul_(e.worker, 0.0), mul_(e.server, 0.0);
+    errors_zeroed_at_freeze_ = true;
+  }
+}
+
+std::vector<Tensor> ZeroOneAdam::rank_local_state() const {
+  std::vector<Tensor> out;
+  std::vector<double> lrs = lrs_;
+  lrs.push_back(errors_zeroed_at_freeze_ ? 1.0 : 0.0);
+  out.push_back(Tensor::from_vector(lrs, {static_cast<int64_t>(lrs.size())}));
+  for (const auto& group : errors_)
+    for (const CompressionErrors& e : group) out.push_back(e.worker), out.push_back(e.server);
+  return out;
+}
+
+void ZeroOneAdam::load_rank_local_state(const std::vector<Tensor>& state) {
+  FATHOM_CHECK(!state.empty() && state[0].numel() == static_cast<int64_t>(lrs_.size()) + 1,
+               "ZeroOneAdam: the checkpoint's rank-local state does not match this optimizer's groups");
+  const std::vector<double> lrs = state[0].to(DType::F64).to_vector<double>();
+  std::copy(lrs.begin(), lrs.end() - 1, lrs_.begin());
+  errors_zeroed_at_freeze_ = lrs.back() != 0.0;
+  // The pairs of every group that had compressed, in group order.
+  size_t k = 1;
+  for (size_t g = 0; g < errors_.size(); ++g) {
+    errors_[g].clear();
+    const size_t n = param_groups()[g].params.size();
+    if (k + 2 * n > state.size()) continue;
+    for (size_t i = 0; i < n; ++i, k += 2) errors_[g].push_back({state[k].clone(), state[k + 1].clone()});
+  }
+  FATHOM_CHECK(k == state.size(), "ZeroOneAdam: the checkpoint's error buffers do not match this optimizer's parameters");
+}
+
+}  // namespace fathom::parallel

@@ -1,0 +1,75 @@
+#pragma once
+// 0/1 Adam (Lu et al. 2022), as DeepSpeed implements it (deepspeed/runtime/fp16/onebit/zoadam.py):
+//
+//   step 1:      DeepSpeed's initialisation step: nothing moves.
+//   before var_freeze_step, on variance-update steps (every var_interval steps; the interval
+//                starts at 1 and doubles after every var_update_scaler updates): the engine
+//                averages the gradient at full precision and m, v update as Adam's;
+//                on the other steps the engine does not average: each rank's gradient goes
+//                through the 1-bit compressed all-reduce and only m updates.
+//   after var_freeze_step: v is frozen; each rank takes local steps on its own gradient, keeping
+//                their sum in the momentum accumulator, and every local_step_interval steps (1,
+//                doubling every local_step_scaler steps up to local_step_clipper) the ranks
+//                undo their local steps, all-reduce the accumulated momentum compressed, and
+//                apply the mean instead.
+//   every step:  update = m / (√v + eps) + weight_decay·p (no bias correction); p -= lr·update.
+//
+// The error buffers (per parameter) serve the gradients and, zeroed once at the freeze, the
+// accumulator. The schedule's counters follow from the step count; the lr summed since the last
+// synchronisation and the error buffers are rank-local state that checkpoints keep.
+
+#include <array>
+#include <memory>
+
+#include "nn/optimizer.h"
+#include "parallel/compressed_allreduce.h"
+
+namespace fathom::parallel {
+
+struct ZeroOneAdamOptions {
+  double lr = 1e-3;
+  std::array<double, 2> betas{0.9, 0.999};
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  int64_t var_freeze_step = 100000;  // DeepSpeed's defaults
+  int64_t var_update_scaler = 16;
+  int64_t local_step_scaler = 32678;
+  int64_t local_step_clipper = 16;
+};
+
+class ZeroOneAdam final : public nn::Optimizer {
+ public:
+  ZeroOneAdam(std::vector<nn::ParamGroup> groups, ZeroOneAdamOptions options, std::shared_ptr<Communicator> data_group);
+
+  // True when the coming step updates the variance (the engine then averages its gradients).
+  bool wants_reduced_gradients() const override;
+  int64_t compressed_steps() const { return compressed_steps_; }  // this process's, with more than one rank
+
+  std::vector<Tensor> rank_local_state() const override;  // the lr sums, then the error buffers
+  void load_rank_local_state(const std::vector<Tensor>& state) override;
+
+  // The schedule in force after `steps` completed steps (a replay of DeepSpeed's policy).
+  struct Schedule {
+    int64_t var_interval = 1, var_counter = 0, local_interval = 1, local_counter = 0;
+    bool frozen = false;
+  };
+  Schedule schedule_after(int64_t steps) const;
+
+ protected:
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq", "momentum_accumulator"}; }
+  void update(const nn::ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) override;
+  void update_group(const nn::ParamGroup& group, const std::vector<Update>& updates) override;
+
+ private:
+  int64_t steps_taken() const;
+  // The tensors' compressed mean over the group, in place (their parameters' error buffers).
+  void compress(size_t group, const std::vector<Update>& updates, const std::vector<Tensor>& tensors);
+  ZeroOneAdamOptions options_;
+  std::shared_ptr<Communicator> group_;
+  std::vector<std::vector<CompressionErrors>> errors_;  // [group][parameter]
+  std::vector<double> lrs_;                              // per group: lr summed since the last sync
+  bool errors_zeroed_at_freeze_ = false;
+  int64_t compressed_steps_ = 0;
+};
+
+}  // namespace fathom::parallel

@@ -1,0 +1,113 @@
+// 0/1 Adam: its schedule (DeepSpeed's policy replayed from the step count), its twin for the first
+// var_update_scaler steps, and training after the variance freeze with local steps.
+#include <cmath>
+#include <numeric>
+
+#include "autograd/functions.h"
+#include "core/generator.h"
+#include "engine/initialize.h"
+#include "gpt_training.h"
+#include "mpi_test_util.h"
+#include "nn/containers.h"
+#include "nn/linear.h"
+#include "parallel/local_communicator.h"
+#include "parallel/zero_one_adam.h"
+#include "test_util.h"
+
+using namespace fathom;
+using fathom::testing::runtime;
+using fathom::testing::train_tiny_gpt;
+using fathom::testing::TrainingRun;
+
+TEST_CASE("0/1 Adam's schedule: variance intervals double, then local steps", "[onebit]") {
+  const autograd::Variable p(Tensor::zeros({4}), true);
+  parallel::ZeroOneAdamOptions options;
+  options.var_update_scaler = 2;
+  options.var_freeze_step = 20;
+  options.local_step_scaler = 3;
+  options.local_step_clipper = 4;
+  const parallel::ZeroOneAdam adam(nn::single_group(std::vector<autograd::Variable>{p}), options,
+                                   std::make_shared<parallel::LocalCommunicator>());
+  // Variance updates at steps 2, 3 (interval 1), 4, 6 (interval 2), 8, 12 (interval 4), 16, ...
+  CHECK(adam.schedule_after(1).var_interval == 1);
+  CHECK(adam.schedule_after(3).var_interval == 2);
+  CHECK(adam.schedule_after(6).var_interval == 4);
+  CHECK(adam.schedule_after(12).var_interval == 8);
+  CHECK(!adam.schedule_after(20).frozen);
+  CHECK(adam.schedule_after(21).frozen);
+  // Frozen from step 22: the local interval doubles every 3 steps, up to 4.
+  CHECK(adam.schedule_after(23).local_interval == 1);
+  CHECK(adam.schedule_after(24).local_interval == 2);
+  CHECK(adam.schedule_after(27).local_interval == 4);
+  CHECK(adam.schedule_after(40).local_interval == 4);
+}
+
+namespace {
+// A small regression trained by the engine; `twin` zeroes the first step's loss, so AdamW's first
+// step moves nothing, as 0/1 Adam's initialisation step.
+std::vector<Tensor> regression(const std::string& optimizer, int steps, bool twin) {
+  const auto& world = runtime().world_ptr();
+  const int n = world->size(), rank = world->rank();
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Linear>(8, 16));
+  model->push_back(std::make_shared<nn::Linear>(16, 3));
+  Generator gen(5);  // the same start for every run (the layers' own init draws from a shared stream)
+  for (const auto& [name, p] : model->named_parameters()) p.data().copy_(uniform(p.sizes(), gen, -0.3, 0.3));
+  const Config config = Config::from_string(detail::concat(
+      R"({"train_batch_size": )", 2 * n, R"(, "optimizer": )", optimizer,
+      R"(, "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.01,
+          "warmup_num_steps": 2, "warmup_type": "linear"}}})"));
+  Initialized init = initialize(config, model, nullptr, nullptr, world);
+  while (init.engine->global_steps() < steps) {
+    const int64_t step = init.engine->global_steps();
+    std::vector<float> x(2 * 8), t(2 * 3);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.3f * static_cast<float>(i + 7 * step + 31 * rank));
+    for (size_t i = 0; i < t.size(); ++i) t[i] = std::cos(0.2f * static_cast<float>(i + 5 * step + 17 * rank));
+    const autograd::Variable out = (*init.engine)(autograd::Variable(Tensor::from_vector(x, {2, 8})));
+    const autograd::Variable diff = autograd::sub(out, autograd::Variable(Tensor::from_vector(t, {2, 3})));
+    autograd::Variable loss = autograd::mean(autograd::mul(diff, diff));
+    if (twin && step == 0) loss = autograd::mul(loss, 0.0);
+    init.engine->backward(loss);
+    init.engine->step();
+  }
+  std::vector<Tensor> weights;
+  for (const auto& [name, p] : model->named_parameters()) weights.push_back(p.data().clone());
+  return weights;
+}
+}  // namespace
+
+TEST_CASE("0/1 Adam equals its twin for its first var_update_scaler steps", "[onebit]") {
+  // Steps 2..5 update the variance every step (interval 1, four updates); so does step 6.
+  const std::vector<Tensor> zero_one = regression(
+      R"({"type": "ZeroOneAdam", "params": {"lr": 0.01, "weight_decay": 0.1, "var_update_scaler": 4,
+          "comm_backend_name": "mpi"}})", 6, false);
+  const std::vector<Tensor> twin = regression(
+      R"({"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.1, "bias_correction": false}})", 6, true);
+  REQUIRE(zero_one.size() == twin.size());
+  for (size_t i = 0; i < twin.size(); ++i) FATHOM_REQUIRE_CLOSE(zero_one[i], twin[i], 1e-6, 1e-6);
+}
+
+TEST_CASE("0/1 Adam trains the tiny GPT within 5% of Adam, compressing and taking local steps", "[onebit]") {
+  const auto& world = runtime().world_ptr();
+  constexpr int kSteps = 80;  // half of them after the variance freeze
+  const auto config = [](const std::string& optimizer) {
+    return detail::concat(R"({"train_batch_size": 24, "seed": 7, "optimizer": )", optimizer,
+                          R"(, "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 2e-3,
+                              "warmup_num_steps": 2, "warmup_type": "linear"}}})");
+  };
+  const TrainingRun adam = train_tiny_gpt(
+      config(R"({"type": "AdamW", "params": {"lr": 2e-3, "weight_decay": 0.1, "bias_correction": false}})"), world,
+      kSteps);
+  const TrainingRun zero_one = train_tiny_gpt(
+      config(R"({"type": "ZeroOneAdam", "params": {"lr": 2e-3, "weight_decay": 0.1, "var_freeze_step": 40,
+          "var_update_scaler": 8, "local_step_scaler": 10, "local_step_clipper": 2, "comm_backend_name": "mpi"}})"),
+      world, kSteps);
+  const auto tail = [](const std::vector<double>& l) { return std::accumulate(l.end() - 5, l.end(), 0.0) / 5; };
+  const double a = tail(adam.losses), b = tail(zero_one.losses);
+  INFO("mean loss of the last 5 of " << kSteps << " steps at " << world->size() << " ranks: Adam " << a
+                                     << ", 0/1 Adam " << b << " (start " << adam.losses.front() << ")");
+  CHECK(b < adam.losses.front() * 0.9);
+  CHECK(std::fabs(b - a) / a < 0.05);
+  const auto& optimizer = dynamic_cast<const parallel::ZeroOneAdam&>(*zero_one.engine->optimizer());
+  if (world->size() > 1) CHECK(optimizer.compressed_steps() > 0);
+}
