@@ -6,6 +6,7 @@
 
 #include "engine/initialize.h"
 #include "gpt_training.h"
+#include "regression_job.h"
 #include "mpi_test_util.h"
 #include "autograd/functions.h"
 #include "nn/containers.h"
@@ -106,22 +107,14 @@ std::vector<Tensor> regression_run(int steps, int save_at, const std::string& di
                                    std::shared_ptr<parallel::Communicator> world = runtime().world_ptr(),
                                    std::shared_ptr<nn::Optimizer>* optimizer = nullptr) {
   const int n = world->size(), rank = world->rank();
-  auto model = std::make_shared<nn::Sequential>();
-  model->push_back(std::make_shared<nn::Linear>(8, 16));
-  model->push_back(std::make_shared<nn::Linear>(16, 3));
+  auto model = fathom::testing::regression_model();
   const Config config = Config::from_string(detail::concat(
       R"({"train_batch_size": )", 2 * n, R"(, "optimizer": {"type": "OneBitAdam", "params": {"lr": 0.01,
           "freeze_step": 4, "comm_backend_name": "mpi"}}})"));
   Initialized init = initialize(config, model, nullptr, nullptr, world);
   if (resume) init.engine->load_checkpoint(dir);
   while (init.engine->global_steps() < steps) {
-    const int64_t step = init.engine->global_steps();
-    std::vector<float> x(2 * 8), t(2 * 3);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.3f * static_cast<float>(i + 7 * step + 31 * rank));
-    for (size_t i = 0; i < t.size(); ++i) t[i] = std::cos(0.2f * static_cast<float>(i + 5 * step + 17 * rank));
-    const autograd::Variable out = (*init.engine)(autograd::Variable(Tensor::from_vector(x, {2, 8})));
-    const autograd::Variable diff = autograd::sub(out, autograd::Variable(Tensor::from_vector(t, {2, 3})));
-    init.engine->backward(autograd::mean(autograd::mul(diff, diff)));
+    init.engine->backward(fathom::testing::regression_loss(*init.engine, init.engine->global_steps(), rank));
     init.engine->step();
     if (init.engine->global_steps() == save_at) init.engine->save_checkpoint(dir);
   }

@@ -7,6 +7,7 @@
 #include "core/generator.h"
 #include "engine/initialize.h"
 #include "gpt_training.h"
+#include "regression_job.h"
 #include "mpi_test_util.h"
 #include "nn/containers.h"
 #include "nn/linear.h"
@@ -48,11 +49,7 @@ namespace {
 std::vector<Tensor> regression(const std::string& optimizer, int steps, bool twin) {
   const auto& world = runtime().world_ptr();
   const int n = world->size(), rank = world->rank();
-  auto model = std::make_shared<nn::Sequential>();
-  model->push_back(std::make_shared<nn::Linear>(8, 16));
-  model->push_back(std::make_shared<nn::Linear>(16, 3));
-  Generator gen(5);  // the same start for every run (the layers' own init draws from a shared stream)
-  for (const auto& [name, p] : model->named_parameters()) p.data().copy_(uniform(p.sizes(), gen, -0.3, 0.3));
+  auto model = fathom::testing::regression_model();
   const Config config = Config::from_string(detail::concat(
       R"({"train_batch_size": )", 2 * n, R"(, "optimizer": )", optimizer,
       R"(, "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.01,
@@ -60,14 +57,7 @@ std::vector<Tensor> regression(const std::string& optimizer, int steps, bool twi
   Initialized init = initialize(config, model, nullptr, nullptr, world);
   while (init.engine->global_steps() < steps) {
     const int64_t step = init.engine->global_steps();
-    std::vector<float> x(2 * 8), t(2 * 3);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.3f * static_cast<float>(i + 7 * step + 31 * rank));
-    for (size_t i = 0; i < t.size(); ++i) t[i] = std::cos(0.2f * static_cast<float>(i + 5 * step + 17 * rank));
-    const autograd::Variable out = (*init.engine)(autograd::Variable(Tensor::from_vector(x, {2, 8})));
-    const autograd::Variable diff = autograd::sub(out, autograd::Variable(Tensor::from_vector(t, {2, 3})));
-    autograd::Variable loss = autograd::mean(autograd::mul(diff, diff));
-    if (twin && step == 0) loss = autograd::mul(loss, 0.0);
-    init.engine->backward(loss);
+    init.engine->backward(fathom::testing::regression_loss(*init.engine, step, rank, twin && step == 0 ? 0.0 : 1.0));
     init.engine->step();
   }
   std::vector<Tensor> weights;
