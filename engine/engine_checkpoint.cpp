@@ -248,7 +248,14 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
     for (size_t g = 0; g < optimizer()->param_groups().size(); ++g) w.value(optimizer()->lr(g));
     w.end_array().key("weight_decay").begin_array();
     for (size_t g = 0; g < optimizer()->param_groups().size(); ++g) w.value(optimizer()->weight_decay(g));
-    w.end_array().end_object();
+    w.end_array();
+    // Per-parameter scalars (1-bit LAMB's trust-ratio state): the same on every rank.
+    if (const auto scalars = optimizer()->scalar_state_dict(); !scalars.empty()) {
+      w.key("scalars").begin_object(Layout::Inline);
+      for (const auto& [name, value] : scalars) w.member(name, value);
+      w.end_object();
+    }
+    w.end_object();
     w.key("engine").begin_object(Layout::Inline).member("global_steps", global_steps_);
     w.member("global_samples", global_samples_).member("micro_steps", micro_steps_);
     w.member("skipped_steps", skipped_steps_).end_object();
@@ -346,6 +353,8 @@ std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
     saved_states.scalars.scalars.emplace_back("param_groups." + std::to_string(g) + ".weight_decay",
                                               decays.at(g).as_double());
   }
+  if (const JsonValue* scalars = optimizer_index.find("scalars"))
+    for (const auto& [name, value] : scalars->as_object()) saved_states.scalars.scalars.emplace_back(name, value.as_double());
   // Parameters, fp32 masters and optimizer states, resharded for this rank's layout.
   state_->load_flat_ranges(
       [&](const std::string& name, const Tensor& target, Range covers) { saved.read(name, target, covers); },

@@ -20,35 +20,39 @@ Lamb::Lamb(std::vector<ParamGroup> groups, LambOptions options)
 
 std::vector<std::string> Lamb::state_names() const { return {"exp_avg", "exp_avg_sq"}; }
 
-void Lamb::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) {
-  const double beta1 = options_.betas[0], beta2 = options_.betas[1];
-  const double decay = *group.weight_decay;
-  Tensor exp_avg = state.buffers[0], exp_avg_sq = state.buffers[1];
+double lamb_step(const Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                 const LambOptions& options, double lr, double weight_decay, int64_t step) {
+  const double beta1 = options.betas[0], beta2 = options.betas[1];
   mul_(exp_avg, beta1);
   add_(exp_avg, mul(grad, 1.0 - beta1));
   mul_(exp_avg_sq, beta2);
   add_(exp_avg_sq, mul(mul(grad, grad), 1.0 - beta2));
 
-  const Tensor denom = options_.eps_inside_sqrt ? sqrt(add(exp_avg_sq, options_.eps))
-                                                : add(sqrt(exp_avg_sq), options_.eps);
+  const Tensor denom = options.eps_inside_sqrt ? sqrt(add(exp_avg_sq, options.eps))
+                                               : add(sqrt(exp_avg_sq), options.eps);
   Tensor update = div(exp_avg, denom);
-  if (decay != 0) add_(update, mul(param, decay));
+  if (weight_decay != 0) add_(update, mul(param, weight_decay));
 
   const double weight_norm = global_norm({param});
   const double update_norm = global_norm({update});
   double coeff = 1.0;
   if (weight_norm != 0 && update_norm != 0)
-    coeff = std::clamp(weight_norm / update_norm, options_.min_coeff, options_.max_coeff);
-  lamb_coeffs_.push_back(coeff);
+    coeff = std::clamp(weight_norm / update_norm, options.min_coeff, options.max_coeff);
 
-  double step_size = *group.lr;
-  if (options_.bias_correction) {
-    const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(state.step));
-    const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(state.step));
+  double step_size = lr;
+  if (options.bias_correction) {
+    const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+    const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
     step_size = step_size * std::sqrt(bc2) / bc1;
   }
   Tensor weights = param;
   sub_(weights, mul(update, step_size * coeff));
+  return coeff;
+}
+
+void Lamb::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) {
+  lamb_coeffs_.push_back(
+      lamb_step(param, grad, state.buffers[0], state.buffers[1], options_, *group.lr, *group.weight_decay, state.step));
 }
 
 }  // namespace fathom::nn

@@ -28,6 +28,11 @@ struct LambOptions {
   double min_coeff = 0.01;
 };
 
+// One LAMB update of one tensor as above, `lr` and `weight_decay` its group's, `step` counted
+// from 1: moments, trust ratio and weights. Returns the trust ratio (coeff).
+double lamb_step(const Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                 const LambOptions& options, double lr, double weight_decay, int64_t step);
+
 class Lamb : public Optimizer {
  public:
   Lamb(std::vector<ParamGroup> groups, LambOptions options = {});

@@ -139,6 +139,7 @@ void Optimizer::step() {
   MemoryTagScope tag(MemoryTag::OptimizerState);
   begin_step();
   const std::vector<std::string> names = state_names();
+  const std::vector<ScalarState> scalars = scalar_states();
   for (size_t g = 0; g < groups_.size(); ++g) {
     std::vector<Update> updates;
     for (size_t i = 0; i < groups_[g].params.size(); ++i) {
@@ -166,10 +167,13 @@ void Optimizer::step() {
         for (size_t s = 0; s < names.size(); ++s)
           state.buffers.push_back(Tensor::zeros(u.param.sizes(), DType::F32, u.param.device()));
       }
+      if (state.scalars.size() != scalars.size())
+        for (const ScalarState& scalar : scalars) state.scalars.push_back(scalar.initial);
       ++state.step;
     }
     if (!updates.empty()) update_group(groups_[g], updates);
   }
+  end_step();
 }
 
 void Optimizer::update_group(const ParamGroup& group, const std::vector<Update>& updates) {
@@ -222,6 +226,29 @@ Tensor Optimizer::state(const autograd::Variable& param, const std::string& name
   FATHOM_FAIL(type_, " has no state named \"", name, "\" (it keeps: ", joined(names), ")");
 }
 
+double Optimizer::scalar_state(const autograd::Variable& param, const std::string& name) const {
+  const Slot slot = find(param);
+  const std::vector<ScalarState> scalars = scalar_states();
+  for (size_t s = 0; s < scalars.size(); ++s) {
+    if (scalars[s].name != name) continue;
+    const ParamState& state = states_[slot.group][slot.index];
+    return s < state.scalars.size() ? state.scalars[s] : scalars[s].initial;
+  }
+  FATHOM_FAIL(type_, " has no scalar state named \"", name, "\"");
+}
+
+std::vector<std::pair<std::string, double>> Optimizer::scalar_state_dict() const {
+  std::vector<std::pair<std::string, double>> out;
+  const std::vector<ScalarState> scalars = scalar_states();
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
+      const ParamState& state = states_[g][i];
+      if (state.step == 0) continue;
+      for (size_t s = 0; s < scalars.size(); ++s) out.emplace_back(keys_[g][i] + "." + scalars[s].name, state.scalars[s]);
+    }
+  return out;
+}
+
 OptimizerStateDict Optimizer::state_dict() const {
   OptimizerStateDict dict;
   const std::vector<std::string> names = state_names();
@@ -236,12 +263,14 @@ OptimizerStateDict Optimizer::state_dict() const {
       for (size_t s = 0; s < names.size(); ++s) dict.tensors.emplace_back(key + "." + names[s], state.buffers[s]);
     }
   }
+  for (auto& entry : scalar_state_dict()) dict.scalars.push_back(std::move(entry));
   return dict;
 }
 
 void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
   const char* op = ".load_state_dict: ";
   const std::vector<std::string> names = state_names();
+  const std::vector<ScalarState> scalar_names = scalar_states();
   std::set<std::string> used;
   auto scalar = [&](const std::string& name) {
     const double* value = dict.find_scalar(name);
@@ -264,6 +293,7 @@ void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
     size_t group, index;
     int64_t step;
     std::vector<const Tensor*> buffers;
+    std::vector<double> scalars;
   };
   std::vector<Load> loads;
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -287,6 +317,13 @@ void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
                      dtype_name(tensor->dtype()), " but optimizer state is f32");
         used.insert(entry);
         load.buffers.push_back(tensor);
+      }
+      for (const ScalarState& scalar_state : scalar_names) {
+        const std::string entry = key + "." + scalar_state.name;
+        const double* value = scalar(entry);
+        FATHOM_CHECK(value != nullptr, type_, op, "missing entry \"", entry, "\" (\"", key, ".step\" is there, so ",
+                     type_, " needs its scalar state too)");
+        load.scalars.push_back(*value);
       }
       loads.push_back(std::move(load));
     }
@@ -312,6 +349,7 @@ void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
     ParamState& state = states_[load.group][load.index];
     const Tensor& data = groups_[load.group].params[load.index].data();
     state.step = load.step;
+    state.scalars = load.scalars;
     for (const Tensor* source : load.buffers) {
       Tensor copy = Tensor::empty(data.sizes(), DType::F32, data.device());
       copy.copy_(*source);

@@ -33,6 +33,7 @@ struct ParamGroup {
 // What state_dict() returns and load_state_dict() takes. Names:
 //   "<param>.step"                  scalar: steps this parameter has taken (absent before its first)
 //   "<param>.<state>"               tensor: e.g. "h.0.attn.c_attn.weight.exp_avg"
+//   "<param>.<scalar>"              scalar state, for optimizers that keep some (scalar_states())
 //   "param_groups.<g>.lr"           scalar, and "param_groups.<g>.weight_decay"
 // <param> is the parameter's key (see ParamGroup::names).
 struct OptimizerStateDict {
@@ -77,22 +78,35 @@ class Optimizer {
   // changes: a missing, mis-shaped or unexpected entry is an error naming it.
   void load_state_dict(const OptimizerStateDict& dict);
 
+  // The per-parameter scalar state alone ("<param>.<scalar>" of every parameter that has
+  // stepped): what a checkpoint keeps beside the state tensors. Empty for most optimizers.
+  std::vector<std::pair<std::string, double>> scalar_state_dict() const;
+
   // Inspection: the key a parameter has in the state dict, its step count (0 before its first
-  // step) and one state tensor (undefined before its first step).
+  // step), one state tensor (undefined before its first step) and one scalar state.
   std::string param_key(const autograd::Variable& param) const;
   int64_t step_count(const autograd::Variable& param) const;
   Tensor state(const autograd::Variable& param, const std::string& name) const;
+  double scalar_state(const autograd::Variable& param, const std::string& name) const;
 
  protected:
   struct ParamState {
     int64_t step = 0;
     std::vector<Tensor> buffers;  // in the order of state_names(); empty before the first step
+    std::vector<double> scalars;  // in the order of scalar_states(); empty before the first step
   };
 
   Optimizer(std::string type, std::vector<ParamGroup> groups, double default_lr, double default_weight_decay);
 
   // Names of the per-parameter state tensors, in the order of ParamState::buffers.
   virtual std::vector<std::string> state_names() const = 0;
+  // Per-parameter scalars (1-bit LAMB's frozen trust ratio), in the order of ParamState::scalars,
+  // with the value each starts from at the parameter's first step.
+  struct ScalarState {
+    std::string name;
+    double initial;
+  };
+  virtual std::vector<ScalarState> scalar_states() const { return {}; }
   // Updates one parameter. `param` and `grad` are contiguous f32 of one shape; state.step
   // already counts this step (from 1) and state.buffers exist (zeros on the first step).
   virtual void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) = 0;
@@ -112,6 +126,9 @@ class Optimizer {
                                                 const std::function<int64_t(const Update&)>& key);
   // Hook before the first parameter of each step (e.g. Lamb forgets last step's coefficients).
   virtual void begin_step() {}
+  // Hook after the last group of each step: for an update that needs every group at once (1-bit
+  // LAMB compresses all momenta as one buffer).
+  virtual void end_step() {}
 
  private:
   struct Slot {
