@@ -90,7 +90,8 @@ OptimizerConfig parse_optimizer(const ConfigSection& s) {
   s.check_keys({"type", "params", "legacy_fusion"});
   if (s.boolean("legacy_fusion", false))
     s.fail("legacy_fusion", "true is not supported (DeepSpeed's legacy fused fp16 optimizer); remove the key");
-  const std::vector<std::string> types = {"Adam", "AdamW", "SGD", "Lamb", "Lion", "OneBitAdam", "ZeroOneAdam"};
+  const std::vector<std::string> types = {"Adam", "AdamW", "SGD", "Lamb", "Lion", "OneBitAdam", "ZeroOneAdam",
+                                            "OneBitLamb"};
   c.type = s.string("type", "");
   if (c.type.empty())
     throw_config_error({s.source(), s.node()->line, s.path()},
@@ -99,8 +100,7 @@ OptimizerConfig parse_optimizer(const ConfigSection& s) {
   const bool known = std::any_of(types.begin(), types.end(), [&](const std::string& t) { return lower(t) == lower(c.type); });
   if (!known) {
     // DeepSpeed's own optimizers, and any torch.optim class it would look up by name.
-    const std::vector<std::string> deepspeed = {"OneBitLamb", "Adagrad", "MuAdam",
-                                                "MuAdamW", "MuSGD"};
+    const std::vector<std::string> deepspeed = {"Adagrad", "MuAdam", "MuAdamW", "MuSGD"};
     const bool theirs = std::any_of(deepspeed.begin(), deepspeed.end(),
                                     [&](const std::string& t) { return lower(t) == lower(c.type); });
     const std::string match = closest_match(c.type, types);

@@ -26,7 +26,8 @@ const char* kUsage = R"(usage: fathom-estimate-memory (--params COUNT | --preset
   --world-size N        data-parallel ranks (default: --world-sizes 1,2,4,8)
   --world-sizes LIST    comma-separated world sizes, one table each
   --precision P         bf16 or fp16 (mixed precision, fp32 masters) or f32 (default bf16)
-  --optimizer NAME      Adam, AdamW, Lamb, SGD, SGD-momentum, Lion, OneBitAdam or ZeroOneAdam (default AdamW)
+  --optimizer NAME      Adam, AdamW, Lamb, SGD, SGD-momentum, Lion, OneBitAdam, ZeroOneAdam or
+                        OneBitLamb (default AdamW)
   --stage N             only this ZeRO stage (default: 0-3)
   --offload             optimizer (fp32 masters + states) in host memory; stages 1-3
 

@@ -1,7 +1,8 @@
 #pragma once
-// The communication-compressed optimizers by their DeepSpeed config names: "OneBitAdam" and
-// "ZeroOneAdam" (any case, so DeepSpeed's own "OnebitAdam" spelling too). They know the data-parallel group, so they
-// are built here rather than by nn::make_optimizer; fathom::initialize asks this factory first.
+// The communication-compressed optimizers by their DeepSpeed config names: "OneBitAdam",
+// "ZeroOneAdam" and "OneBitLamb" (any case, so DeepSpeed's own "OnebitAdam" spelling too). They
+// know the data-parallel group, so they are built here rather than by nn::make_optimizer;
+// fathom::initialize asks this factory first.
 
 #include <memory>
 #include <string>

@@ -14,9 +14,7 @@ OneBitAdam::OneBitAdam(std::vector<nn::ParamGroup> groups, OneBitAdamOptions opt
       options_(options),
       group_(std::move(data_group)) {
   FATHOM_CHECK(group_ != nullptr, "OneBitAdam: no data-parallel group");
-  nn::check_non_negative("OneBitAdam", "lr", options_.lr);
   nn::check_non_negative("OneBitAdam", "eps", options_.eps);
-  nn::check_non_negative("OneBitAdam", "weight_decay", options_.weight_decay);
   nn::check_betas("OneBitAdam", options_.betas[0], options_.betas[1]);
   FATHOM_CHECK(options_.freeze_step >= 0, "OneBitAdam: \"freeze_step\" must be >= 0, got ", options_.freeze_step);
 }

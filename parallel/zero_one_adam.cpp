@@ -14,9 +14,7 @@ ZeroOneAdam::ZeroOneAdam(std::vector<nn::ParamGroup> groups, ZeroOneAdamOptions 
       options_(options),
       group_(std::move(data_group)) {
   FATHOM_CHECK(group_ != nullptr, "ZeroOneAdam: no data-parallel group");
-  nn::check_non_negative("ZeroOneAdam", "lr", options_.lr);
   nn::check_non_negative("ZeroOneAdam", "eps", options_.eps);
-  nn::check_non_negative("ZeroOneAdam", "weight_decay", options_.weight_decay);
   nn::check_betas("ZeroOneAdam", options_.betas[0], options_.betas[1]);
   FATHOM_CHECK(options_.var_freeze_step >= 0, "ZeroOneAdam: \"var_freeze_step\" must be >= 0, got ",
                options_.var_freeze_step);

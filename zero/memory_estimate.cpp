@@ -27,7 +27,9 @@ OptimizerKind parse_optimizer_kind(const std::string& name) {
   if (n == "lion") return OptimizerKind::Lion;
   if (n == "onebitadam") return OptimizerKind::OneBitAdam;
   if (n == "zerooneadam") return OptimizerKind::ZeroOneAdam;
-  FATHOM_FAIL("unknown optimizer \"", name, "\"; use Adam, AdamW, Lamb, SGD, SGD-momentum, Lion, OneBitAdam or ZeroOneAdam");
+  if (n == "onebitlamb") return OptimizerKind::OneBitLamb;
+  FATHOM_FAIL("unknown optimizer \"", name, "\"; use Adam, AdamW, Lamb, SGD, SGD-momentum, Lion, OneBitAdam, "
+              "ZeroOneAdam or OneBitLamb");
 }
 
 const char* optimizer_kind_name(OptimizerKind kind) {
@@ -40,6 +42,7 @@ const char* optimizer_kind_name(OptimizerKind kind) {
     case OptimizerKind::Lion: return "Lion";
     case OptimizerKind::OneBitAdam: return "OneBitAdam";
     case OptimizerKind::ZeroOneAdam: return "ZeroOneAdam";
+    case OptimizerKind::OneBitLamb: return "OneBitLamb";
   }
   return "?";
 }
@@ -54,6 +57,9 @@ int64_t optimizer_state_bytes(OptimizerKind kind) {
     case OptimizerKind::SGD: return 0;
     case OptimizerKind::OneBitAdam: return 12;  // exp_avg + exp_avg_sq + the worker error buffer
     case OptimizerKind::ZeroOneAdam: return 16;  // and the momentum accumulator
+    // exp_avg, exp_avg_sq, exp_avg_sq_fresh, the worker error; during the step also the flat
+    // compressed buffer and the momenta before the step's gradient
+    case OptimizerKind::OneBitLamb: return 24;
   }
   return 0;
 }

@@ -31,15 +31,16 @@
 
 namespace fathom::zero {
 
-enum class OptimizerKind { Adam, AdamW, Lamb, SGD, SGDMomentum, Lion, OneBitAdam, ZeroOneAdam };
+enum class OptimizerKind { Adam, AdamW, Lamb, SGD, SGDMomentum, Lion, OneBitAdam, ZeroOneAdam, OneBitLamb };
 
-// "Adam", "AdamW", "Lamb", "SGD", "SGD-momentum" (or "momentum"), "Lion", "OneBitAdam", "ZeroOneAdam";
-// case-insensitive.
+// "Adam", "AdamW", "Lamb", "SGD", "SGD-momentum" (or "momentum"), "Lion", "OneBitAdam", "ZeroOneAdam",
+// "OneBitLamb"; case-insensitive.
 OptimizerKind parse_optimizer_kind(const std::string& name);
 const char* optimizer_kind_name(OptimizerKind kind);
 // Bytes of fp32 optimizer state per parameter (K): Adam/AdamW/Lamb 8, SGD-momentum 4, Lion 4, SGD 0,
 // OneBitAdam 12 (its moments and the worker error buffer; the server error adds 4/n more),
-// ZeroOneAdam 16 (and its momentum accumulator).
+// ZeroOneAdam 16 (and its momentum accumulator), OneBitLamb 24 (three moments, the worker error,
+// and during the step the flat compressed buffer and the momenta before the gradient).
 int64_t optimizer_state_bytes(OptimizerKind kind);
 
 struct ModelStateConfig {

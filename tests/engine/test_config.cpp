@@ -348,10 +348,16 @@ TEST_CASE("optimizer and scheduler sections", "[engine]") {
 
   CHECK(parse_error(with(R"("optimizer": {"type": "Adamm"})")) ==
         "config error at optimizer.type: \"Adamm\" is not supported (not an optimizer Fathom implements); did you mean "
-        "\"Adam\"?; use one of Adam, AdamW, SGD, Lamb, Lion, OneBitAdam, ZeroOneAdam");
-  CHECK(parse_error(with(R"("optimizer": {"type": "OneBitLamb"})")) ==
-        "config error at optimizer.type: \"OneBitLamb\" is not supported (Fathom does not implement DeepSpeed's "
-        "OneBitLamb); use one of Adam, AdamW, SGD, Lamb, Lion, OneBitAdam, ZeroOneAdam");
+        "\"Adam\"?; use one of Adam, AdamW, SGD, Lamb, Lion, OneBitAdam, ZeroOneAdam, OneBitLamb");
+  CHECK(parse_error(with(R"("optimizer": {"type": "Adagrad"})")) ==
+        "config error at optimizer.type: \"Adagrad\" is not supported (Fathom does not implement DeepSpeed's "
+        "Adagrad); use one of Adam, AdamW, SGD, Lamb, Lion, OneBitAdam, ZeroOneAdam, OneBitLamb");
+  // DeepSpeed's 1-bit LAMB tutorial's optimizer section, as it is.
+  CHECK_NOTHROW(Config::from_string(with(R"("optimizer": {"type": "OneBitLamb", "params": {"lr": 11e-3,
+      "max_coeff": 0.3, "min_coeff": 0.01, "freeze_step": 1000, "cuda_aware": false, "comm_backend_name": "nccl",
+      "coeff_beta": 0.9, "factor_max": 4.0, "factor_min": 0.5, "factor_threshold": 0.1}})")));
+  CHECK_THAT(parse_error(with(R"("optimizer": {"type": "OneBitLamb", "params": {"factor_min": 5}})")),
+             Catch::Contains("optimizer.params") && Catch::Contains("\"factor_min\" (5) must be <= \"factor_max\" (4)"));
   // DeepSpeed's own examples spell it "OnebitAdam"; the string parameter is read as one.
   const Config onebit = Config::from_string(with(R"("optimizer": {"type": "OnebitAdam", "params": {"freeze_step": 400,
       "cuda_aware": false, "comm_backend_name": "nccl"}})"));
@@ -359,7 +365,7 @@ TEST_CASE("optimizer and scheduler sections", "[engine]") {
   CHECK(Config::from_string(onebit.to_json()).optimizer.params.size() == 3);  // the recorded config keeps it
   CHECK(parse_error(with(R"("optimizer": {"params": {"lr": 0.1}})")) ==
         "config error at optimizer: \"type\" is missing; name the optimizer, e.g. \"type\": \"AdamW\" (Fathom "
-        "implements Adam, AdamW, SGD, Lamb, Lion, OneBitAdam, ZeroOneAdam)");
+        "implements Adam, AdamW, SGD, Lamb, Lion, OneBitAdam, ZeroOneAdam, OneBitLamb)");
   // Parameter names and values are checked by nn::make_optimizer, with the config's path.
   CHECK(parse_error(with(R"("optimizer": {"type": "Adam", "params": {"lrr": 0.1}})")).rfind(
             "config error at optimizer.params.lrr: Adam: unknown optimizer parameter \"lrr\"; did you mean \"lr\"?", 0) == 0);

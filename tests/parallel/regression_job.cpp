@@ -1,10 +1,13 @@
 #include "regression_job.h"
 
 #include <cmath>
+#include <filesystem>
 #include <vector>
 
 #include "autograd/functions.h"
 #include "core/generator.h"
+#include "engine/initialize.h"
+#include "mpi_test_util.h"
 #include "nn/linear.h"
 
 namespace fathom::testing {
@@ -26,6 +29,40 @@ autograd::Variable regression_loss(Engine& engine, int64_t step, int rank, doubl
   const autograd::Variable diff = autograd::sub(out, autograd::Variable(Tensor::from_vector(t, {2, 3})));
   const autograd::Variable loss = autograd::mean(autograd::mul(diff, diff));
   return scale == 1.0 ? loss : autograd::mul(loss, scale);
+}
+
+RegressionRun run_regression(const RegressionJob& job) {
+  const std::shared_ptr<parallel::Communicator> world = job.world ? job.world : runtime().world_ptr();
+  const int rank = world->rank();
+  auto model = regression_model();
+  const std::string schedule = job.warmup_lr ? R"(, "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0,
+      "warmup_max_lr": 0.01, "warmup_num_steps": 2, "warmup_type": "linear"}})" : "";
+  const Config config = Config::from_string(detail::concat(R"({"train_batch_size": )", 2 * world->size(),
+                                                           R"(, "optimizer": )", job.optimizer, schedule, "}"));
+  Initialized init = initialize(config, model, nullptr, nullptr, world);
+  Engine& engine = *init.engine;
+  if (job.resume) engine.load_checkpoint(job.checkpoint_dir);
+  RegressionRun run;
+  while (engine.global_steps() < job.steps) {
+    const int64_t step = engine.global_steps();
+    const autograd::Variable loss =
+        regression_loss(engine, step, rank, job.zero_first_loss && step == 0 ? 0.0 : 1.0);
+    run.losses.push_back(loss.data().item());
+    engine.backward(loss);
+    engine.step();
+    if (engine.global_steps() == job.save_at) engine.save_checkpoint(job.checkpoint_dir);
+  }
+  for (const auto& [name, p] : model->named_parameters()) run.weights.push_back(p.data().clone());
+  run.optimizer = engine.optimizer();
+  return run;
+}
+
+std::string fresh_checkpoint_dir(const std::string& name, parallel::Communicator& world) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / (name + "_np" + std::to_string(world.size()))).string();
+  if (world.rank() == 0) std::filesystem::remove_all(dir);
+  world.barrier();
+  return dir;
 }
 
 }  // namespace fathom::testing

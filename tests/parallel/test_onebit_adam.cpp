@@ -12,7 +12,6 @@
 #include "nn/containers.h"
 #include "nn/linear.h"
 #include <cmath>
-#include <filesystem>
 #include "parallel/onebit_adam.h"
 #include "test_util.h"
 
@@ -91,7 +90,7 @@ TEST_CASE("1-bit Adam's bad settings are errors naming them", "[onebit]") {
       Catch::Contains("optimizer.params.freeze_step") && Catch::Contains("\"freeze_step\" must be a whole number >= 0, got -3"));
   CHECK_THROWS_WITH(
       Config::from_string(config_text(R"({"type": "OneBitAdam", "params": {"comm_backend_name": "gloo"}})")),
-      Catch::Contains("\"comm_backend_name\" must be one of nccl, mpi, got \"gloo\""));
+      Catch::Contains("\"comm_backend_name\" must be one of nccl, mpi, compressed, got \"gloo\""));
   const Config zero1 = Config::from_string(detail::concat(
       R"({"train_batch_size": )", world->size(),
       R"(, "optimizer": {"type": "OnebitAdam"}, "zero_optimization": {"stage": 1}})"));
@@ -101,38 +100,20 @@ TEST_CASE("1-bit Adam's bad settings are errors naming them", "[onebit]") {
 }
 
 namespace {
-// A small regression trained by the engine with 1-bit Adam (freeze_step 4), checkpointed at
-// `save_at` and resumed from `resume_from` when given; returns the final weights.
-std::vector<Tensor> regression_run(int steps, int save_at, const std::string& dir, bool resume,
-                                   std::shared_ptr<parallel::Communicator> world = runtime().world_ptr(),
-                                   std::shared_ptr<nn::Optimizer>* optimizer = nullptr) {
-  const int n = world->size(), rank = world->rank();
-  auto model = fathom::testing::regression_model();
-  const Config config = Config::from_string(detail::concat(
-      R"({"train_batch_size": )", 2 * n, R"(, "optimizer": {"type": "OneBitAdam", "params": {"lr": 0.01,
-          "freeze_step": 4, "comm_backend_name": "mpi"}}})"));
-  Initialized init = initialize(config, model, nullptr, nullptr, world);
-  if (resume) init.engine->load_checkpoint(dir);
-  while (init.engine->global_steps() < steps) {
-    init.engine->backward(fathom::testing::regression_loss(*init.engine, init.engine->global_steps(), rank));
-    init.engine->step();
-    if (init.engine->global_steps() == save_at) init.engine->save_checkpoint(dir);
-  }
-  if (optimizer) *optimizer = init.engine->optimizer();
-  std::vector<Tensor> weights;
-  for (const auto& [name, p] : model->named_parameters()) weights.push_back(p.data().clone());
-  return weights;
+// The regression with 1-bit Adam (freeze_step 4), saved at `save_at` or resumed from `dir`.
+fathom::testing::RegressionRun onebit_regression(int steps, int save_at, const std::string& dir, bool resume,
+                                                 std::shared_ptr<parallel::Communicator> world = nullptr) {
+  return fathom::testing::run_regression(
+      {.optimizer = R"({"type": "OneBitAdam", "params": {"lr": 0.01, "freeze_step": 4, "comm_backend_name": "mpi"}})",
+       .steps = steps, .checkpoint_dir = dir, .save_at = save_at, .resume = resume, .world = std::move(world)});
 }
 }  // namespace
 
 TEST_CASE("a run resumed after the freeze is bit-identical: the error feedback is checkpointed per rank", "[onebit]") {
   const auto& world = runtime().world_ptr();
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("fathom_onebit_resume_np" + std::to_string(world->size()))).string();
-  if (world->rank() == 0) std::filesystem::remove_all(dir);
-  world->barrier();
-  const std::vector<Tensor> straight = regression_run(14, 9, dir, false);  // saves at step 9, compressed since 5
-  const std::vector<Tensor> resumed = regression_run(14, -1, dir, true);
+  const std::string dir = fathom::testing::fresh_checkpoint_dir("fathom_onebit_resume", *world);
+  const std::vector<Tensor> straight = onebit_regression(14, 9, dir, false).weights;  // saved at 9, compressed since 5
+  const std::vector<Tensor> resumed = onebit_regression(14, -1, dir, true).weights;
   REQUIRE(straight.size() == resumed.size());
   for (size_t i = 0; i < straight.size(); ++i) FATHOM_REQUIRE_CLOSE(resumed[i], straight[i], 0.0, 0.0);
 }
@@ -140,16 +121,12 @@ TEST_CASE("a run resumed after the freeze is bit-identical: the error feedback i
 TEST_CASE("a checkpoint saved at several ranks resumes at one: the error feedback is not loaded, training goes on", "[onebit]") {
   const auto& world = runtime().world_ptr();
   if (world->size() == 1) return;  // needs a second world size
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("fathom_onebit_reshape_np" + std::to_string(world->size()))).string();
-  if (world->rank() == 0) std::filesystem::remove_all(dir);
-  world->barrier();
-  regression_run(9, 9, dir, false);  // saved at 2+ ranks, compressing since step 5
+  const std::string dir = fathom::testing::fresh_checkpoint_dir("fathom_onebit_reshape", *world);
+  onebit_regression(9, 9, dir, false);  // saved at 2+ ranks, compressing since step 5
   world->barrier();
   // Each rank alone resumes it (its own one-rank group), and trains 3 more steps.
   const auto self = world->split(world->rank(), 0, "self");
-  std::shared_ptr<nn::Optimizer> optimizer;
-  regression_run(12, -1, dir, true, self, &optimizer);
+  const std::shared_ptr<nn::Optimizer> optimizer = onebit_regression(12, -1, dir, true, self).optimizer;
   REQUIRE(optimizer != nullptr);
   CHECK(dynamic_cast<const parallel::OneBitAdam&>(*optimizer).compressing());
   CHECK(optimizer->rank_local_state().empty());  // the saved ranks' buffers were not taken

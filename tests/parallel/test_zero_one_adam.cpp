@@ -1,7 +1,6 @@
 // 0/1 Adam: its schedule (DeepSpeed's policy replayed from the step count), its twin for the first
 // var_update_scaler steps, and training after the variance freeze with local steps.
 #include <cmath>
-#include <filesystem>
 #include <numeric>
 
 #include "autograd/functions.h"
@@ -45,25 +44,12 @@ TEST_CASE("0/1 Adam's schedule: variance intervals double, then local steps", "[
 }
 
 namespace {
-// A small regression trained by the engine; `twin` zeroes the first step's loss, so AdamW's first
+// The regression with WarmupLR from 0; `twin` also zeroes the first step's loss, so AdamW's first
 // step moves nothing, as 0/1 Adam's initialisation step.
 std::vector<Tensor> regression(const std::string& optimizer, int steps, bool twin) {
-  const auto& world = runtime().world_ptr();
-  const int n = world->size(), rank = world->rank();
-  auto model = fathom::testing::regression_model();
-  const Config config = Config::from_string(detail::concat(
-      R"({"train_batch_size": )", 2 * n, R"(, "optimizer": )", optimizer,
-      R"(, "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 0.01,
-          "warmup_num_steps": 2, "warmup_type": "linear"}}})"));
-  Initialized init = initialize(config, model, nullptr, nullptr, world);
-  while (init.engine->global_steps() < steps) {
-    const int64_t step = init.engine->global_steps();
-    init.engine->backward(fathom::testing::regression_loss(*init.engine, step, rank, twin && step == 0 ? 0.0 : 1.0));
-    init.engine->step();
-  }
-  std::vector<Tensor> weights;
-  for (const auto& [name, p] : model->named_parameters()) weights.push_back(p.data().clone());
-  return weights;
+  return fathom::testing::run_regression(
+             {.optimizer = optimizer, .steps = steps, .warmup_lr = true, .zero_first_loss = twin})
+      .weights;
 }
 }  // namespace
 
@@ -106,31 +92,17 @@ TEST_CASE("0/1 Adam trains the tiny GPT within 5% of Adam, compressing and takin
 namespace {
 // 0/1 Adam on the regression, saved at `save_at` or resumed from `dir`; the final weights.
 std::vector<Tensor> zero_one_run(int steps, int save_at, const std::string& dir, bool resume) {
-  const auto& world = runtime().world_ptr();
-  auto model = fathom::testing::regression_model();
-  const Config config = Config::from_string(detail::concat(
-      R"({"train_batch_size": )", 2 * world->size(), R"(, "optimizer": {"type": "ZeroOneAdam", "params": {"lr": 0.01,
-          "var_freeze_step": 6, "var_update_scaler": 2, "local_step_scaler": 2, "local_step_clipper": 4,
-          "comm_backend_name": "mpi"}}})"));
-  Initialized init = initialize(config, model, nullptr, nullptr, world);
-  if (resume) init.engine->load_checkpoint(dir);
-  while (init.engine->global_steps() < steps) {
-    init.engine->backward(fathom::testing::regression_loss(*init.engine, init.engine->global_steps(), world->rank()));
-    init.engine->step();
-    if (init.engine->global_steps() == save_at) init.engine->save_checkpoint(dir);
-  }
-  std::vector<Tensor> weights;
-  for (const auto& [name, p] : model->named_parameters()) weights.push_back(p.data().clone());
-  return weights;
+  return fathom::testing::run_regression(
+             {.optimizer = R"({"type": "ZeroOneAdam", "params": {"lr": 0.01, "var_freeze_step": 6,
+                  "var_update_scaler": 2, "local_step_scaler": 2, "local_step_clipper": 4, "comm_backend_name": "mpi"}})",
+              .steps = steps, .checkpoint_dir = dir, .save_at = save_at, .resume = resume})
+      .weights;
 }
 }  // namespace
 
 TEST_CASE("0/1 Adam resumed from a synchronisation step continues as the straight run", "[onebit]") {
   const auto& world = runtime().world_ptr();
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("fathom_zero_one_resume_np" + std::to_string(world->size()))).string();
-  if (world->rank() == 0) std::filesystem::remove_all(dir);
-  world->barrier();
+  const std::string dir = fathom::testing::fresh_checkpoint_dir("fathom_zero_one_resume", *world);
   // Frozen from step 8; synchronisations at steps 8, 9, 10, 12 and 16 (the local interval grows
   // 1, 2, 4): saved at 12, resumed through local steps 13-15 and the sync at 16. (Between
   // synchronisations the ranks' weights differ, and a checkpoint keeps rank 0's: docs/optimizers.md.

@@ -126,9 +126,12 @@ TEST_CASE("memory estimate: optimizer names", "[zero]") {
   CHECK(parse_optimizer_kind("Lion") == OptimizerKind::Lion);
   CHECK(std::string(optimizer_kind_name(OptimizerKind::SGDMomentum)) == "SGD-momentum");
   CHECK(error_of([] { parse_optimizer_kind("Adagrad"); }) ==
-        "unknown optimizer \"Adagrad\"; use Adam, AdamW, Lamb, SGD, SGD-momentum, Lion, OneBitAdam or ZeroOneAdam");
+        "unknown optimizer \"Adagrad\"; use Adam, AdamW, Lamb, SGD, SGD-momentum, Lion, OneBitAdam, ZeroOneAdam or "
+        "OneBitLamb");
   CHECK(parse_optimizer_kind("OnebitAdam") == OptimizerKind::OneBitAdam);
   CHECK(optimizer_state_bytes(OptimizerKind::OneBitAdam) == 12);
+  CHECK(parse_optimizer_kind("OnebitLamb") == OptimizerKind::OneBitLamb);
+  CHECK(std::string(optimizer_kind_name(OptimizerKind::OneBitLamb)) == "OneBitLamb");
 }
 
 TEST_CASE("memory estimate: offload moves masters and optimizer states to the host", "[zero]") {
