@@ -10,10 +10,8 @@ namespace fathom::parallel {
 
 OneBitAdam::OneBitAdam(std::vector<nn::ParamGroup> groups, OneBitAdamOptions options,
                        std::shared_ptr<Communicator> data_group)
-    : Optimizer("OneBitAdam", std::move(groups), options.lr, options.weight_decay),
-      options_(options),
-      group_(std::move(data_group)) {
-  FATHOM_CHECK(group_ != nullptr, "OneBitAdam: no data-parallel group");
+    : CompressedOptimizer("OneBitAdam", std::move(groups), options.lr, options.weight_decay, std::move(data_group)),
+      options_(options) {
   nn::check_non_negative("OneBitAdam", "eps", options_.eps);
   nn::check_betas("OneBitAdam", options_.betas[0], options_.betas[1]);
   FATHOM_CHECK(options_.freeze_step >= 0, "OneBitAdam: \"freeze_step\" must be >= 0, got ", options_.freeze_step);
@@ -21,12 +19,6 @@ OneBitAdam::OneBitAdam(std::vector<nn::ParamGroup> groups, OneBitAdamOptions opt
 
 void OneBitAdam::update(const nn::ParamGroup&, const Tensor&, const Tensor&, ParamState&) {
   FATHOM_FAIL("OneBitAdam updates whole parameter groups (update_group): its momentum is compressed as one buffer");
-}
-
-int64_t OneBitAdam::steps_taken() const {
-  for (const nn::ParamGroup& group : param_groups())
-    if (!group.params.empty()) return step_count(group.params.front());
-  return 0;
 }
 
 bool OneBitAdam::compressing() const { return steps_taken() >= std::max<int64_t>(options_.freeze_step, 1); }
@@ -54,7 +46,9 @@ void OneBitAdam::apply(const nn::ParamGroup& group, const std::vector<Update>& u
   // Compressed: the local gradient into the momentum, the momenta's compressed mean, the frozen
   // variance.
   for (const Update& u : updates) fold_gradient(u, options_.betas[0]);
-  if (group_->size() > 1) compress_momenta(group, updates);
+  std::vector<Tensor> momenta;
+  for (const Update& u : updates) momenta.push_back(u.state->buffers[0]);
+  compress_each(static_cast<size_t>(&group - &param_groups().front()), updates, momenta);
   for (const Update& u : updates) frozen_variance_step(u, lr, options_.eps, decay);
 }
 
@@ -89,65 +83,6 @@ void OneBitAdam::frozen_variance_step(const Update& u, double lr, double eps, do
   const float rate = static_cast<float>(lr), epsilon = static_cast<float>(eps), wd = static_cast<float>(decay);
   for (int64_t i = 0, n = u.param.numel(); i < n; ++i)
     p[i] -= rate * (mp[i] / (std::sqrt(vp[i]) + epsilon) + wd * p[i]);
-}
-
-// Each parameter's momentum replaced by its compressed mean over the group (its own scale and
-// error buffers, as DeepSpeed's 1-bit Adam compresses each fp32 parameter).
-void OneBitAdam::compress_momenta(const nn::ParamGroup& group, const std::vector<Update>& updates) {
-  const size_t g = static_cast<size_t>(&group - &param_groups().front());
-  if (errors_.size() <= g) errors_.resize(param_groups().size());
-  std::vector<CompressionErrors>& errors = errors_[g];
-  if (errors.empty()) {
-    for (const Update& u : updates) errors.push_back(CompressionErrors::zeros(u.param.numel(), group_->size()));
-    adopt_loaded_errors(g);
-  }
-  FATHOM_CHECK(errors.size() == updates.size(), "OneBitAdam: parameter group ", g, " has ", updates.size(),
-               " parameters with gradients this step but had ", errors.size(),
-               " when compression started; every parameter must get a gradient at every step");
-  std::vector<Tensor> momenta;
-  std::vector<CompressionErrors*> their_errors;
-  for (size_t i = 0; i < updates.size(); ++i) {
-    momenta.push_back(updates[i].state->buffers[0]);
-    their_errors.push_back(&errors[i]);
-  }
-  compressed_all_reduce(*group_, momenta, their_errors);  // one exchange for the whole group
-  ++compressed_steps_;
-}
-
-std::vector<Tensor> OneBitAdam::rank_local_state() const {
-  std::vector<Tensor> out;
-  for (const auto& group : errors_)
-    for (const CompressionErrors& e : group) {
-      out.push_back(e.worker);
-      out.push_back(e.server);
-    }
-  return out;
-}
-
-void OneBitAdam::load_rank_local_state(const std::vector<Tensor>& state) {
-  FATHOM_CHECK(state.size() % 2 == 0, "OneBitAdam: error-feedback state must come in worker/server pairs");
-  loaded_errors_.clear();
-  for (const Tensor& t : state) loaded_errors_.push_back(t.clone());
-  errors_.clear();  // rebuilt at the next compressed step, from these
-}
-
-// A resumed run's first compressed step: group g's buffers from the checkpoint (its slice of the
-// saved list, which holds every group's parameters in order).
-void OneBitAdam::adopt_loaded_errors(size_t g) {
-  if (loaded_errors_.empty()) return;
-  size_t offset = 0;
-  for (size_t h = 0; h < g; ++h) offset += 2 * param_groups()[h].params.size();
-  std::vector<CompressionErrors>& errors = errors_[g];
-  FATHOM_CHECK(offset + 2 * errors.size() <= loaded_errors_.size(), "OneBitAdam: the checkpoint's error-feedback "
-               "state holds ", loaded_errors_.size() / 2, " parameters, fewer than this optimizer's");
-  for (size_t i = 0; i < errors.size(); ++i) {
-    const Tensor& worker = loaded_errors_[offset + 2 * i];
-    const Tensor& server = loaded_errors_[offset + 2 * i + 1];
-    FATHOM_CHECK(worker.numel() == errors[i].worker.numel() && server.numel() == errors[i].server.numel(),
-                 "OneBitAdam: the checkpoint's error-feedback buffers do not match this world size and model");
-    errors[i].worker.copy_(worker);
-    errors[i].server.copy_(server);
-  }
 }
 
 }  // namespace fathom::parallel

@@ -15,14 +15,13 @@
 // 1-bit Adam does for fp32 parameters; its fp16 engine hands it one flat group), and a group's
 // parameters share one exchange. State: "exp_avg" and
 // "exp_avg_sq" per parameter, checkpointed like Adam's; the error buffers are this rank's and are
-// kept across a checkpoint at the same world size (compression_state), where DeepSpeed resets them.
+// kept across a checkpoint at the same world size (rank_local_state), where DeepSpeed resets them.
 
 #include <array>
 #include <memory>
 #include <string>
 
-#include "nn/optimizer.h"
-#include "parallel/compressed_allreduce.h"
+#include "parallel/compressed_optimizer.h"
 
 namespace fathom::parallel {
 
@@ -34,7 +33,7 @@ struct OneBitAdamOptions {
   int64_t freeze_step = 100000;  // DeepSpeed's default
 };
 
-class OneBitAdam final : public nn::Optimizer {
+class OneBitAdam final : public CompressedOptimizer {
  public:
   // `data_group`: the ranks that average (the engine's data-parallel group).
   OneBitAdam(std::vector<nn::ParamGroup> groups, OneBitAdamOptions options, std::shared_ptr<Communicator> data_group);
@@ -43,11 +42,10 @@ class OneBitAdam final : public nn::Optimizer {
   // From the steps taken (so a resumed run knows too): steps after max(freeze_step, 1) compress.
   bool compressing() const;
   bool wants_reduced_gradients() const override { return !compressing(); }
-  int64_t compressed_steps() const { return compressed_steps_; }  // this process's, with more than one rank
 
   // The error-feedback buffers (per parameter: worker, then server), kept by checkpoints.
-  std::vector<Tensor> rank_local_state() const override;
-  void load_rank_local_state(const std::vector<Tensor>& state) override;
+  std::vector<Tensor> rank_local_state() const override { return per_parameter_errors(); }
+  void load_rank_local_state(const std::vector<Tensor>& state) override { load_per_parameter_errors(state, 0); }
 
  protected:
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
@@ -56,16 +54,9 @@ class OneBitAdam final : public nn::Optimizer {
 
  private:
   void apply(const nn::ParamGroup& group, const std::vector<Update>& updates, bool update_weights, bool compressed);
-  void adopt_loaded_errors(size_t group);
-  void compress_momenta(const nn::ParamGroup& group, const std::vector<Update>& updates);
   static void fold_gradient(const Update& u, double beta1);
   static void frozen_variance_step(const Update& u, double lr, double eps, double decay);
   OneBitAdamOptions options_;
-  std::shared_ptr<Communicator> group_;
-  int64_t steps_taken() const;
-  int64_t compressed_steps_ = 0;
-  std::vector<Tensor> loaded_errors_;  // from a checkpoint: adopted at each group's first compressed step
-  std::vector<std::vector<CompressionErrors>> errors_;  // [group][parameter]; empty until the freeze
 };
 
 }  // namespace fathom::parallel

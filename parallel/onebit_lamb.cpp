@@ -17,10 +17,8 @@ constexpr size_t kCoeffFreeze = 0, kLastFactor = 1, kScalingCoeff = 2;
 
 OneBitLamb::OneBitLamb(std::vector<nn::ParamGroup> groups, OneBitLambOptions options,
                        std::shared_ptr<Communicator> data_group)
-    : Optimizer("OneBitLamb", std::move(groups), options.lr, options.weight_decay),
-      options_(options),
-      group_(std::move(data_group)) {
-  FATHOM_CHECK(group_ != nullptr, "OneBitLamb: no data-parallel group");
+    : CompressedOptimizer("OneBitLamb", std::move(groups), options.lr, options.weight_decay, std::move(data_group)),
+      options_(options) {
   nn::check_non_negative(type(), "eps", options_.eps);
   nn::check_betas(type(), options_.betas[0], options_.betas[1]);
   FATHOM_CHECK(options_.freeze_step >= 0, "OneBitLamb: \"freeze_step\" must be >= 0, got ", options_.freeze_step);
@@ -37,12 +35,6 @@ OneBitLamb::OneBitLamb(std::vector<nn::ParamGroup> groups, OneBitLambOptions opt
 
 void OneBitLamb::update(const nn::ParamGroup&, const Tensor&, const Tensor&, ParamState&) {
   FATHOM_FAIL("OneBitLamb updates whole parameter groups (update_group): its momenta are compressed as one buffer");
-}
-
-int64_t OneBitLamb::steps_taken() const {
-  for (const nn::ParamGroup& group : param_groups())
-    if (!group.params.empty()) return step_count(group.params.front());
-  return 0;
 }
 
 bool OneBitLamb::compressing() const { return steps_taken() >= last_warmup_step(); }
@@ -94,7 +86,7 @@ void OneBitLamb::end_step() {
                " parameters have gradients this step (a whole group has none); after the freeze every parameter "
                "must get a gradient at every step, since all momenta are compressed as one buffer");
   if (pending_.front().update.state->scalars[kScalingCoeff] == 0.0) set_scaling_coefficients();
-  if (group_->size() > 1) compress_momenta();
+  if (data_group().size() > 1) compress_momenta();
   for (const Pending& p : pending_) compressed_step(p);
   pending_.clear();
 }
@@ -111,13 +103,14 @@ void OneBitLamb::set_scaling_coefficients() {
     pending_[i].update.state->scalars[kScalingCoeff] = scales[i] > 0 ? mean / scales[i] : 1.0;
 }
 
-// Every momentum, scaled, replaced by the compressed mean over the group of one flat buffer.
+// Every momentum, scaled, replaced by the compressed mean over the group of one flat buffer, then
+// unscaled and masked.
 void OneBitLamb::compress_momenta() {
   int64_t total = 0;
   for (const Pending& p : pending_) total += p.update.param.numel();
   const Device device = pending_.front().update.param.device();
   if (!errors_) {
-    errors_ = CompressionErrors::zeros(total, group_->size());
+    errors_ = CompressionErrors::zeros(total, data_group().size());
     if (!loaded_errors_.empty()) {
       FATHOM_CHECK(loaded_errors_[0].numel() == errors_->worker.numel() &&
                        loaded_errors_[1].numel() == errors_->server.numel(),
@@ -136,14 +129,15 @@ void OneBitLamb::compress_momenta() {
     flat.narrow(0, offset, m.numel()).copy_(mul(m, p.update.state->scalars[kScalingCoeff]).view({m.numel()}));
     offset += m.numel();
   }
-  compressed_all_reduce(*group_, flat, *errors_);
+  compressed_all_reduce(data_group(), flat, *errors_);
   offset = 0;
   for (const Pending& p : pending_) {
     const Tensor& m = p.update.state->buffers[0];
     m.copy_(div(flat.narrow(0, offset, m.numel()), p.update.state->scalars[kScalingCoeff]).view(m.sizes()));
+    apply_mask(p.update.param, m);
     offset += m.numel();
   }
-  ++compressed_steps_;
+  count_compressed_step();
 }
 
 // The frozen-variance LAMB step with the trust ratio from the frozen coefficient and the fresh

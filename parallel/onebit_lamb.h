@@ -38,8 +38,7 @@
 #include <optional>
 #include <string>
 
-#include "nn/optimizer.h"
-#include "parallel/compressed_allreduce.h"
+#include "parallel/compressed_optimizer.h"
 
 namespace fathom::parallel {
 
@@ -57,7 +56,7 @@ struct OneBitLambOptions {
   double factor_threshold = 0.1;
 };
 
-class OneBitLamb final : public nn::Optimizer {
+class OneBitLamb final : public CompressedOptimizer {
  public:
   // `data_group`: the ranks that average (the engine's data-parallel group).
   OneBitLamb(std::vector<nn::ParamGroup> groups, OneBitLambOptions options, std::shared_ptr<Communicator> data_group);
@@ -66,7 +65,6 @@ class OneBitLamb final : public nn::Optimizer {
   // From the steps taken (so a resumed run knows too): steps after max(freeze_step, 2) compress.
   bool compressing() const;
   bool wants_reduced_gradients() const override { return !compressing(); }
-  int64_t compressed_steps() const { return compressed_steps_; }  // this process's, with more than one rank
   // The trust ratios of the last step, one per updated parameter in group order.
   const std::vector<double>& lamb_coeffs() const { return lamb_coeffs_; }
 
@@ -92,17 +90,14 @@ class OneBitLamb final : public nn::Optimizer {
     Tensor momentum_before;  // m before this step's gradient: ĝ's reconstruction needs it
   };
   int64_t last_warmup_step() const { return std::max<int64_t>(options_.freeze_step, 2); }
-  int64_t steps_taken() const;
   void warmup_step(const nn::ParamGroup& group, const Update& u);
   void set_scaling_coefficients();
   void compress_momenta();
   void compressed_step(const Pending& p);
 
   OneBitLambOptions options_;
-  std::shared_ptr<Communicator> group_;
   std::vector<Pending> pending_;
   std::vector<double> lamb_coeffs_;
-  int64_t compressed_steps_ = 0;
   std::vector<Tensor> loaded_errors_;      // from a checkpoint: adopted at the first compressed step
   std::optional<CompressionErrors> errors_;  // of the one compressed buffer; unset until the freeze
 };

@@ -10,10 +10,8 @@ namespace fathom::parallel {
 
 ZeroOneAdam::ZeroOneAdam(std::vector<nn::ParamGroup> groups, ZeroOneAdamOptions options,
                          std::shared_ptr<Communicator> data_group)
-    : Optimizer("ZeroOneAdam", std::move(groups), options.lr, options.weight_decay),
-      options_(options),
-      group_(std::move(data_group)) {
-  FATHOM_CHECK(group_ != nullptr, "ZeroOneAdam: no data-parallel group");
+    : CompressedOptimizer("ZeroOneAdam", std::move(groups), options.lr, options.weight_decay, std::move(data_group)),
+      options_(options) {
   nn::check_non_negative("ZeroOneAdam", "eps", options_.eps);
   nn::check_betas("ZeroOneAdam", options_.betas[0], options_.betas[1]);
   FATHOM_CHECK(options_.var_freeze_step >= 0, "ZeroOneAdam: \"var_freeze_step\" must be >= 0, got ",
@@ -23,13 +21,6 @@ ZeroOneAdam::ZeroOneAdam(std::vector<nn::ParamGroup> groups, ZeroOneAdamOptions 
                                    std::pair{"local_step_clipper", options_.local_step_clipper}})
     FATHOM_CHECK(value >= 1, "ZeroOneAdam: \"", key, "\" must be >= 1, got ", value);
   lrs_.assign(param_groups().size(), 0.0);
-  errors_.resize(param_groups().size());
-}
-
-int64_t ZeroOneAdam::steps_taken() const {
-  for (const nn::ParamGroup& group : param_groups())
-    if (!group.params.empty()) return step_count(group.params.front());
-  return 0;
 }
 
 ZeroOneAdam::Schedule ZeroOneAdam::schedule_after(int64_t steps) const {
@@ -59,20 +50,6 @@ void ZeroOneAdam::update(const nn::ParamGroup&, const Tensor&, const Tensor&, Pa
   FATHOM_FAIL("ZeroOneAdam updates whole parameter groups (update_group)");
 }
 
-void ZeroOneAdam::compress(size_t g, const std::vector<Update>& updates, const std::vector<Tensor>& tensors) {
-  if (group_->size() == 1) return;
-  std::vector<CompressionErrors>& errors = errors_[g];
-  if (errors.empty())
-    for (const Update& u : updates) errors.push_back(CompressionErrors::zeros(u.param.numel(), group_->size()));
-  FATHOM_CHECK(errors.size() == updates.size(), "ZeroOneAdam: parameter group ", g, " has ", updates.size(),
-               " parameters with gradients this step but had ", errors.size(),
-               "; every parameter must get a gradient at every step");
-  std::vector<CompressionErrors*> pointers;
-  for (CompressionErrors& e : errors) pointers.push_back(&e);
-  compressed_all_reduce(*group_, tensors, pointers);
-  ++compressed_steps_;
-}
-
 void ZeroOneAdam::update_group(const nn::ParamGroup& group, const std::vector<Update>& updates) {
   if (updates.empty()) return;
   const int64_t step = updates.front().state->step;  // this one, from 1
@@ -97,7 +74,7 @@ void ZeroOneAdam::update_group(const nn::ParamGroup& group, const std::vector<Up
   if (!s.frozen) {  // local gradients, their 1-bit mean into m
     std::vector<Tensor> grads;
     for (const Update& u : updates) grads.push_back(u.grad.clone());
-    compress(g, updates, grads);
+    compress_each(g, updates, grads);
     for (size_t i = 0; i < updates.size(); ++i) fold(updates[i].state->buffers[0], grads[i]);
   } else {  // local steps
     for (const Update& u : updates) fold(u.state->buffers[0], u.grad);
@@ -119,7 +96,7 @@ void ZeroOneAdam::update_group(const nn::ParamGroup& group, const std::vector<Up
       mul_(u.state->buffers[2], add(sqrt(u.state->buffers[1]), options_.eps));
       accumulated.push_back(u.state->buffers[2]);
     }
-    compress(g, updates, accumulated);
+    compress_each(g, updates, accumulated);
     for (const Update& u : updates) {
       Tensor& acc = u.state->buffers[2];
       u.state->buffers[0].copy_(mul(acc, -1.0 / lrs_[g]));
@@ -131,8 +108,7 @@ void ZeroOneAdam::update_group(const nn::ParamGroup& group, const std::vector<Up
   }
   // The errors of the gradients are not the accumulator's: zeroed once, when the freeze starts.
   if (&group == &param_groups().back() && step > options_.var_freeze_step && !errors_zeroed_at_freeze_) {
-    for (auto& group_errors : errors_)
-      for (CompressionErrors& e : group_errors) mul_(e.worker, 0.0), mul_(e.server, 0.0);
+    zero_per_parameter_errors();
     errors_zeroed_at_freeze_ = true;
   }
 }
@@ -142,8 +118,7 @@ std::vector<Tensor> ZeroOneAdam::rank_local_state() const {
   std::vector<double> lrs = lrs_;
   lrs.push_back(errors_zeroed_at_freeze_ ? 1.0 : 0.0);
   out.push_back(Tensor::from_vector(lrs, {static_cast<int64_t>(lrs.size())}));
-  for (const auto& group : errors_)
-    for (const CompressionErrors& e : group) out.push_back(e.worker), out.push_back(e.server);
+  for (Tensor& e : per_parameter_errors()) out.push_back(std::move(e));
   return out;
 }
 
@@ -153,15 +128,7 @@ void ZeroOneAdam::load_rank_local_state(const std::vector<Tensor>& state) {
   const std::vector<double> lrs = state[0].to(DType::F64).to_vector<double>();
   std::copy(lrs.begin(), lrs.end() - 1, lrs_.begin());
   errors_zeroed_at_freeze_ = lrs.back() != 0.0;
-  // The pairs of every group that had compressed, in group order.
-  size_t k = 1;
-  for (size_t g = 0; g < errors_.size(); ++g) {
-    errors_[g].clear();
-    const size_t n = param_groups()[g].params.size();
-    if (k + 2 * n > state.size()) continue;
-    for (size_t i = 0; i < n; ++i, k += 2) errors_[g].push_back({state[k].clone(), state[k + 1].clone()});
-  }
-  FATHOM_CHECK(k == state.size(), "ZeroOneAdam: the checkpoint's error buffers do not match this optimizer's parameters");
+  load_per_parameter_errors(state, 1);  // after the lr sums
 }
 
 }  // namespace fathom::parallel

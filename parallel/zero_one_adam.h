@@ -21,8 +21,7 @@
 #include <array>
 #include <memory>
 
-#include "nn/optimizer.h"
-#include "parallel/compressed_allreduce.h"
+#include "parallel/compressed_optimizer.h"
 
 namespace fathom::parallel {
 
@@ -37,13 +36,12 @@ struct ZeroOneAdamOptions {
   int64_t local_step_clipper = 16;
 };
 
-class ZeroOneAdam final : public nn::Optimizer {
+class ZeroOneAdam final : public CompressedOptimizer {
  public:
   ZeroOneAdam(std::vector<nn::ParamGroup> groups, ZeroOneAdamOptions options, std::shared_ptr<Communicator> data_group);
 
   // True when the coming step updates the variance (the engine then averages its gradients).
   bool wants_reduced_gradients() const override;
-  int64_t compressed_steps() const { return compressed_steps_; }  // this process's, with more than one rank
 
   std::vector<Tensor> rank_local_state() const override;  // the lr sums, then the error buffers
   void load_rank_local_state(const std::vector<Tensor>& state) override;
@@ -61,15 +59,9 @@ class ZeroOneAdam final : public nn::Optimizer {
   void update_group(const nn::ParamGroup& group, const std::vector<Update>& updates) override;
 
  private:
-  int64_t steps_taken() const;
-  // The tensors' compressed mean over the group, in place (their parameters' error buffers).
-  void compress(size_t group, const std::vector<Update>& updates, const std::vector<Tensor>& tensors);
   ZeroOneAdamOptions options_;
-  std::shared_ptr<Communicator> group_;
-  std::vector<std::vector<CompressionErrors>> errors_;  // [group][parameter]
-  std::vector<double> lrs_;                              // per group: lr summed since the last sync
+  std::vector<double> lrs_;  // per group: lr summed since the last sync
   bool errors_zeroed_at_freeze_ = false;
-  int64_t compressed_steps_ = 0;
 };
 
 }  // namespace fathom::parallel

@@ -1,8 +1,8 @@
 #!/bin/sh
-# 1-bit Adam where it helps: two "hosts" (network namespaces joined by a veth pair, both ends
+# The compressed optimizers where they help: two "hosts" (network namespaces joined by a veth pair, both ends
 # shaped by tc's token bucket to RATE, default 1gbit) run one rank each of fathom_onebit_bench
 # over Open MPI's TCP transport on that link only (shared memory would bypass it). Prints the
-# bench's table: bytes per step and step time, AdamW beside OneBitAdam after the freeze.
+# bench's table: bytes per step and step time, AdamW and LAMB beside the compressed optimizers.
 # Needs root (namespaces) and the sch_tbf qdisc; where either is missing it says so and stops,
 # and `mpirun -np 2 fathom_onebit_bench` still reports the bytes.
 #   onebit_link.sh BUILD_DIR [RATE] [STEPS]
