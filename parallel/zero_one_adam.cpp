@@ -77,6 +77,8 @@ void ZeroOneAdam::update_group(const nn::ParamGroup& group, const std::vector<Up
     compress_each(g, updates, grads);
     for (size_t i = 0; i < updates.size(); ++i) fold(updates[i].state->buffers[0], grads[i]);
   } else {  // local steps
+    if (!schedule_after(step - 2).frozen)  // the first: the weights every rank holds are the anchor
+      for (const Update& u : updates) u.state->buffers[2].copy_(u.param);
     for (const Update& u : updates) fold(u.state->buffers[0], u.grad);
     lrs_[g] += lr;
   }
@@ -85,24 +87,21 @@ void ZeroOneAdam::update_group(const nn::ParamGroup& group, const std::vector<Up
     if (decay > 0) step_update = add(step_update, mul(u.param, decay));
     Tensor param = u.param;
     sub_(param, mul(step_update, lr));
-    if (s.frozen) sub_(u.state->buffers[2], mul(step_update, lr));  // the accumulator keeps -Σ lr·update
   }
   if (s.frozen && step % s.local_interval == 0) {
-    // Undo the local steps, average what they added up to (in momentum units), apply the mean.
-    std::vector<Tensor> accumulated;
-    for (const Update& u : updates) {
-      Tensor param = u.param;
-      sub_(param, u.state->buffers[2]);
-      mul_(u.state->buffers[2], add(sqrt(u.state->buffers[1]), options_.eps));
-      accumulated.push_back(u.state->buffers[2]);
-    }
-    compress_each(g, updates, accumulated);
-    for (const Update& u : updates) {
-      Tensor& acc = u.state->buffers[2];
-      u.state->buffers[0].copy_(mul(acc, -1.0 / lrs_[g]));
-      Tensor param = u.param;
-      add_(param, div(acc, add(sqrt(u.state->buffers[1]), options_.eps)));
-      mul_(acc, 0.0);
+    // What the local steps moved each rank since the anchor, -Σ lr·update, in momentum units,
+    // averaged compressed; the mean applied to the anchor, which every rank holds bit for bit, so
+    // they all end with the same weights. (DeepSpeed undoes each rank's steps instead, which
+    // leaves the ranks a rounding apart.)
+    std::vector<Tensor> moved;
+    for (const Update& u : updates)
+      moved.push_back(mul(sub(u.param, u.state->buffers[2]), add(sqrt(u.state->buffers[1]), options_.eps)));
+    compress_each(g, updates, moved);
+    for (size_t i = 0; i < updates.size(); ++i) {
+      const Update& u = updates[i];
+      u.state->buffers[0].copy_(mul(moved[i], -1.0 / lrs_[g]));
+      u.param.copy_(add(u.state->buffers[2], div(moved[i], add(sqrt(u.state->buffers[1]), options_.eps))));
+      u.state->buffers[2].copy_(u.param);
     }
     lrs_[g] = 0;
   }

@@ -7,16 +7,20 @@
 //                averages the gradient at full precision and m, v update as Adam's;
 //                on the other steps the engine does not average: each rank's gradient goes
 //                through the 1-bit compressed all-reduce and only m updates.
-//   after var_freeze_step: v is frozen; each rank takes local steps on its own gradient, keeping
-//                their sum in the momentum accumulator, and every local_step_interval steps (1,
-//                doubling every local_step_scaler steps up to local_step_clipper) the ranks
-//                undo their local steps, all-reduce the accumulated momentum compressed, and
-//                apply the mean instead.
+//   after var_freeze_step: v is frozen; each rank takes local steps on its own gradient from the
+//                weights all ranks share ("weights_at_sync"), and every local_step_interval steps
+//                (1, doubling every local_step_scaler steps up to local_step_clipper) the ranks
+//                all-reduce compressed what their local steps moved them, in momentum units
+//                (DeepSpeed's momentum accumulator), and apply the mean to the shared weights.
 //   every step:  update = m / (√v + eps) + weight_decay·p (no bias correction); p -= lr·update.
 //
 // The error buffers (per parameter) serve the gradients and, zeroed once at the freeze, the
-// accumulator. The schedule's counters follow from the step count; the lr summed since the last
-// synchronisation and the error buffers are rank-local state that checkpoints keep.
+// synchronisations. DeepSpeed keeps the accumulated -Σ lr·update and undoes each rank's local
+// steps by subtracting it, which leaves the ranks' weights a rounding apart after every
+// synchronisation; keeping the shared weights instead (the same 4 bytes per parameter) makes every
+// rank hold the same weights, bit for bit, after each. The schedule's counters follow from the
+// step count; the lr summed since the last synchronisation and the error buffers are rank-local
+// state that checkpoints keep.
 
 #include <array>
 #include <memory>
@@ -54,7 +58,7 @@ class ZeroOneAdam final : public CompressedOptimizer {
   Schedule schedule_after(int64_t steps) const;
 
  protected:
-  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq", "momentum_accumulator"}; }
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq", "weights_at_sync"}; }
   void update(const nn::ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) override;
   void update_group(const nn::ParamGroup& group, const std::vector<Update>& updates) override;
 

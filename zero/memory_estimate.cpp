@@ -56,7 +56,7 @@ int64_t optimizer_state_bytes(OptimizerKind kind) {
     case OptimizerKind::Lion: return 4;   // one momentum buffer
     case OptimizerKind::SGD: return 0;
     case OptimizerKind::OneBitAdam: return 12;  // exp_avg + exp_avg_sq + the worker error buffer
-    case OptimizerKind::ZeroOneAdam: return 16;  // and the momentum accumulator
+    case OptimizerKind::ZeroOneAdam: return 16;  // and the weights at the last synchronisation
     // exp_avg, exp_avg_sq, exp_avg_sq_fresh, the worker error; during the step also the flat
     // compressed buffer and the momenta before the step's gradient
     case OptimizerKind::OneBitLamb: return 24;

@@ -39,7 +39,7 @@ OptimizerKind parse_optimizer_kind(const std::string& name);
 const char* optimizer_kind_name(OptimizerKind kind);
 // Bytes of fp32 optimizer state per parameter (K): Adam/AdamW/Lamb 8, SGD-momentum 4, Lion 4, SGD 0,
 // OneBitAdam 12 (its moments and the worker error buffer; the server error adds 4/n more),
-// ZeroOneAdam 16 (and its momentum accumulator), OneBitLamb 24 (three moments, the worker error,
+// ZeroOneAdam 16 (and the weights at its last synchronisation), OneBitLamb 24 (three moments, the worker error,
 // and during the step the flat compressed buffer and the momenta before the gradient).
 int64_t optimizer_state_bytes(OptimizerKind kind);
 

@@ -100,17 +100,21 @@ std::vector<Tensor> zero_one_run(int steps, int save_at, const std::string& dir,
 }
 }  // namespace
 
-TEST_CASE("0/1 Adam resumed from a synchronisation step continues as the straight run", "[onebit]") {
+TEST_CASE("0/1 Adam resumed from a synchronisation step continues bit for bit; after a sync every rank agrees", "[onebit]") {
   const auto& world = runtime().world_ptr();
   const std::string dir = fathom::testing::fresh_checkpoint_dir("fathom_zero_one_resume", *world);
   // Frozen from step 8; synchronisations at steps 8, 9, 10, 12 and 16 (the local interval grows
-  // 1, 2, 4): saved at 12, resumed through local steps 13-15 and the sync at 16. (Between
-  // synchronisations the ranks' weights differ, and a checkpoint keeps rank 0's: docs/optimizers.md.
-  // Undoing the local steps leaves each rank's weights a rounding apart, so the resume matches
-  // within f32 rounding rather than bit for bit at several ranks.)
-  const std::vector<Tensor> straight = zero_one_run(18, 12, dir, false);
-  const std::vector<Tensor> resumed = zero_one_run(18, -1, dir, true);
+  // 1, 2, 4): saved at 12, resumed through local steps 13-15 and the sync at 16, bit for bit.
+  // (Between synchronisations the ranks' weights differ, and a checkpoint keeps rank 0's:
+  // docs/optimizers.md. After each, every rank holds the same weights.)
+  const std::vector<Tensor> straight = zero_one_run(16, 12, dir, false);
+  const std::vector<Tensor> resumed = zero_one_run(16, -1, dir, true);
   REQUIRE(straight.size() == resumed.size());
-  const double bound = world->size() == 1 ? 0.0 : 1e-6;
-  for (size_t i = 0; i < straight.size(); ++i) FATHOM_REQUIRE_CLOSE(resumed[i], straight[i], bound, bound);
+  for (size_t i = 0; i < straight.size(); ++i) {
+    FATHOM_REQUIRE_CLOSE(resumed[i], straight[i], 0.0, 0.0);
+    Tensor max = straight[i].clone(), min = straight[i].clone();  // the same on every rank
+    world->all_reduce(max, parallel::ReduceOp::Max);
+    world->all_reduce(min, parallel::ReduceOp::Min);
+    FATHOM_REQUIRE_CLOSE(max, min, 0.0, 0.0);
+  }
 }
