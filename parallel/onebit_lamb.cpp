@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/threads.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduction.h"
 #include "nn/lamb.h"
@@ -13,6 +14,9 @@ namespace fathom::parallel {
 namespace {
 // Positions in ParamState::scalars (OneBitLamb::scalar_states).
 constexpr size_t kCoeffFreeze = 0, kLastFactor = 1, kScalingCoeff = 2;
+
+// Threads for a host loop over n elements: small tensors stay serial.
+int host_threads(int64_t n) { return static_cast<int>(std::clamp<int64_t>(n >> 15, 1, num_threads())); }
 }  // namespace
 
 OneBitLamb::OneBitLamb(std::vector<nn::ParamGroup> groups, OneBitLambOptions options,
@@ -144,23 +148,11 @@ void OneBitLamb::compress_momenta() {
 // variance (see the header).
 void OneBitLamb::compressed_step(const Pending& p) {
   ParamState& state = *p.update.state;
-  const Tensor& m = state.buffers[0];
-  const Tensor& v = state.buffers[1];
-  Tensor& fresh = state.buffers[2];
-  const double beta1 = options_.betas[0], beta2 = options_.betas[1], eps = options_.eps;
   const double decay = *p.group->weight_decay;
-
-  const Tensor gradient = div(sub(m, mul(p.momentum_before, beta1)), 1.0 - beta1);
-  mul_(fresh, beta2);
-  add_(fresh, mul(mul(gradient, gradient), 1.0 - beta2));
-
-  const Tensor denom = add(sqrt(v), eps);
-  const Tensor prelim = div(m, denom);
-  const Tensor update = decay > 0 ? add(prelim, mul(p.update.param, decay)) : prelim;
-  double factor = max(div(denom, add(sqrt(fresh), eps))).item();
+  const FrozenStepNorms norms = p.update.param.device().is_cpu() ? frozen_step_norms_host(p) : frozen_step_norms(p);
+  double factor = norms.largest_denom_ratio;
   if (decay > 0) {
-    const double update_norm = global_norm({update});
-    const double ratio = update_norm > 0 ? std::min(1.0, global_norm({prelim}) / update_norm) : 1.0;
+    const double ratio = norms.update > 0 ? std::min(1.0, norms.prelim / norms.update) : 1.0;
     factor = factor * ratio + (1.0 - ratio);
   }
   factor = std::clamp(factor, options_.factor_min, options_.factor_max);
@@ -169,8 +161,76 @@ void OneBitLamb::compressed_step(const Pending& p) {
   last = factor;
   const double coeff = state.scalars[kCoeffFreeze] * factor;
   lamb_coeffs_.push_back(coeff);
-  Tensor param = p.update.param;
-  sub_(param, mul(update, *p.group->lr * coeff));
+  apply_frozen_step(p, *p.group->lr * coeff, decay);
+}
+
+// ĝ = (m - β1·m_before)/(1-β1) into the fresh variance; the norms of m/(√v + eps) (prelim) and of
+// prelim + decay·p (update); the largest (√v + eps)/(√v' + eps). Tensor ops, for any device.
+OneBitLamb::FrozenStepNorms OneBitLamb::frozen_step_norms(const Pending& p) const {
+  const ParamState& state = *p.update.state;
+  const Tensor& m = state.buffers[0];
+  Tensor fresh = state.buffers[2];
+  const double beta1 = options_.betas[0], beta2 = options_.betas[1], eps = options_.eps;
+  const double decay = *p.group->weight_decay;
+  const Tensor gradient = div(sub(m, mul(p.momentum_before, beta1)), 1.0 - beta1);
+  mul_(fresh, beta2);
+  add_(fresh, mul(mul(gradient, gradient), 1.0 - beta2));
+  const Tensor denom = add(sqrt(state.buffers[1]), eps);
+  const Tensor prelim = div(m, denom);
+  FrozenStepNorms norms;
+  norms.largest_denom_ratio = max(div(denom, add(sqrt(fresh), eps))).item();
+  norms.prelim = global_norm({prelim});
+  norms.update = decay > 0 ? global_norm({add(prelim, mul(p.update.param, decay))}) : norms.prelim;
+  return norms;
+}
+
+// The same in one pass over host memory (the hot path: ~15 tensor passes become one).
+OneBitLamb::FrozenStepNorms OneBitLamb::frozen_step_norms_host(const Pending& p) const {
+  const ParamState& state = *p.update.state;
+  const float* m = static_cast<const float*>(state.buffers[0].raw_data());
+  const float* before = static_cast<const float*>(p.momentum_before.raw_data());
+  const float* v = static_cast<const float*>(state.buffers[1].raw_data());
+  float* fresh = static_cast<float*>(state.buffers[2].raw_data());
+  const float* w = static_cast<const float*>(p.update.param.raw_data());
+  const float beta1 = static_cast<float>(options_.betas[0]), beta2 = static_cast<float>(options_.betas[1]);
+  const float eps = static_cast<float>(options_.eps), decay = static_cast<float>(*p.group->weight_decay);
+  const float inv_one_minus_beta1 = static_cast<float>(1.0 / (1.0 - options_.betas[0]));
+  const int64_t n = p.update.param.numel();
+  double prelim_sq = 0, update_sq = 0;
+  float largest = 0;
+#pragma omp parallel for num_threads(host_threads(n)) schedule(static) reduction(+ : prelim_sq, update_sq) \
+    reduction(max : largest)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = (m[i] - beta1 * before[i]) * inv_one_minus_beta1;
+    fresh[i] = beta2 * fresh[i] + (1.0f - beta2) * g * g;
+    const float denom = std::sqrt(v[i]) + eps;
+    const float prelim = m[i] / denom;
+    const float update = prelim + decay * w[i];
+    prelim_sq += static_cast<double>(prelim) * prelim;
+    update_sq += static_cast<double>(update) * update;
+    largest = std::max(largest, denom / (std::sqrt(fresh[i]) + eps));
+  }
+  return {.largest_denom_ratio = largest, .prelim = std::sqrt(prelim_sq), .update = std::sqrt(update_sq)};
+}
+
+// p -= rate·(m/(√v + eps) + decay·p).
+void OneBitLamb::apply_frozen_step(const Pending& p, double rate, double decay) const {
+  const Tensor& m = p.update.state->buffers[0];
+  const Tensor& v = p.update.state->buffers[1];
+  if (!p.update.param.device().is_cpu()) {
+    Tensor update = div(m, add(sqrt(v), options_.eps));
+    if (decay > 0) update = add(update, mul(p.update.param, decay));
+    Tensor param = p.update.param;
+    sub_(param, mul(update, rate));
+    return;
+  }
+  float* w = static_cast<float*>(p.update.param.raw_data());
+  const float* mp = static_cast<const float*>(m.raw_data());
+  const float* vp = static_cast<const float*>(v.raw_data());
+  const float r = static_cast<float>(rate), eps = static_cast<float>(options_.eps), d = static_cast<float>(decay);
+  const int64_t n = p.update.param.numel();
+#pragma omp parallel for num_threads(host_threads(n)) schedule(static)
+  for (int64_t i = 0; i < n; ++i) w[i] -= r * (mp[i] / (std::sqrt(vp[i]) + eps) + d * w[i]);
 }
 
 std::vector<Tensor> OneBitLamb::rank_local_state() const {

@@ -94,6 +94,12 @@ class OneBitLamb final : public CompressedOptimizer {
   void set_scaling_coefficients();
   void compress_momenta();
   void compressed_step(const Pending& p);
+  struct FrozenStepNorms {
+    double largest_denom_ratio = 0, prelim = 0, update = 0;
+  };
+  FrozenStepNorms frozen_step_norms(const Pending& p) const;
+  FrozenStepNorms frozen_step_norms_host(const Pending& p) const;
+  void apply_frozen_step(const Pending& p, double rate, double decay) const;
 
   OneBitLambOptions options_;
   std::vector<Pending> pending_;

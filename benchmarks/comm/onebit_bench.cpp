@@ -75,9 +75,9 @@ const Entry kEntries[] = {
     {"Lamb", R"({"type": "Lamb", "params": {"lr": 1e-5}})"},
     {"OneBitAdam", R"({"type": "OneBitAdam", "params": {"lr": 1e-5, "freeze_step": 3, "comm_backend_name": "mpi"}})"},
     {"ZeroOneAdam, sync every step", R"({"type": "ZeroOneAdam", "params": {"lr": 1e-5, "var_freeze_step": 5,
-        "var_update_scaler": 2, "comm_backend_name": "mpi"}})"},
+        "var_update_scaler": 16, "comm_backend_name": "mpi"}})"},
     {"ZeroOneAdam, sync every 4", R"({"type": "ZeroOneAdam", "params": {"lr": 1e-5, "var_freeze_step": 5,
-        "var_update_scaler": 2, "local_step_scaler": 1, "local_step_clipper": 4, "comm_backend_name": "mpi"}})"},
+        "var_update_scaler": 16, "local_step_scaler": 1, "local_step_clipper": 4, "comm_backend_name": "mpi"}})"},
     {"OneBitLamb", R"({"type": "OneBitLamb", "params": {"lr": 1e-5, "freeze_step": 3, "comm_backend_name": "mpi"}})"},
 };
 }  // namespace
