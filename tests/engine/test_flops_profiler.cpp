@@ -150,3 +150,36 @@ TEST_CASE("an output file or trace folder that cannot be made is an error before
                  model),
       Catch::Contains("trace: cannot create " + (blocker / "t").string()) && Catch::EndsWith("check output_path"));
 }
+
+TEST_CASE("a profile or trace file that cannot be written is an error at the step that writes it, naming it",
+          "[engine]") {
+  // A folder where the file would go: the folder exists, so initialize accepts it; the write fails.
+  const fs::path dir = fs::temp_directory_path() / "fathom_unwritable_outputs";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "profile.txt");
+  fs::create_directories(dir / "trace.json");
+  models::GPTConfig c = models::GPTConfig::preset("tiny");
+  c.vocab_size = 64;
+  c.block_size = 16;
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 8 * 17 + 1; ++i) tokens.push_back(static_cast<uint16_t>(i * 5 % 61));
+  auto data = std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
+  const auto train = [&](const std::string& section) {
+    const Config config = Config::from_string(
+        R"({"train_batch_size": 2, "optimizer": {"type": "AdamW"}, )" + section + "}");
+    Initialized init = initialize(config, std::make_shared<models::GPT>(c, 1), nullptr, data);
+    for (const Batch& batch : *init.loader) {
+      init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs)), batch.targets,
+                                              batch.loss_normaliser));
+      init.engine->step();
+      if (init.engine->global_steps() == 3) break;
+    }
+  };
+  CHECK_THROWS_WITH(train(R"("flops_profiler": {"enabled": true, "profile_step": 1, "output_file": ")" +
+                          (dir / "profile.txt").string() + R"("})"),
+                    Catch::Contains("flops_profiler: cannot write output_file " + (dir / "profile.txt").string()));
+  CHECK_THROWS_WITH(train(R"("trace": {"enabled": true, "steps": [1, 1], "output_path": ")" + dir.string() + R"("})"),
+                    Catch::Contains("trace: cannot write " + (dir / "trace.json").string()) &&
+                        Catch::Contains("check output_path"));
+  fs::remove_all(dir);
+}

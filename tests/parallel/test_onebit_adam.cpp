@@ -2,17 +2,19 @@
 // correction, decoupled weight decay, a first step that only initialises the moments — here
 // AdamW without bias correction whose first step has lr 0); after the freeze it sends compressed
 // momenta and still trains the tiny GPT about as well as Adam.
+#include <cmath>
+#include <filesystem>
 #include <numeric>
 
+#include "autograd/functions.h"
 #include "engine/initialize.h"
 #include "gpt_training.h"
-#include "regression_job.h"
 #include "mpi_test_util.h"
-#include "autograd/functions.h"
 #include "nn/containers.h"
 #include "nn/linear.h"
-#include <cmath>
+#include "nn/safetensors.h"
 #include "parallel/onebit_adam.h"
+#include "regression_job.h"
 #include "test_util.h"
 
 using namespace fathom;
@@ -130,5 +132,31 @@ TEST_CASE("a checkpoint saved at several ranks resumes at one: the error feedbac
   REQUIRE(optimizer != nullptr);
   CHECK(dynamic_cast<const parallel::OneBitAdam&>(*optimizer).compressing());
   CHECK(optimizer->rank_local_state().empty());  // the saved ranks' buffers were not taken
+  world->barrier();
+}
+
+TEST_CASE("a damaged error-feedback file is an error naming it, not a silent restart", "[onebit]") {
+  const auto& world = runtime().world_ptr();
+  if (world->size() == 1) return;  // one rank compresses nothing, so nothing is saved per rank
+  const std::string dir = fathom::testing::fresh_checkpoint_dir("fathom_onebit_damaged", *world);
+  onebit_regression(6, 6, dir, false);  // compressing since step 5
+  const std::filesystem::path tag = std::filesystem::path(dir) / "global_step6";
+  std::vector<std::filesystem::path> local_files;
+  for (const auto& entry : std::filesystem::directory_iterator(tag))
+    if (entry.path().filename().string().find(".optim_local.") != std::string::npos) local_files.push_back(entry.path());
+  REQUIRE(local_files.size() == static_cast<size_t>(world->size()));
+  world->barrier();
+  // Truncated: the reader names the file. Every rank's file is damaged, so every rank fails alike.
+  if (world->rank() == 0)
+    for (const auto& file : local_files) std::filesystem::resize_file(file, 4);
+  world->barrier();
+  CHECK_THROWS_WITH(onebit_regression(7, -1, dir, true), Catch::Contains(".optim_local.safetensors': file is 4 bytes"));
+  world->barrier();
+  // A readable file without the buffers: named too.
+  if (world->rank() == 0)
+    for (const auto& file : local_files) nn::save_safetensors(file.string(), {{"unrelated", Tensor::zeros({2})}});
+  world->barrier();
+  CHECK_THROWS_WITH(onebit_regression(7, -1, dir, true),
+                    Catch::Contains("no tensor local.0; the file is damaged, or from another run"));
   world->barrier();
 }

@@ -118,3 +118,29 @@ TEST_CASE("0/1 Adam resumed from a synchronisation step continues bit for bit; a
     FATHOM_REQUIRE_CLOSE(max, min, 0.0, 0.0);
   }
 }
+
+TEST_CASE("0/1 Adam's bad settings are errors naming them", "[onebit]") {
+  const auto& world = runtime().world_ptr();
+  const auto config = [&](const std::string& params, int stage = 0) {
+    return Config::from_string(detail::concat(R"({"train_batch_size": )", world->size(),
+                                              R"(, "optimizer": {"type": "ZeroOneAdam", "params": {)", params,
+                                              R"(}}, "zero_optimization": {"stage": )", stage, "}}"));
+  };
+  CHECK_THROWS_WITH(config(R"("var_freeze_step": -1)"),
+                    Catch::Contains("optimizer.params.var_freeze_step") &&
+                        Catch::Contains("\"var_freeze_step\" must be a whole number >= 0, got -1"));
+  for (const char* key : {"var_update_scaler", "local_step_scaler", "local_step_clipper"}) {
+    INFO(key);
+    CHECK_THROWS_WITH(config(detail::concat("\"", key, "\": 0")),
+                      Catch::Contains(detail::concat("\"", key, "\" must be a whole number >= 1, got 0")));
+    CHECK_THROWS_WITH(config(detail::concat("\"", key, "\": 2.5")),
+                      Catch::Contains(detail::concat("\"", key, "\" must be a whole number >= 1, got 2.5")));
+  }
+  CHECK_THROWS_WITH(config(R"("betas": [0.9, 1.5])"), Catch::Contains("betas"));
+  CHECK_THROWS_WITH(config(R"("local_step_interval": 4)"),
+                    Catch::Contains("unknown optimizer parameter \"local_step_interval\""));
+  auto model = std::make_shared<nn::Linear>(4, 2);
+  CHECK_THROWS_WITH(initialize(config("", 3), model, nullptr, nullptr, world),
+                    Catch::Contains("config error at zero_optimization.stage: ZeroOneAdam communicates its own") &&
+                        Catch::Contains("stage is 3, use 0"));
+}
