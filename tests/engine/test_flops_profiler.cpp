@@ -20,6 +20,19 @@ struct Counted {
   int64_t macs, flops;
 };
 
+// The tiny GPT with a 64-token vocabulary and 16-token sequences, and 8 of its sequences.
+models::GPTConfig small_tiny_gpt() {
+  models::GPTConfig c = models::GPTConfig::preset("tiny");
+  c.vocab_size = 64;
+  c.block_size = 16;
+  return c;
+}
+std::shared_ptr<TokenDataset> eight_sequences() {
+  std::vector<uint16_t> tokens;
+  for (int i = 0; i < 8 * 17 + 1; ++i) tokens.push_back(static_cast<uint16_t>(i * 5 % 61));
+  return std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
+}
+
 // GPT's forward (bias, no dropout, tied head) by the convention: matmuls M·N·K MACs and twice
 // that in flops, causal attention's two T×T products whole and its softmax one flop per score,
 // layernorm 5 flops an element, GELU, the biases and the residual and embedding additions 1.
@@ -92,12 +105,8 @@ TEST_CASE("the engine prints DeepSpeed's summary, the top modules and the tree a
   const Config config = Config::from_string(R"({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2,
       "optimizer": {"type": "AdamW"}, "flops_profiler": {"enabled": true, "profile_step": 1, "top_modules": 2,
       "output_file": ")" + file.string() + R"("}})");
-  models::GPTConfig c = models::GPTConfig::preset("tiny");
-  c.vocab_size = 64;
-  c.block_size = 16;
-  std::vector<uint16_t> tokens;
-  for (int i = 0; i < 8 * 17 + 1; ++i) tokens.push_back(static_cast<uint16_t>(i * 5 % 61));
-  auto data = std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
+  const models::GPTConfig c = small_tiny_gpt();
+  const auto data = eight_sequences();
   Initialized init = initialize(config, std::make_shared<models::GPT>(c, 1), nullptr, data);
   for (const Batch& batch : *init.loader) {
     init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs)), batch.targets,
@@ -158,12 +167,8 @@ TEST_CASE("a profile or trace file that cannot be written is an error at the ste
   fs::remove_all(dir);
   fs::create_directories(dir / "profile.txt");
   fs::create_directories(dir / "trace.json");
-  models::GPTConfig c = models::GPTConfig::preset("tiny");
-  c.vocab_size = 64;
-  c.block_size = 16;
-  std::vector<uint16_t> tokens;
-  for (int i = 0; i < 8 * 17 + 1; ++i) tokens.push_back(static_cast<uint16_t>(i * 5 % 61));
-  auto data = std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
+  const models::GPTConfig c = small_tiny_gpt();
+  const auto data = eight_sequences();
   const auto train = [&](const std::string& section) {
     const Config config = Config::from_string(
         R"({"train_batch_size": 2, "optimizer": {"type": "AdamW"}, )" + section + "}");
