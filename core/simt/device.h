@@ -1,0 +1,122 @@
+#pragma once
+// The device side of the SIMT emulator: what a kernel source compiled by the host compiler sees
+// in place of CUDA's built-ins. Each intrinsic records its call site, so the scheduler's errors
+// (core/simt/block_scheduler.h) name the file and line of the barrier or warp operation.
+//
+// `__shared__` variables become function-local statics in the section `fathom_simt_shared`,
+// which launch() fills with 0xFF before every block: one copy per program, which is right because
+// blocks run one at a time on the launching thread. Atomics are plain read-modify-writes: the
+// threads of a block are fibers that switch only at barriers and warp operations, so nothing
+// runs between the read and the write.
+
+#include <cstdint>
+#include <cstring>
+#include <tuple>
+#include <type_traits>
+
+#include "core/simt/block_scheduler.h"
+#include "core/simt/launch.h"
+
+namespace fathom::simt {
+
+inline const ThreadContext& this_thread() { return BlockScheduler::current().thread(); }
+inline void syncthreads(Site site) { BlockScheduler::current().syncthreads(site); }
+
+template <class T>
+T warp_shuffle(BlockScheduler::WarpKind kind, unsigned mask, T value, int arg, Site site, int width = kWarpSize) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 16, "a shuffled value is at most 16 plain bytes");
+  const auto result = BlockScheduler::current().warp_op(kind, mask, &value, sizeof(T), arg, width, site);
+  T out;
+  std::memcpy(&out, result.bytes, sizeof(T));
+  return out;
+}
+inline unsigned warp_ballot(unsigned mask, bool predicate, Site site) {
+  const unsigned char vote = predicate ? 1 : 0;
+  const auto result =
+      BlockScheduler::current().warp_op(BlockScheduler::WarpKind::Ballot, mask, &vote, 1, 0, kWarpSize, site);
+  unsigned bits;
+  std::memcpy(&bits, result.bytes, sizeof bits);
+  return bits;
+}
+inline void warp_sync(Site site, unsigned mask = 0xffffffffu) {
+  BlockScheduler::current().warp_op(BlockScheduler::WarpKind::Sync, mask, nullptr, 0, 0, kWarpSize, site);
+}
+inline unsigned active_mask() { return BlockScheduler::current().active_mask(); }
+
+template <class T>
+T atomic_add(T* address, T value) {
+  const T old = *address;
+  *address = old + value;
+  return old;
+}
+template <class T>
+T atomic_max(T* address, T value) {
+  const T old = *address;
+  *address = old < value ? value : old;
+  return old;
+}
+template <class T>
+T atomic_min(T* address, T value) {
+  const T old = *address;
+  *address = value < old ? value : old;
+  return old;
+}
+template <class T>
+T atomic_exchange(T* address, T value) {
+  const T old = *address;
+  *address = value;
+  return old;
+}
+template <class T>
+T atomic_compare_exchange(T* address, T expected, T desired) {
+  const T old = *address;
+  if (old == expected) *address = desired;
+  return old;
+}
+
+// A launch as CUDA makes it: the arguments converted to the kernel's parameter types once, then
+// every thread called with its own copy.
+template <class... Params, class... Args>
+void launch_kernel(const LaunchSpec& spec, void (*kernel)(Params...), Args&&... args) {
+  const std::tuple<std::decay_t<Params>...> values(std::forward<Args>(args)...);
+  launch(spec, [&] {
+    std::tuple<std::decay_t<Params>...> mine = values;
+    std::apply(kernel, mine);
+  });
+}
+
+}  // namespace fathom::simt
+
+#define FATHOM_SIMT_SITE (::fathom::simt::Site{__FILE__, __LINE__})
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static __attribute__((section("fathom_simt_shared")))
+#define threadIdx (::fathom::simt::this_thread().thread_idx)
+#define blockIdx (::fathom::simt::this_thread().block_idx)
+#define blockDim (::fathom::simt::this_thread().block_dim)
+#define gridDim (::fathom::simt::this_thread().grid_dim)
+#define warpSize (::fathom::simt::kWarpSize)
+
+#define __syncthreads() ::fathom::simt::syncthreads(FATHOM_SIMT_SITE)
+#define __syncwarp(...) ::fathom::simt::warp_sync(FATHOM_SIMT_SITE __VA_OPT__(, ) __VA_ARGS__)
+#define __activemask() ::fathom::simt::active_mask()
+#define __ballot_sync(mask, predicate) ::fathom::simt::warp_ballot((mask), (predicate), FATHOM_SIMT_SITE)
+#define __any_sync(mask, predicate) (::fathom::simt::warp_ballot((mask), (predicate), FATHOM_SIMT_SITE) != 0u)
+#define __all_sync(mask, predicate) \
+  (::fathom::simt::warp_ballot((mask), (predicate), FATHOM_SIMT_SITE) == static_cast<unsigned>(mask))
+#define FATHOM_SIMT_SHUFFLE(kind, mask, value, arg, ...)                                                  \
+  ::fathom::simt::warp_shuffle(::fathom::simt::BlockScheduler::WarpKind::kind, (mask), (value), (arg), \
+                               FATHOM_SIMT_SITE __VA_OPT__(, ) __VA_ARGS__)
+#define __shfl_sync(mask, value, lane, ...) FATHOM_SIMT_SHUFFLE(Index, mask, value, lane, __VA_ARGS__)
+#define __shfl_up_sync(mask, value, delta, ...) FATHOM_SIMT_SHUFFLE(Up, mask, value, delta, __VA_ARGS__)
+#define __shfl_down_sync(mask, value, delta, ...) FATHOM_SIMT_SHUFFLE(Down, mask, value, delta, __VA_ARGS__)
+#define __shfl_xor_sync(mask, value, lane_mask, ...) FATHOM_SIMT_SHUFFLE(Xor, mask, value, lane_mask, __VA_ARGS__)
+
+#define atomicAdd ::fathom::simt::atomic_add
+#define atomicMax ::fathom::simt::atomic_max
+#define atomicMin ::fathom::simt::atomic_min
+#define atomicExch ::fathom::simt::atomic_exchange
+#define atomicCAS ::fathom::simt::atomic_compare_exchange

@@ -1,0 +1,96 @@
+#include "core/simt/launch.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+
+// The section core/simt/device.h puts `__shared__` variables in; the linker defines its bounds
+// (weak: a program without any has none).
+extern "C" {
+extern char __start_fathom_simt_shared[] __attribute__((weak, visibility("hidden")));
+extern char __stop_fathom_simt_shared[] __attribute__((weak, visibility("hidden")));
+}
+
+namespace fathom::simt {
+namespace {
+constexpr unsigned char kPoison = 0xFF;  // NaN in every float and double
+
+struct BlockMemory {
+  std::vector<std::unique_ptr<FiberStack>> stacks;
+  void* dynamic = nullptr;
+  size_t dynamic_bytes = 0;
+  ~BlockMemory() { std::free(dynamic); }
+};
+thread_local BlockMemory memory;
+thread_local void* current_dynamic = nullptr;
+
+size_t stack_bytes() {
+  const char* text = std::getenv("FATHOM_SIMT_STACK_KIB");
+  const long kib = text ? std::atol(text) : 128;
+  FATHOM_CHECK(kib >= 16, "FATHOM_SIMT_STACK_KIB is \"", text ? text : "", "\"; give at least 16 (KiB per thread)");
+  return static_cast<size_t>(kib) * 1024;
+}
+
+void check_launch(const LaunchSpec& s) {
+  const std::string where = std::string("launch of ") + s.kernel + " at " + site_str(s.site) + " with grid " +
+                            dim_str(s.grid) + ", block " + dim_str(s.block);
+  FATHOM_CHECK(s.block.count() >= 1 && s.grid.count() >= 1, where, ": every dimension must be at least 1 "
+               "(cudaErrorInvalidConfiguration)");
+  FATHOM_CHECK(s.block.count() <= Limits::kMaxThreadsPerBlock && s.block.x <= Limits::kMaxBlockX &&
+                   s.block.y <= Limits::kMaxBlockY && s.block.z <= Limits::kMaxBlockZ,
+               where, ": a block holds at most ", Limits::kMaxThreadsPerBlock, " threads, ", Limits::kMaxBlockX, " × ",
+               Limits::kMaxBlockY, " × ", Limits::kMaxBlockZ, " (cudaErrorInvalidConfiguration)");
+  FATHOM_CHECK(s.grid.x <= Limits::kMaxGridX && s.grid.y <= Limits::kMaxGridY && s.grid.z <= Limits::kMaxGridZ, where,
+               ": a grid is at most ", Limits::kMaxGridX, " × ", Limits::kMaxGridY, " × ", Limits::kMaxGridZ,
+               " blocks (cudaErrorInvalidConfiguration)");
+  FATHOM_CHECK(s.dynamic_shared <= Limits::kMaxSharedPerBlock, where, ": ", s.dynamic_shared,
+               " bytes of dynamic shared memory, more than the ", Limits::kMaxSharedPerBlock,
+               " a block may have (cudaErrorInvalidValue)");
+}
+}  // namespace
+
+size_t static_shared_bytes() {
+  if (!__start_fathom_simt_shared || !__stop_fathom_simt_shared) return 0;
+  return static_cast<size_t>(__stop_fathom_simt_shared - __start_fathom_simt_shared);
+}
+
+void* dynamic_shared() { return current_dynamic; }
+
+void launch(const LaunchSpec& spec, const std::function<void()>& body) {
+  check_launch(spec);
+  const Schedule schedule = Schedule::from_environment();
+  const size_t threads = static_cast<size_t>(spec.block.count());
+  while (memory.stacks.size() < threads) memory.stacks.push_back(std::make_unique<FiberStack>(stack_bytes()));
+  std::vector<FiberStack*> stacks;
+  for (size_t t = 0; t < threads; ++t) stacks.push_back(memory.stacks[t].get());
+  if (memory.dynamic_bytes < spec.dynamic_shared) {
+    std::free(memory.dynamic);
+    memory.dynamic = std::aligned_alloc(128, (spec.dynamic_shared + 127) / 128 * 128);
+    memory.dynamic_bytes = spec.dynamic_shared;
+  }
+  void* outer_dynamic = std::exchange(current_dynamic, spec.dynamic_shared ? memory.dynamic : nullptr);
+  struct Restore {
+    void* outer;
+    ~Restore() { current_dynamic = outer; }
+  } restore{outer_dynamic};
+  const size_t shared = static_shared_bytes();
+  for (unsigned z = 0; z < spec.grid.z; ++z)
+    for (unsigned y = 0; y < spec.grid.y; ++y)
+      for (unsigned x = 0; x < spec.grid.x; ++x) {
+        if (shared) std::memset(__start_fathom_simt_shared, kPoison, shared);
+        if (spec.dynamic_shared) std::memset(memory.dynamic, kPoison, spec.dynamic_shared);
+        BlockScheduler block(spec.kernel, spec.grid, Dim3(x, y, z), spec.block, schedule, stacks);
+        try {
+          block.run(body);
+        } catch (const Error& e) {
+          FATHOM_FAIL("in the launch at ", site_str(spec.site), " (grid ", dim_str(spec.grid), ", block ",
+                      dim_str(spec.block), ", order ", schedule.str(), "): ", e.what());
+        }
+      }
+}
+
+}  // namespace fathom::simt

@@ -1,0 +1,42 @@
+#pragma once
+// Kernel launches in the SIMT emulator: the grid's blocks one after another on the calling OS
+// thread, each by a BlockScheduler, with the launch limits of an H100/H200 (sm_90) enforced as the
+// GPU enforces them — an oversized launch is an error, not a silently different run.
+//
+// Shared memory: a kernel's `__shared__` variables (core/simt/device.h places them in one linker
+// section) and its dynamic shared memory are filled with 0xFF bytes — a NaN in every float and
+// double — before every block, so a read of shared memory no thread of the block wrote shows up.
+
+#include <cstddef>
+#include <functional>
+
+#include "core/simt/block_scheduler.h"
+
+namespace fathom::simt {
+
+// sm_90's limits (CUDA C++ Programming Guide, "Features and Technical Specifications").
+struct Limits {
+  static constexpr unsigned kMaxThreadsPerBlock = 1024;
+  static constexpr unsigned kMaxBlockX = 1024, kMaxBlockY = 1024, kMaxBlockZ = 64;
+  static constexpr unsigned kMaxGridX = 2147483647u, kMaxGridY = 65535, kMaxGridZ = 65535;
+  static constexpr size_t kStaticSharedPerBlock = 48 * 1024;
+  static constexpr size_t kMaxSharedPerBlock = 227 * 1024;  // with the opt-in attribute
+};
+
+struct LaunchSpec {
+  const char* kernel = "?";
+  Dim3 grid, block;
+  size_t dynamic_shared = 0;
+  Site site;  // the launch's place in the source
+};
+
+// Runs body() once per thread of every block. Errors name the kernel, the launch site and, for
+// what happens inside, the block and thread.
+void launch(const LaunchSpec& spec, const std::function<void()>& body);
+
+// The calling block's dynamic shared memory (extern __shared__), 128-byte aligned.
+void* dynamic_shared();
+// The bytes of every `__shared__` variable of the program (the section), for tests.
+size_t static_shared_bytes();
+
+}  // namespace fathom::simt
