@@ -15,6 +15,7 @@
 
 #include "core/convert.h"
 #include "core/cuda/copy_kernels.h"
+#include "core/cuda/kernel_launch.h"
 #include "core/cuda/launch_check.h"
 
 namespace fathom::cuda {
@@ -101,11 +102,11 @@ void copy_cuda(DType dst_dtype, void* dst, DType src_dtype, const void* src, con
     dispatch(src_dtype, [&](auto from_tag) {
       using From = decltype(from_tag);
       if (dense(layout, true))
-        copy_dense_kernel<To, From><<<blocks, kCopyThreads, 0, cuda_stream>>>(
-            static_cast<To*>(dst), static_cast<const From*>(src), layout.numel);
+        FATHOM_LAUNCH(blocks, kCopyThreads, 0, cuda_stream, copy_dense_kernel<To, From>)
+        (static_cast<To*>(dst), static_cast<const From*>(src), layout.numel);
       else
-        copy_strided_kernel<To, From><<<blocks, kCopyThreads, 0, cuda_stream>>>(
-            static_cast<To*>(dst), static_cast<const From*>(src), layout);
+        FATHOM_LAUNCH(blocks, kCopyThreads, 0, cuda_stream, copy_strided_kernel<To, From>)
+        (static_cast<To*>(dst), static_cast<const From*>(src), layout);
     });
   });
   FATHOM_CUDA_CHECK_LAUNCH("copy_kernel");
@@ -117,8 +118,8 @@ void fill_cuda(DType dtype, void* dst, const CopyLayout& layout, const void* val
     using T = decltype(tag);
     T typed;
     std::memcpy(&typed, value, sizeof typed);
-    fill_kernel<T><<<copy_grid_blocks(layout.numel), kCopyThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<T*>(dst), typed, layout);
+    FATHOM_LAUNCH(copy_grid_blocks(layout.numel), kCopyThreads, 0, static_cast<cudaStream_t>(stream), fill_kernel<T>)
+    (static_cast<T*>(dst), typed, layout);
   });
   FATHOM_CUDA_CHECK_LAUNCH("fill_kernel");
 }

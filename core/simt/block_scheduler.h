@@ -26,6 +26,10 @@ namespace fathom::simt {
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
   constexpr Dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+  // From CUDA's dim3 (or anything with x, y and z), as a launch site passes it.
+  template <class D>
+    requires requires(const D& d) { d.x + d.y + d.z; }
+  constexpr Dim3(const D& d) : x(d.x), y(d.y), z(d.z) {}
   constexpr uint64_t count() const { return uint64_t{x} * y * z; }
 };
 std::string dim_str(const Dim3& d);  // "(x, y, z)"

@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <cstring>
 #include <tuple>
+#include <utility>
 #include <type_traits>
 
 #include "core/simt/block_scheduler.h"
+#include "core/simt/device_math.h"
 #include "core/simt/launch.h"
 
 namespace fathom::simt {
@@ -85,14 +87,33 @@ void launch_kernel(const LaunchSpec& spec, void (*kernel)(Params...), Args&&... 
   });
 }
 
+// FATHOM_LAUNCH's emulated form (core/cuda/kernel_launch.h): the launch's shape, then the kernel,
+// then the arguments.
+struct PendingLaunch {
+  LaunchSpec spec;
+  template <class... Params>
+  auto of(void (*kernel)(Params...)) const {
+    return [spec = spec, kernel](auto&&... args) { launch_kernel(spec, kernel, std::forward<decltype(args)>(args)...); };
+  }
+};
+
 }  // namespace fathom::simt
 
 #define FATHOM_SIMT_SITE (::fathom::simt::Site{__FILE__, __LINE__})
 
+// After the CUDA headers, whose host-side definitions of these would make device code host-only
+// or (__shared__) leave it without shared storage.
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __launch_bounds__
+#undef __shared__
 #define __global__
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 #define __shared__ static __attribute__((section("fathom_simt_shared")))
 #define threadIdx (::fathom::simt::this_thread().thread_idx)
 #define blockIdx (::fathom::simt::this_thread().block_idx)

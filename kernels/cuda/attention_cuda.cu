@@ -24,6 +24,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/cuda/kernel_launch.h"
 #include "core/cuda/launch_check.h"
 #include "core/half.h"
 #include "kernels/elementwise_math.h"
@@ -430,9 +431,9 @@ void attention_forward_cuda(DType dtype, void* out, void* lse, const void* q, co
       const int64_t smem = launch::attention_forward_smem(kTier, sizeof(A));
       allow_shared_memory(kernel, smem, "attention_forward_kernel");
       const int grid = launch::grid_stride_blocks(BH * launch::attention_row_blocks(T), 1);
-      kernel<<<grid, kAttnThreads, smem, static_cast<cudaStream_t>(stream)>>>(
-          static_cast<S*>(out), static_cast<A*>(lse), static_cast<const S*>(q), static_cast<const S*>(k),
-          static_cast<const S*>(v), BH, T, static_cast<int>(HS), static_cast<A>(scale));
+      FATHOM_LAUNCH(grid, kAttnThreads, smem, static_cast<cudaStream_t>(stream), kernel)
+      (static_cast<S*>(out), static_cast<A*>(lse), static_cast<const S*>(q), static_cast<const S*>(k),
+       static_cast<const S*>(v), BH, T, static_cast<int>(HS), static_cast<A>(scale));
       FATHOM_CUDA_CHECK_LAUNCH("attention_forward_kernel");
     });
   });
@@ -450,9 +451,9 @@ void attention_backward_cuda(DType dtype, void* dq, void* dk, void* dv, const vo
     A* D = static_cast<A*>(workspace);
     const int64_t rows = BH * T;
     constexpr int kRowThreads = 256;
-    attention_row_term_kernel<S><<<launch::grid_stride_blocks(rows, kRowThreads / 32), kRowThreads, 0, s>>>(
-        D, static_cast<const S*>(dout), static_cast<const S*>(out), static_cast<const A*>(dlse), rows,
-        static_cast<int>(HS));
+    FATHOM_LAUNCH(launch::grid_stride_blocks(rows, kRowThreads / 32), kRowThreads, 0, s, attention_row_term_kernel<S>)
+    (D, static_cast<const S*>(dout), static_cast<const S*>(out), static_cast<const A*>(dlse), rows,
+     static_cast<int>(HS));
     FATHOM_CUDA_CHECK_LAUNCH("attention_row_term_kernel");
 
     dispatch_tier(HS, [&](auto tier) {
@@ -462,20 +463,20 @@ void attention_backward_cuda(DType dtype, void* dq, void* dk, void* dv, const vo
         const auto kernel = attention_dkdv_kernel<S, kTier>;
         const int64_t smem = launch::attention_dkdv_smem(kTier, sizeof(A));
         allow_shared_memory(kernel, smem, "attention_dkdv_kernel");
-        kernel<<<grid, kAttnThreads, smem, s>>>(static_cast<S*>(dk), static_cast<S*>(dv), static_cast<const S*>(dout),
-                                                static_cast<const S*>(q), static_cast<const S*>(k),
-                                                static_cast<const S*>(v), static_cast<const A*>(lse), D, BH, T,
-                                                static_cast<int>(HS), static_cast<A>(scale), accumulate);
+        FATHOM_LAUNCH(grid, kAttnThreads, smem, s, kernel)
+        (static_cast<S*>(dk), static_cast<S*>(dv), static_cast<const S*>(dout), static_cast<const S*>(q),
+         static_cast<const S*>(k), static_cast<const S*>(v), static_cast<const A*>(lse), D, BH, T, static_cast<int>(HS),
+         static_cast<A>(scale), accumulate);
         FATHOM_CUDA_CHECK_LAUNCH("attention_dkdv_kernel");
       }
       if (dq) {
         const auto kernel = attention_dq_kernel<S, kTier>;
         const int64_t smem = launch::attention_dq_smem(kTier, sizeof(A));
         allow_shared_memory(kernel, smem, "attention_dq_kernel");
-        kernel<<<grid, kAttnThreads, smem, s>>>(static_cast<S*>(dq), static_cast<const S*>(dout),
-                                                static_cast<const S*>(q), static_cast<const S*>(k),
-                                                static_cast<const S*>(v), static_cast<const A*>(lse), D, BH, T,
-                                                static_cast<int>(HS), static_cast<A>(scale), accumulate);
+        FATHOM_LAUNCH(grid, kAttnThreads, smem, s, kernel)
+        (static_cast<S*>(dq), static_cast<const S*>(dout), static_cast<const S*>(q), static_cast<const S*>(k),
+         static_cast<const S*>(v), static_cast<const A*>(lse), D, BH, T, static_cast<int>(HS), static_cast<A>(scale),
+         accumulate);
         FATHOM_CUDA_CHECK_LAUNCH("attention_dq_kernel");
       }
     });

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/cuda/kernel_launch.h"
 #include "core/cuda/launch_check.h"
 #include "core/dtype.h"
 #include "kernels/cuda/dispatch_floating.cuh"
@@ -137,12 +138,14 @@ void cross_entropy_forward_cuda(DType dtype, void* loss, void* lse, const void* 
     if (N > 0) {
       with_width<T>(V, rows::aligned16(logits), [&](auto width) {
         const int threads = launch::cross_entropy_threads(V);
-        cross_entropy_forward_kernel<T, decltype(width)::value><<<launch::grid_stride_blocks(N, 1), threads, 0, s>>>(
-            static_cast<A*>(lse), row_losses, static_cast<const T*>(logits), targets, N, V, ignore_index);
+        FATHOM_LAUNCH(launch::grid_stride_blocks(N, 1), threads, 0, s,
+                      cross_entropy_forward_kernel<T, decltype(width)::value>)
+        (static_cast<A*>(lse), row_losses, static_cast<const T*>(logits), targets, N, V, ignore_index);
       });
       FATHOM_CUDA_CHECK_LAUNCH("cross_entropy_forward_kernel");
     }
-    loss_sum_kernel<A><<<1, launch::kLossSumThreads, 0, s>>>(static_cast<A*>(loss), row_losses, N, normaliser);
+    FATHOM_LAUNCH(1, launch::kLossSumThreads, 0, s, loss_sum_kernel<A>)
+    (static_cast<A*>(loss), row_losses, N, normaliser);
     FATHOM_CUDA_CHECK_LAUNCH("loss_sum_kernel");
   });
 }
@@ -158,9 +161,10 @@ void cross_entropy_backward_cuda(DType dtype, void* dlogits, const void* dloss, 
     using A = Acc<T>;
     with_width<T>(V, aligned, [&](auto width) {
       const int threads = launch::cross_entropy_threads(V);
-      cross_entropy_backward_kernel<T, decltype(width)::value><<<launch::grid_stride_blocks(N, 1), threads, 0, s>>>(
-          static_cast<T*>(dlogits), static_cast<const A*>(dloss), static_cast<const T*>(logits), targets,
-          static_cast<const A*>(lse), static_cast<const A*>(dlse), N, V, ignore_index, normaliser, accumulate);
+      FATHOM_LAUNCH(launch::grid_stride_blocks(N, 1), threads, 0, s,
+                    cross_entropy_backward_kernel<T, decltype(width)::value>)
+      (static_cast<T*>(dlogits), static_cast<const A*>(dloss), static_cast<const T*>(logits), targets,
+       static_cast<const A*>(lse), static_cast<const A*>(dlse), N, V, ignore_index, normaliser, accumulate);
     });
   });
   FATHOM_CUDA_CHECK_LAUNCH("cross_entropy_backward_kernel");

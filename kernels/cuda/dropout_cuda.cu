@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/cuda/kernel_launch.h"
 #include "core/cuda/launch_check.h"
 #include "core/dtype.h"
 #include "core/philox.h"
@@ -72,9 +73,9 @@ void dropout_forward_cuda(DType dtype, void* out, const void* inp, const int64_t
     using T = decltype(tag);
     using A = Acc<T>;
     const A scale = p < 1.0 ? static_cast<A>(1.0 / (1.0 - p)) : A(0);
-    dropout_kernel<T><<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<T*>(out), static_cast<const T*>(inp), sample_index, rows, width, keep_below, scale, seed, offset,
-        column_offset, full_width, accumulate);
+    FATHOM_LAUNCH(blocks, kThreads, 0, static_cast<cudaStream_t>(stream), dropout_kernel<T>)
+    (static_cast<T*>(out), static_cast<const T*>(inp), sample_index, rows, width, keep_below, scale, seed, offset,
+     column_offset, full_width, accumulate);
   });
   FATHOM_CUDA_CHECK_LAUNCH("dropout_kernel");
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/cuda/kernel_launch.h"
 #include "core/cuda/launch_check.h"
 #include "kernels/elementwise_kernels.h"
 #include "kernels/elementwise_math.h"
@@ -93,8 +94,8 @@ void unary_forward_cuda(UnaryOp op, DType dtype, void* out, const void* x, const
   if (layout.numel == 0) return;
   dispatch(dtype, "unary: bool tensors are not supported on CUDA", [&](auto tag) {
     using T = decltype(tag);
-    unary_kernel<T><<<block_count(layout.numel), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        op, static_cast<T*>(out), static_cast<const T*>(x), layout, alpha, beta, accumulate);
+    FATHOM_LAUNCH(block_count(layout.numel), kThreads, 0, static_cast<cudaStream_t>(stream), unary_kernel<T>)
+    (op, static_cast<T*>(out), static_cast<const T*>(x), layout, alpha, beta, accumulate);
   });
   FATHOM_CUDA_CHECK_LAUNCH("unary_kernel");
 }
@@ -105,8 +106,9 @@ void binary_forward_cuda(BinaryOp op, DType dtype, void* out, const void* a, con
   dispatch(dtype, "binary: bool tensors are not supported on CUDA", [&](auto tag) {
     using T = decltype(tag);
     auto launch = [&](auto* typed_out) {
-      binary_kernel<<<block_count(layout.numel), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-          op, typed_out, static_cast<const T*>(a), static_cast<const T*>(b), layout, accumulate);
+      using Out = std::remove_pointer_t<decltype(typed_out)>;
+      FATHOM_LAUNCH(block_count(layout.numel), kThreads, 0, static_cast<cudaStream_t>(stream), binary_kernel<T, Out>)
+      (op, typed_out, static_cast<const T*>(a), static_cast<const T*>(b), layout, accumulate);
     };
     if (is_comparison(op)) launch(static_cast<bool*>(out));
     else launch(static_cast<T*>(out));
@@ -119,8 +121,8 @@ void where_forward_cuda(DType dtype, void* out, const bool* cond, const void* a,
   if (layout.numel == 0) return;
   dispatch(dtype, "where: bool tensors are not supported on CUDA", [&](auto tag) {
     using T = decltype(tag);
-    where_kernel<T><<<block_count(layout.numel), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<T*>(out), cond, static_cast<const T*>(a), static_cast<const T*>(b), layout);
+    FATHOM_LAUNCH(block_count(layout.numel), kThreads, 0, static_cast<cudaStream_t>(stream), where_kernel<T>)
+    (static_cast<T*>(out), cond, static_cast<const T*>(a), static_cast<const T*>(b), layout);
   });
   FATHOM_CUDA_CHECK_LAUNCH("where_kernel");
 }

@@ -12,10 +12,11 @@
 // bit for bit. Precision: f16/bf16/f32 sum in f32, f64 in f64, rounded once on store.
 #include <cuda_runtime.h>
 
-#include <cub/device/device_radix_sort.cuh>
 #include <cstdint>
+#include <cub/device/device_radix_sort.cuh>
 #include <string>
 
+#include "core/cuda/kernel_launch.h"
 #include "core/cuda/launch_check.h"
 #include "core/dtype.h"
 #include "kernels/cuda/row_ops.cuh"
@@ -191,8 +192,8 @@ void embedding_forward_cuda(DType dtype, DType index_dtype, void* out, const voi
       constexpr int W = decltype(width)::value;
       const int64_t packs = C / W;
       const int blocks = launch::grid_stride_blocks(N * (packs > 0 ? packs : 1), kThreads);
-      embedding_forward_kernel<T, I, W><<<blocks, kThreads, 0, s>>>(
-          static_cast<T*>(out), static_cast<const I*>(indices), static_cast<const T*>(weight), N, V, C, flag);
+      FATHOM_LAUNCH(blocks, kThreads, 0, s, embedding_forward_kernel<T, I, W>)
+      (static_cast<T*>(out), static_cast<const I*>(indices), static_cast<const T*>(weight), N, V, C, flag);
     });
   });
   FATHOM_CUDA_CHECK_LAUNCH("embedding_forward_kernel");
@@ -226,10 +227,10 @@ void embedding_backward_cuda(DType dtype, DType index_dtype, void* dweight, cons
     auto* flag = reinterpret_cast<unsigned long long*>(bad_position);
 
     check(cudaMemsetAsync(first, 0, (V + 1) * sizeof(int32_t), s), "clearing the token counts");
-    embedding_count_kernel<I><<<launch::grid_stride_blocks(N, kThreads), kThreads, 0, s>>>(
-        static_cast<const I*>(indices), N, V, first, keys_in, positions_in, flag);
+    FATHOM_LAUNCH(launch::grid_stride_blocks(N, kThreads), kThreads, 0, s, embedding_count_kernel<I>)
+    (static_cast<const I*>(indices), N, V, first, keys_in, positions_in, flag);
     FATHOM_CUDA_CHECK_LAUNCH("embedding_count_kernel");
-    exclusive_scan_kernel<<<1, kScanThreads, 0, s>>>(first, V + 1);
+    FATHOM_LAUNCH(1, kScanThreads, 0, s, exclusive_scan_kernel)(first, V + 1);
     FATHOM_CUDA_CHECK_LAUNCH("exclusive_scan_kernel");
     size_t bytes = temp_bytes;
     check(cub::DeviceRadixSort::SortPairs(base + w.sort_temp, bytes, keys_in, keys_out, positions_in, positions_out,
@@ -242,9 +243,8 @@ void embedding_backward_cuda(DType dtype, DType index_dtype, void* dweight, cons
       constexpr int W = decltype(width)::value;
       const launch::EmbeddingSumGeometry g = launch::embedding_sum_geometry(V, C / W);
       if (g.tasks == 0) return;
-      embedding_sum_kernel<T, W><<<g.blocks, g.threads, 0, s>>>(static_cast<T*>(dweight),
-                                                                static_cast<const T*>(dout), first, positions_out,
-                                                                V, C, g.tiles, accumulate, flag);
+      FATHOM_LAUNCH(g.blocks, g.threads, 0, s, embedding_sum_kernel<T, W>)
+      (static_cast<T*>(dweight), static_cast<const T*>(dout), first, positions_out, V, C, g.tiles, accumulate, flag);
       FATHOM_CUDA_CHECK_LAUNCH("embedding_sum_kernel");
     });
   });

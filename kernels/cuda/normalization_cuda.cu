@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "core/cuda/kernel_launch.h"
 #include "core/cuda/launch_check.h"
 #include "core/dtype.h"
 #include "kernels/cuda/dispatch_floating.cuh"
@@ -248,18 +249,18 @@ void column_sums(T* dweight, T* dbias, const T* dout, const T* inp, const Acc<T>
   A* dw_partials = dweight ? static_cast<A*>(dw_workspace) : nullptr;
   A* db_partials = dbias ? static_cast<A*>(db_workspace) : nullptr;
   const dim3 grid(static_cast<unsigned>(plan.column_blocks), static_cast<unsigned>(plan.row_blocks));
-  norm_param_partials_kernel<T><<<grid, launch::kColumnThreads, 0, stream>>>(dw_partials, db_partials, dout, inp, mean,
-                                                                              rstd, N, C, plan.rows_per_block);
+  FATHOM_LAUNCH(grid, launch::kColumnThreads, 0, stream, norm_param_partials_kernel<T>)
+  (dw_partials, db_partials, dout, inp, mean, rstd, N, C, plan.rows_per_block);
   FATHOM_CUDA_CHECK_LAUNCH("norm_param_partials_kernel");
   const int blocks = launch::grid_stride_blocks(C, launch::kColumnThreads);
   if (dweight) {
-    column_combine_kernel<T><<<blocks, launch::kColumnThreads, 0, stream>>>(dweight, dw_partials, plan.row_blocks, C,
-                                                                            accumulate);
+    FATHOM_LAUNCH(blocks, launch::kColumnThreads, 0, stream, column_combine_kernel<T>)
+    (dweight, dw_partials, plan.row_blocks, C, accumulate);
     FATHOM_CUDA_CHECK_LAUNCH("column_combine_kernel");
   }
   if (dbias) {
-    column_combine_kernel<T><<<blocks, launch::kColumnThreads, 0, stream>>>(dbias, db_partials, plan.row_blocks, C,
-                                                                            accumulate);
+    FATHOM_LAUNCH(blocks, launch::kColumnThreads, 0, stream, column_combine_kernel<T>)
+    (dbias, db_partials, plan.row_blocks, C, accumulate);
     FATHOM_CUDA_CHECK_LAUNCH("column_combine_kernel");
   }
 }
@@ -289,11 +290,10 @@ void layernorm_forward_cuda(DType dtype, void* out, void* mean, void* rstd, cons
     using T = decltype(tag);
     using A = Acc<T>;
     with_width<T>(C, aligned, [&](auto width) {
-      layernorm_forward_kernel<T, decltype(width)::value>
-          <<<g.blocks, g.block_threads, 0, static_cast<cudaStream_t>(stream)>>>(
-              static_cast<T*>(out), static_cast<A*>(mean), static_cast<A*>(rstd), static_cast<const T*>(inp),
-              static_cast<const T*>(weight), static_cast<const T*>(bias), N, C, static_cast<A>(eps),
-              g.threads_per_row);
+      FATHOM_LAUNCH(g.blocks, g.block_threads, 0, static_cast<cudaStream_t>(stream),
+                    layernorm_forward_kernel<T, decltype(width)::value>)
+      (static_cast<T*>(out), static_cast<A*>(mean), static_cast<A*>(rstd), static_cast<const T*>(inp),
+       static_cast<const T*>(weight), static_cast<const T*>(bias), N, C, static_cast<A>(eps), g.threads_per_row);
     });
   });
   FATHOM_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
@@ -308,10 +308,10 @@ void rmsnorm_forward_cuda(DType dtype, void* out, void* rstd, const void* inp, c
     using T = decltype(tag);
     using A = Acc<T>;
     with_width<T>(C, aligned, [&](auto width) {
-      rmsnorm_forward_kernel<T, decltype(width)::value>
-          <<<g.blocks, g.block_threads, 0, static_cast<cudaStream_t>(stream)>>>(
-              static_cast<T*>(out), static_cast<A*>(rstd), static_cast<const T*>(inp), static_cast<const T*>(weight),
-              N, C, static_cast<A>(eps), g.threads_per_row);
+      FATHOM_LAUNCH(g.blocks, g.block_threads, 0, static_cast<cudaStream_t>(stream),
+                    rmsnorm_forward_kernel<T, decltype(width)::value>)
+      (static_cast<T*>(out), static_cast<A*>(rstd), static_cast<const T*>(inp), static_cast<const T*>(weight), N, C,
+       static_cast<A>(eps), g.threads_per_row);
     });
   });
   FATHOM_CUDA_CHECK_LAUNCH("rmsnorm_forward_kernel");
@@ -329,10 +329,10 @@ void layernorm_backward_cuda(DType dtype, void* dinp, void* dweight, void* dbias
     if (dinp && N > 0) {
       const launch::RowGeometry g = launch::row_geometry(N, C);
       with_width<T>(C, all_aligned({dinp, dout, inp, weight}), [&](auto width) {
-        norm_backward_dinp_kernel<T, decltype(width)::value><<<g.blocks, g.block_threads, 0, s>>>(
-            static_cast<T*>(dinp), static_cast<const T*>(dout), static_cast<const T*>(inp),
-            static_cast<const T*>(weight), static_cast<const A*>(mean), static_cast<const A*>(rstd),
-            static_cast<const A*>(dmean), static_cast<const A*>(drstd), N, C, accumulate, g.threads_per_row);
+        FATHOM_LAUNCH(g.blocks, g.block_threads, 0, s, norm_backward_dinp_kernel<T, decltype(width)::value>)
+        (static_cast<T*>(dinp), static_cast<const T*>(dout), static_cast<const T*>(inp), static_cast<const T*>(weight),
+         static_cast<const A*>(mean), static_cast<const A*>(rstd), static_cast<const A*>(dmean),
+         static_cast<const A*>(drstd), N, C, accumulate, g.threads_per_row);
       });
       FATHOM_CUDA_CHECK_LAUNCH("norm_backward_dinp_kernel");
     }
@@ -353,10 +353,10 @@ void rmsnorm_backward_cuda(DType dtype, void* dinp, void* dweight, const void* d
     if (dinp && N > 0) {
       const launch::RowGeometry g = launch::row_geometry(N, C);
       with_width<T>(C, all_aligned({dinp, dout, inp, weight}), [&](auto width) {
-        norm_backward_dinp_kernel<T, decltype(width)::value><<<g.blocks, g.block_threads, 0, s>>>(
-            static_cast<T*>(dinp), static_cast<const T*>(dout), static_cast<const T*>(inp),
-            static_cast<const T*>(weight), nullptr, static_cast<const A*>(rstd), nullptr,
-            static_cast<const A*>(drstd), N, C, accumulate, g.threads_per_row);
+        FATHOM_LAUNCH(g.blocks, g.block_threads, 0, s, norm_backward_dinp_kernel<T, decltype(width)::value>)
+        (static_cast<T*>(dinp), static_cast<const T*>(dout), static_cast<const T*>(inp), static_cast<const T*>(weight),
+         nullptr, static_cast<const A*>(rstd), nullptr, static_cast<const A*>(drstd), N, C, accumulate,
+         g.threads_per_row);
       });
       FATHOM_CUDA_CHECK_LAUNCH("norm_backward_dinp_kernel");
     }

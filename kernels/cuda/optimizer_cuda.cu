@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda/kernel_launch.h"
 #include "core/cuda/launch_check.h"
 #include "core/half.h"
 #include "kernels/launch_geometry.h"
@@ -171,8 +172,9 @@ int blocks_for(int64_t chunks) {
 template <typename Op>
 void launch_single(const StepTensor& tensor, const Op& op, void* stream, const char* name) {
   if (tensor.n <= 0) return;
-  step_kernel<Op><<<blocks_for(launch::step_chunks(tensor.n)), kStepThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      tensor, op);
+  FATHOM_LAUNCH(blocks_for(launch::step_chunks(tensor.n)), kStepThreads, 0, static_cast<cudaStream_t>(stream),
+                step_kernel<Op>)
+  (tensor, op);
   FATHOM_CUDA_CHECK_LAUNCH(name);
 }
 
@@ -195,8 +197,8 @@ void launch_multi(const StepTensor* tensors, int64_t count, const Op& op, void* 
   if (status != cudaSuccess)
     cuda::fail((std::string(name) + ": copying the tensor table failed: " + cudaGetErrorString(status)).c_str(),
                __FILE__, __LINE__);
-  step_multi_kernel<Op><<<blocks_for(total_chunks), kStepThreads, 0, s>>>(
-      static_cast<const StepTensor*>(table), static_cast<int64_t>(entries.size()), total_chunks, op);
+  FATHOM_LAUNCH(blocks_for(total_chunks), kStepThreads, 0, s, step_multi_kernel<Op>)
+  (static_cast<const StepTensor*>(table), static_cast<int64_t>(entries.size()), total_chunks, op);
   FATHOM_CUDA_CHECK_LAUNCH(name);
 }
 

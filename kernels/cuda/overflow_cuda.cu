@@ -10,6 +10,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/cuda/kernel_launch.h"
 #include "core/cuda/launch_check.h"
 #include "kernels/launch_geometry.h"
 #include "kernels/overflow_kernels.h"
@@ -63,16 +64,20 @@ void flag_inf_or_nan_cuda(const NonFiniteScan* scans, int64_t count, int32_t* fl
     const int blocks = launch::grid_stride_blocks(scan.layout.numel, kThreads, kMaxBlocks);
     switch (scan.dtype) {
       case DType::F32:
-        flag_non_finite<<<blocks, kThreads, 0, s>>>(static_cast<const float*>(scan.data), scan.layout, flag);
+        FATHOM_LAUNCH(blocks, kThreads, 0, s, flag_non_finite<float>)
+        (static_cast<const float*>(scan.data), scan.layout, flag);
         break;
       case DType::F64:
-        flag_non_finite<<<blocks, kThreads, 0, s>>>(static_cast<const double*>(scan.data), scan.layout, flag);
+        FATHOM_LAUNCH(blocks, kThreads, 0, s, flag_non_finite<double>)
+        (static_cast<const double*>(scan.data), scan.layout, flag);
         break;
       case DType::F16:
-        flag_non_finite<<<blocks, kThreads, 0, s>>>(static_cast<const Half*>(scan.data), scan.layout, flag);
+        FATHOM_LAUNCH(blocks, kThreads, 0, s, flag_non_finite<Half>)
+        (static_cast<const Half*>(scan.data), scan.layout, flag);
         break;
       case DType::BF16:
-        flag_non_finite<<<blocks, kThreads, 0, s>>>(static_cast<const BFloat16*>(scan.data), scan.layout, flag);
+        FATHOM_LAUNCH(blocks, kThreads, 0, s, flag_non_finite<BFloat16>)
+        (static_cast<const BFloat16*>(scan.data), scan.layout, flag);
         break;
       default:
         cuda::fail("has_inf_or_nan: needs a floating-point tensor on CUDA", __FILE__, __LINE__);

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cuda/kernel_launch.h"
 #include "core/cuda/launch_check.h"
 #include "core/dtype.h"
 #include "kernels/launch_geometry.h"
@@ -230,17 +231,19 @@ void run(const Reducer& reducer, const void* in, void* out, const ReduceLayoutCu
   const T* typed_in = static_cast<const T*>(in);
   Out* typed_out = static_cast<Out*>(out);
   if (plan.thread_tasks) {
-    reduce_thread_tasks<Reducer, T, Out><<<launch::grid_stride_blocks(plan.tasks, kThreads), kThreads, 0, stream>>>(
-        reducer, typed_in, typed_out, partials, layout, plan);
+    FATHOM_LAUNCH(launch::grid_stride_blocks(plan.tasks, kThreads), kThreads, 0, stream,
+                  reduce_thread_tasks<Reducer, T, Out>)
+    (reducer, typed_in, typed_out, partials, layout, plan);
     FATHOM_CUDA_CHECK_LAUNCH("reduce_thread_tasks");
   } else {
-    reduce_block_tasks<Reducer, T, Out><<<launch::grid_stride_blocks(plan.tasks, 1), kThreads, 0, stream>>>(
-        reducer, typed_in, typed_out, partials, layout, plan);
+    FATHOM_LAUNCH(launch::grid_stride_blocks(plan.tasks, 1), kThreads, 0, stream, reduce_block_tasks<Reducer, T, Out>)
+    (reducer, typed_in, typed_out, partials, layout, plan);
     FATHOM_CUDA_CHECK_LAUNCH("reduce_block_tasks");
   }
   if (plan.splits > 1) {
-    reduce_combine<Reducer, Out><<<launch::grid_stride_blocks(layout.outputs, kThreads), kThreads, 0, stream>>>(
-        reducer, partials, typed_out, layout.outputs, plan.splits);
+    FATHOM_LAUNCH(launch::grid_stride_blocks(layout.outputs, kThreads), kThreads, 0, stream,
+                  reduce_combine<Reducer, Out>)
+    (reducer, partials, typed_out, layout.outputs, plan.splits);
     FATHOM_CUDA_CHECK_LAUNCH("reduce_combine");
   }
 }
@@ -370,11 +373,11 @@ void sum_of_squares_multi_cuda(const SquaresTensor* tensors, int64_t count, void
     cuda::fail((std::string("global_norm: copying the tensor table failed: ") + cudaGetErrorString(status)).c_str(),
                __FILE__, __LINE__);
   const auto* device_table = static_cast<const SquaresTensor*>(table);
-  squares_chunk_kernel<<<launch::grid_stride_blocks(total_chunks, 1), kThreads, 0, s>>>(device_table, count,
-                                                                                        total_chunks, partials);
+  FATHOM_LAUNCH(launch::grid_stride_blocks(total_chunks, 1), kThreads, 0, s, squares_chunk_kernel)
+  (device_table, count, total_chunks, partials);
   FATHOM_CUDA_CHECK_LAUNCH("squares_chunk_kernel");
-  squares_combine_kernel<<<launch::grid_stride_blocks(count, kThreads), kThreads, 0, s>>>(device_table, count,
-                                                                                          partials);
+  FATHOM_LAUNCH(launch::grid_stride_blocks(count, kThreads), kThreads, 0, s, squares_combine_kernel)
+  (device_table, count, partials);
   FATHOM_CUDA_CHECK_LAUNCH("squares_combine_kernel");
 }
 

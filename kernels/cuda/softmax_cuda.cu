@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/cuda/kernel_launch.h"
 #include "core/cuda/launch_check.h"
 #include "core/dtype.h"
 #include "kernels/cuda/dispatch_floating.cuh"
@@ -142,8 +143,9 @@ void softmax_forward_cuda(DType dtype, void* out, const void* inp, int64_t N, in
   dispatch_floating(dtype, "softmax: needs a floating-point dtype on CUDA", [&](auto tag) {
     using T = decltype(tag);
     with_width<T>(C, aligned, [&](auto, auto width) {
-      softmax_forward_kernel<T, decltype(width)::value><<<g.blocks, g.block_threads, 0, static_cast<cudaStream_t>(stream)>>>(
-          static_cast<T*>(out), static_cast<const T*>(inp), N, C, log, scaling, g.threads_per_row);
+      FATHOM_LAUNCH(g.blocks, g.block_threads, 0, static_cast<cudaStream_t>(stream),
+                    softmax_forward_kernel<T, decltype(width)::value>)
+      (static_cast<T*>(out), static_cast<const T*>(inp), N, C, log, scaling, g.threads_per_row);
     });
   });
   FATHOM_CUDA_CHECK_LAUNCH("softmax_forward_kernel");
@@ -157,10 +159,10 @@ void softmax_backward_cuda(DType dtype, void* dinp, const void* dout, const void
   dispatch_floating(dtype, "softmax_backward: needs a floating-point dtype on CUDA", [&](auto tag) {
     using T = decltype(tag);
     with_width<T>(C, aligned, [&](auto, auto width) {
-      softmax_backward_kernel<T, decltype(width)::value>
-          <<<g.blocks, g.block_threads, 0, static_cast<cudaStream_t>(stream)>>>(
-              static_cast<T*>(dinp), static_cast<const T*>(dout), static_cast<const T*>(out), N, C, log, accumulate,
-              scaling, g.threads_per_row);
+      FATHOM_LAUNCH(g.blocks, g.block_threads, 0, static_cast<cudaStream_t>(stream),
+                    softmax_backward_kernel<T, decltype(width)::value>)
+      (static_cast<T*>(dinp), static_cast<const T*>(dout), static_cast<const T*>(out), N, C, log, accumulate, scaling,
+       g.threads_per_row);
     });
   });
   FATHOM_CUDA_CHECK_LAUNCH("softmax_backward_kernel");

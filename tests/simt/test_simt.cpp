@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#define FATHOM_CUDA_EMULATION 1  // the launch macro's emulated form
+#include "core/cuda/kernel_launch.h"
 #include "core/error.h"
 #include "core/simt/device.h"
 
@@ -93,6 +95,11 @@ __global__ void dynamic_reverse(const int* in, int* out) {
   buffer[t] = in[blockIdx.x * n + t];
   __syncthreads();
   out[blockIdx.x * n + t] = buffer[n - 1 - t];
+}
+
+template <typename T, int Factor>
+__global__ void __launch_bounds__(128) scale(T* x, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] *= Factor;
 }
 
 // ---- broken kernels (the emulator's test fixtures) ----
@@ -321,4 +328,16 @@ TEST_CASE("SIMT emulator: launches beyond an H200's limits fail as they would on
   CHECK_THAT(launch_with(Dim3(1), Dim3(32), 0),
              Catch::Contains("FATHOM_SIMT_ORDER is \"sideways\"; use forward, reverse or random:<seed>"));
   unsetenv("FATHOM_SIMT_ORDER");
+}
+
+TEST_CASE("SIMT emulator: FATHOM_LAUNCH, the launch every CUDA launcher writes, runs kernels and templates", "[simt]") {
+  std::vector<float> in(300, 1.0f), out(3, 0.0f);
+  FATHOM_LAUNCH(3, 128, 0, nullptr, block_sum)(in.data(), out.data(), 300);
+  CHECK(out == std::vector<float>{128, 128, 44});
+  std::vector<double> x(1000, 0.5);
+  struct { unsigned x, y, z; } grid{2, 1, 1};  // anything with x, y and z, as CUDA's dim3
+  FATHOM_LAUNCH(grid, 128, 0, nullptr, scale<double, 4>)(x.data(), 1000);
+  CHECK(x == std::vector<double>(1000, 2.0));
+  CHECK_THAT(error_of([&] { FATHOM_LAUNCH(1, 4096, 0, nullptr, scale<double, 4>)(x.data(), 1000); }),
+             Catch::Contains("launch of scale<double, 4> at ") && Catch::Contains("a block holds at most 1024"));
 }

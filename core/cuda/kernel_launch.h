@@ -1,0 +1,16 @@
+#pragma once
+// FATHOM_LAUNCH(grid, block, shared_bytes, stream, kernel)(arguments...): a kernel launch that
+// every launcher writes instead of `kernel<<<grid, block, shared_bytes, stream>>>(arguments...)`.
+// Under nvcc it is exactly that; in the CUDA emulation build (FATHOM_CUDA_EMULATION, docs/gpu.md
+// "CUDA emulation") the host compiler sees the SIMT emulator's launch instead, with the launch's
+// file and line. The kernel comes last so that its template arguments may hold commas; name them
+// all (an emulated launch takes the kernel's address, which deduction cannot give).
+#if defined(FATHOM_CUDA_EMULATION)
+#include "core/simt/device.h"
+#define FATHOM_LAUNCH(grid, block, shared_bytes, stream, ...)                                           \
+  ::fathom::simt::PendingLaunch{{#__VA_ARGS__, ::fathom::simt::Dim3(grid), ::fathom::simt::Dim3(block), \
+                                 static_cast<size_t>(shared_bytes), FATHOM_SIMT_SITE}}                  \
+      .of(__VA_ARGS__)
+#else
+#define FATHOM_LAUNCH(grid, block, shared_bytes, stream, ...) __VA_ARGS__<<<grid, block, shared_bytes, stream>>>
+#endif
