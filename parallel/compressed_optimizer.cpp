@@ -1,7 +1,12 @@
 #include "parallel/compressed_optimizer.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/error.h"
+#include "core/threads.h"
 #include "kernels/elementwise.h"
+#include "kernels/optimizer_kernels.h"
 
 namespace fathom::parallel {
 
@@ -41,6 +46,55 @@ void CompressedOptimizer::apply_mask(const Tensor& param, const Tensor& values) 
       mul_(out, mask);
       return;
     }
+}
+
+void CompressedOptimizer::adam_step_without_bias_correction(const std::vector<Update>& updates, double lr,
+                                                            const std::array<double, 2>& betas, double eps,
+                                                            double decay) {
+  const AdamHyper hyper{.lr = lr, .beta1 = betas[0], .beta2 = betas[1], .eps = eps, .weight_decay = decay,
+                        .step = updates.front().state->step, .adam_w_mode = true, .bias_correction = false};
+  std::vector<AdamTensors> tensors;
+  for (const Update& u : updates)
+    tensors.push_back({.params = u.param, .grads = u.grad, .exp_avg = u.state->buffers[0],
+                       .exp_avg_sq = u.state->buffers[1], .param_copy = {}});
+  adam_step_multi(tensors, hyper);
+}
+
+int CompressedOptimizer::host_threads(int64_t n) {
+  return static_cast<int>(std::clamp<int64_t>(n >> 15, 1, num_threads()));
+}
+
+void CompressedOptimizer::fold_into_momentum(const Tensor& momentum, const Tensor& grad, double beta1) {
+  if (!momentum.device().is_cpu()) {
+    Tensor m = momentum;
+    mul_(m, beta1);
+    add_(m, mul(grad, 1.0 - beta1));
+    return;
+  }
+  float* m = static_cast<float*>(momentum.raw_data());
+  const float* g = static_cast<const float*>(grad.raw_data());
+  const float keep = static_cast<float>(beta1), take = static_cast<float>(1.0 - beta1);
+  const int64_t n = momentum.numel();
+#pragma omp parallel for num_threads(host_threads(n)) schedule(static)
+  for (int64_t i = 0; i < n; ++i) m[i] = keep * m[i] + take * g[i];
+}
+
+void CompressedOptimizer::frozen_variance_step(const Tensor& param, const Tensor& momentum, const Tensor& variance,
+                                               double lr, double eps, double decay) {
+  if (!param.device().is_cpu()) {
+    Tensor step = div(momentum, add(sqrt(variance), eps));
+    if (decay > 0) step = add(step, mul(param, decay));
+    Tensor p = param;
+    sub_(p, mul(step, lr));
+    return;
+  }
+  float* p = static_cast<float*>(param.raw_data());
+  const float* m = static_cast<const float*>(momentum.raw_data());
+  const float* v = static_cast<const float*>(variance.raw_data());
+  const float rate = static_cast<float>(lr), epsilon = static_cast<float>(eps), wd = static_cast<float>(decay);
+  const int64_t n = param.numel();
+#pragma omp parallel for num_threads(host_threads(n)) schedule(static)
+  for (int64_t i = 0; i < n; ++i) p[i] -= rate * (m[i] / (std::sqrt(v[i]) + epsilon) + wd * p[i]);
 }
 
 void CompressedOptimizer::compress_each(size_t g, const std::vector<Update>& updates,

@@ -4,7 +4,6 @@
 
 #include "core/error.h"
 #include "kernels/elementwise.h"
-#include "kernels/optimizer_kernels.h"
 
 namespace fathom::parallel {
 
@@ -34,55 +33,17 @@ void OneBitAdam::apply(const nn::ParamGroup& group, const std::vector<Update>& u
   const double lr = update_weights ? group.lr.value_or(options_.lr) : 0.0;  // step 1 moves the moments only
   const double decay = group.weight_decay.value_or(options_.weight_decay);
   if (!compressed) {
-    // Warm-up: Adam without bias correction, decoupled decay: the fused kernel Adam uses.
-    AdamHyper hyper{.lr = lr, .beta1 = options_.betas[0], .beta2 = options_.betas[1], .eps = options_.eps,
-                    .weight_decay = decay, .step = updates.front().state->step, .adam_w_mode = true,
-                    .bias_correction = false};
-    std::vector<AdamTensors> tensors;
-    for (const Update& u : updates) tensors.push_back({u.param, u.grad, u.state->buffers[0], u.state->buffers[1]});
-    adam_step_multi(tensors, hyper);
+    adam_step_without_bias_correction(updates, lr, options_.betas, options_.eps, decay);  // the warm-up
     return;
   }
   // Compressed: the local gradient into the momentum, the momenta's compressed mean, the frozen
   // variance.
-  for (const Update& u : updates) fold_gradient(u, options_.betas[0]);
+  for (const Update& u : updates) fold_into_momentum(u.state->buffers[0], u.grad, options_.betas[0]);
   std::vector<Tensor> momenta;
   for (const Update& u : updates) momenta.push_back(u.state->buffers[0]);
   compress_each(static_cast<size_t>(&group - &param_groups().front()), updates, momenta);
-  for (const Update& u : updates) frozen_variance_step(u, lr, options_.eps, decay);
-}
-
-// m = β1·m + (1-β1)·g: one pass on the host, tensor ops elsewhere.
-void OneBitAdam::fold_gradient(const Update& u, double beta1) {
-  Tensor& m = u.state->buffers[0];
-  if (!u.param.device().is_cpu()) {
-    mul_(m, beta1);
-    add_(m, mul(u.grad, 1.0 - beta1));
-    return;
-  }
-  float* mp = static_cast<float*>(m.raw_data());
-  const float* g = static_cast<const float*>(u.grad.raw_data());
-  const float keep = static_cast<float>(beta1), take = static_cast<float>(1.0 - beta1);
-  for (int64_t i = 0, n = m.numel(); i < n; ++i) mp[i] = keep * mp[i] + take * g[i];
-}
-
-// p -= lr·(m / (√v + eps) + decay·p), v frozen.
-void OneBitAdam::frozen_variance_step(const Update& u, double lr, double eps, double decay) {
-  const Tensor& m = u.state->buffers[0];
-  const Tensor& v = u.state->buffers[1];
-  if (!u.param.device().is_cpu()) {
-    Tensor step = div(m, add(sqrt(v), eps));
-    if (decay > 0) step = add(step, mul(u.param, decay));
-    Tensor param = u.param;
-    sub_(param, mul(step, lr));
-    return;
-  }
-  float* p = static_cast<float*>(u.param.raw_data());
-  const float* mp = static_cast<const float*>(m.raw_data());
-  const float* vp = static_cast<const float*>(v.raw_data());
-  const float rate = static_cast<float>(lr), epsilon = static_cast<float>(eps), wd = static_cast<float>(decay);
-  for (int64_t i = 0, n = u.param.numel(); i < n; ++i)
-    p[i] -= rate * (mp[i] / (std::sqrt(vp[i]) + epsilon) + wd * p[i]);
+  for (const Update& u : updates)
+    frozen_variance_step(u.param, u.state->buffers[0], u.state->buffers[1], lr, options_.eps, decay);
 }
 
 }  // namespace fathom::parallel

@@ -54,8 +54,6 @@ class OneBitAdam final : public CompressedOptimizer {
 
  private:
   void apply(const nn::ParamGroup& group, const std::vector<Update>& updates, bool update_weights, bool compressed);
-  static void fold_gradient(const Update& u, double beta1);
-  static void frozen_variance_step(const Update& u, double lr, double eps, double decay);
   OneBitAdamOptions options_;
 };
 

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/error.h"
-#include "core/threads.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduction.h"
 #include "nn/lamb.h"
@@ -14,9 +14,6 @@ namespace fathom::parallel {
 namespace {
 // Positions in ParamState::scalars (OneBitLamb::scalar_states).
 constexpr size_t kCoeffFreeze = 0, kLastFactor = 1, kScalingCoeff = 2;
-
-// Threads for a host loop over n elements: small tensors stay serial.
-int host_threads(int64_t n) { return static_cast<int>(std::clamp<int64_t>(n >> 15, 1, num_threads())); }
 }  // namespace
 
 OneBitLamb::OneBitLamb(std::vector<nn::ParamGroup> groups, OneBitLambOptions options,
@@ -161,7 +158,8 @@ void OneBitLamb::compressed_step(const Pending& p) {
   last = factor;
   const double coeff = state.scalars[kCoeffFreeze] * factor;
   lamb_coeffs_.push_back(coeff);
-  apply_frozen_step(p, *p.group->lr * coeff, decay);
+  const ParamState& s = *p.update.state;
+  frozen_variance_step(p.update.param, s.buffers[0], s.buffers[1], *p.group->lr * coeff, options_.eps, decay);
 }
 
 // ĝ = (m - β1·m_before)/(1-β1) into the fresh variance; the norms of m/(√v + eps) (prelim) and of
@@ -196,41 +194,39 @@ OneBitLamb::FrozenStepNorms OneBitLamb::frozen_step_norms_host(const Pending& p)
   const float eps = static_cast<float>(options_.eps), decay = static_cast<float>(*p.group->weight_decay);
   const float inv_one_minus_beta1 = static_cast<float>(1.0 / (1.0 - options_.betas[0]));
   const int64_t n = p.update.param.numel();
-  double prelim_sq = 0, update_sq = 0;
-  float largest = 0;
-#pragma omp parallel for num_threads(host_threads(n)) schedule(static) reduction(+ : prelim_sq, update_sq) \
-    reduction(max : largest)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = (m[i] - beta1 * before[i]) * inv_one_minus_beta1;
-    fresh[i] = beta2 * fresh[i] + (1.0f - beta2) * g * g;
-    const float denom = std::sqrt(v[i]) + eps;
-    const float prelim = m[i] / denom;
-    const float update = prelim + decay * w[i];
-    prelim_sq += static_cast<double>(prelim) * prelim;
-    update_sq += static_cast<double>(update) * update;
-    largest = std::max(largest, denom / (std::sqrt(fresh[i]) + eps));
-  }
-  return {.largest_denom_ratio = largest, .prelim = std::sqrt(prelim_sq), .update = std::sqrt(update_sq)};
-}
-
-// p -= rate·(m/(√v + eps) + decay·p).
-void OneBitLamb::apply_frozen_step(const Pending& p, double rate, double decay) const {
-  const Tensor& m = p.update.state->buffers[0];
-  const Tensor& v = p.update.state->buffers[1];
-  if (!p.update.param.device().is_cpu()) {
-    Tensor update = div(m, add(sqrt(v), options_.eps));
-    if (decay > 0) update = add(update, mul(p.update.param, decay));
-    Tensor param = p.update.param;
-    sub_(param, mul(update, rate));
-    return;
-  }
-  float* w = static_cast<float*>(p.update.param.raw_data());
-  const float* mp = static_cast<const float*>(m.raw_data());
-  const float* vp = static_cast<const float*>(v.raw_data());
-  const float r = static_cast<float>(rate), eps = static_cast<float>(options_.eps), d = static_cast<float>(decay);
-  const int64_t n = p.update.param.numel();
+  // Sums per fixed chunk, added in chunk order: the same bits at any thread count.
+  constexpr int64_t kChunk = 8192;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> prelim_sq(static_cast<size_t>(chunks)), update_sq(static_cast<size_t>(chunks));
+  std::vector<float> largest(static_cast<size_t>(chunks));
 #pragma omp parallel for num_threads(host_threads(n)) schedule(static)
-  for (int64_t i = 0; i < n; ++i) w[i] -= r * (mp[i] / (std::sqrt(vp[i]) + eps) + d * w[i]);
+  for (int64_t c = 0; c < chunks; ++c) {
+    double prelims = 0, updates = 0;
+    float most = 0;
+    for (int64_t i = c * kChunk, end = std::min(n, i + kChunk); i < end; ++i) {
+      const float g = (m[i] - beta1 * before[i]) * inv_one_minus_beta1;
+      fresh[i] = beta2 * fresh[i] + (1.0f - beta2) * g * g;
+      const float denom = std::sqrt(v[i]) + eps;
+      const float prelim = m[i] / denom;
+      const float update = prelim + decay * w[i];
+      prelims += static_cast<double>(prelim) * prelim;
+      updates += static_cast<double>(update) * update;
+      most = std::max(most, denom / (std::sqrt(fresh[i]) + eps));
+    }
+    prelim_sq[c] = prelims;
+    update_sq[c] = updates;
+    largest[c] = most;
+  }
+  FrozenStepNorms norms;
+  double prelims = 0, updates = 0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    prelims += prelim_sq[c];
+    updates += update_sq[c];
+    norms.largest_denom_ratio = std::max<double>(norms.largest_denom_ratio, largest[c]);
+  }
+  norms.prelim = std::sqrt(prelims);
+  norms.update = std::sqrt(updates);
+  return norms;
 }
 
 std::vector<Tensor> OneBitLamb::rank_local_state() const {

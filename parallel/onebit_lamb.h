@@ -99,7 +99,6 @@ class OneBitLamb final : public CompressedOptimizer {
   };
   FrozenStepNorms frozen_step_norms(const Pending& p) const;
   FrozenStepNorms frozen_step_norms_host(const Pending& p) const;
-  void apply_frozen_step(const Pending& p, double rate, double decay) const;
 
   OneBitLambOptions options_;
   std::vector<Pending> pending_;

@@ -4,7 +4,6 @@
 
 #include "core/error.h"
 #include "kernels/elementwise.h"
-#include "kernels/optimizer_kernels.h"
 
 namespace fathom::parallel {
 
@@ -56,38 +55,25 @@ void ZeroOneAdam::update_group(const nn::ParamGroup& group, const std::vector<Up
   const size_t g = static_cast<size_t>(&group - &param_groups().front());
   if (step == 1) return;  // DeepSpeed's initialisation step
   const Schedule s = schedule_after(step - 1);
-  const double beta1 = options_.betas[0], beta2 = options_.betas[1];
+  const double beta1 = options_.betas[0];
   const double lr = group.lr.value_or(options_.lr), decay = group.weight_decay.value_or(options_.weight_decay);
-  const auto fold = [&](Tensor& m, const Tensor& grad) {
-    mul_(m, beta1);
-    add_(m, mul(grad, 1.0 - beta1));
-  };
   if (!s.frozen && step % s.var_interval == 0) {
-    // Averaged by the engine: Adam without bias correction, decoupled decay (the fused kernel).
-    AdamHyper hyper{.lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = options_.eps, .weight_decay = decay,
-                    .step = step, .adam_w_mode = true, .bias_correction = false};
-    std::vector<AdamTensors> tensors;
-    for (const Update& u : updates) tensors.push_back({u.param, u.grad, u.state->buffers[0], u.state->buffers[1]});
-    adam_step_multi(tensors, hyper);
+    adam_step_without_bias_correction(updates, lr, options_.betas, options_.eps, decay);  // averaged by the engine
     return;
   }
   if (!s.frozen) {  // local gradients, their 1-bit mean into m
     std::vector<Tensor> grads;
     for (const Update& u : updates) grads.push_back(u.grad.clone());
     compress_each(g, updates, grads);
-    for (size_t i = 0; i < updates.size(); ++i) fold(updates[i].state->buffers[0], grads[i]);
+    for (size_t i = 0; i < updates.size(); ++i) fold_into_momentum(updates[i].state->buffers[0], grads[i], beta1);
   } else {  // local steps
     if (!schedule_after(step - 2).frozen)  // the first: the weights every rank holds are the anchor
       for (const Update& u : updates) u.state->buffers[2].copy_(u.param);
-    for (const Update& u : updates) fold(u.state->buffers[0], u.grad);
+    for (const Update& u : updates) fold_into_momentum(u.state->buffers[0], u.grad, beta1);
     lrs_[g] += lr;
   }
-  for (const Update& u : updates) {
-    Tensor step_update = div(u.state->buffers[0], add(sqrt(u.state->buffers[1]), options_.eps));
-    if (decay > 0) step_update = add(step_update, mul(u.param, decay));
-    Tensor param = u.param;
-    sub_(param, mul(step_update, lr));
-  }
+  for (const Update& u : updates)
+    frozen_variance_step(u.param, u.state->buffers[0], u.state->buffers[1], lr, options_.eps, decay);
   if (s.frozen && step % s.local_interval == 0) {
     // What the local steps moved each rank since the anchor, -Σ lr·update, in momentum units,
     // averaged compressed; the mean applied to the anchor, which every rank holds bit for bit, so

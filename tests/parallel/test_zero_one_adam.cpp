@@ -66,6 +66,8 @@ TEST_CASE("0/1 Adam equals its twin for its first var_update_scaler steps", "[on
 
 TEST_CASE("0/1 Adam trains the tiny GPT within 5% of Adam, compressing and taking local steps", "[onebit]") {
   const auto& world = runtime().world_ptr();
+  // Measured (mean loss of the last 5 steps; AdamW 2.185, start 4.120): 0/1 Adam 2.198 at 1 rank,
+  // 2.235 at 2, 2.222 at 3, 2.276 at 4.
   constexpr int kSteps = 80;  // half of them after the variance freeze
   const auto config = [](const std::string& optimizer) {
     return detail::concat(R"({"train_batch_size": 24, "seed": 7, "optimizer": )", optimizer,
