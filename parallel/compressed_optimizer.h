@@ -36,18 +36,18 @@ class CompressedOptimizer : public nn::Optimizer {
   // `values` (param's exchanged result) times param's mask, when it has one.
   void apply_mask(const Tensor& param, const Tensor& values) const;
 
-  // The updates 1-bit Adam and 0/1 Adam share, each one pass over host memory (tensor ops on
-  // other devices): m = β1·m + (1-β1)·g, and p -= lr·(m/(√v + eps) + decay·p) with v frozen.
   // Adam without bias correction, weight decay decoupled, on gradients the engine averaged (the
   // warm-up rule of DeepSpeed's 1-bit Adam and 0/1 Adam): the fused multi-tensor kernel.
   static void adam_step_without_bias_correction(const std::vector<Update>& updates, double lr,
                                                 const std::array<double, 2>& betas, double eps, double decay);
-  // Threads for a host loop over n elements (small tensors stay serial); the loops are
-  // elementwise, so their results do not depend on it.
-  static int host_threads(int64_t n);
+  // The updates the three share after the freeze, each one pass over host memory (tensor ops on
+  // other devices): m = β1·m + (1-β1)·g, and p -= lr·(m/(√v + eps) + decay·p) with v frozen.
   static void fold_into_momentum(const Tensor& momentum, const Tensor& grad, double beta1);
   static void frozen_variance_step(const Tensor& param, const Tensor& momentum, const Tensor& variance, double lr,
                                    double eps, double decay);
+  // Threads for a host loop over n elements (small tensors stay serial); the loops are
+  // elementwise, so their results do not depend on it.
+  static int host_threads(int64_t n);
 
   // 1-bit Adam's and 0/1 Adam's exchange: `tensors[i]` (one per update of group `g`) replaced by
   // its compressed mean, each with its own scale and its parameter's error buffers, all in one

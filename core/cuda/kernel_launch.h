@@ -5,12 +5,17 @@
 // "CUDA emulation") the host compiler sees the SIMT emulator's launch instead, with the launch's
 // file and line. The kernel comes last so that its template arguments may hold commas; name them
 // all (an emulated launch takes the kernel's address, which deduction cannot give).
+//
+// FATHOM_DYNAMIC_SHARED(type, name, alignment): the block's dynamic shared memory (the launch's
+// shared_bytes) as `type* name` — `extern __shared__ __align__(alignment) type name[]` under nvcc.
 #if defined(FATHOM_CUDA_EMULATION)
 #include "core/simt/device.h"
 #define FATHOM_LAUNCH(grid, block, shared_bytes, stream, ...)                                           \
   ::fathom::simt::PendingLaunch{{#__VA_ARGS__, ::fathom::simt::Dim3(grid), ::fathom::simt::Dim3(block), \
                                  static_cast<size_t>(shared_bytes), FATHOM_SIMT_SITE}}                  \
       .of(__VA_ARGS__)
+#define FATHOM_DYNAMIC_SHARED(type, name, alignment) type* const name = static_cast<type*>(::fathom::simt::dynamic_shared())
 #else
 #define FATHOM_LAUNCH(grid, block, shared_bytes, stream, ...) __VA_ARGS__<<<grid, block, shared_bytes, stream>>>
+#define FATHOM_DYNAMIC_SHARED(type, name, alignment) extern __shared__ __align__(alignment) type name[]
 #endif

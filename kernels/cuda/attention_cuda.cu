@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kAttnThreads)
                              Acc<T> scale) {
   using A = Acc<T>;
   constexpr int R = kAttnRowsPerWarp, DPL = TIER / 32, KP = TIER + 1;
-  extern __shared__ __align__(16) unsigned char smem[];
+  FATHOM_DYNAMIC_SHARED(unsigned char, smem, 16);
   A* qs = reinterpret_cast<A*>(smem);  // [kAttnBlockRows][TIER]
   A* ks = qs + kAttnBlockRows * TIER;  // [kAttnTile][KP]
   A* vs = ks + kAttnTile * KP;         // [kAttnTile][TIER]
@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(kAttnThreads)
                         int64_t BH, int64_t T_, int HS, Acc<T> scale, bool accumulate) {
   using A = Acc<T>;
   constexpr int R = kAttnRowsPerWarp, DPL = TIER / 32, KP = TIER + 1;
-  extern __shared__ __align__(16) unsigned char smem[];
+  FATHOM_DYNAMIC_SHARED(unsigned char, smem, 16);
   A* qs = reinterpret_cast<A*>(smem);  // [kAttnBlockRows][TIER]
   A* gs = qs + kAttnBlockRows * TIER;  // dout rows, [kAttnBlockRows][TIER]
   A* ks = gs + kAttnBlockRows * TIER;  // [kAttnTile][KP]
@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(kAttnThreads)
                           const Acc<T>* D, int64_t BH, int64_t T_, int HS, Acc<T> scale, bool accumulate) {
   using A = Acc<T>;
   constexpr int R = kAttnRowsPerWarp, DPL = TIER / 32, KP = TIER + 1;
-  extern __shared__ __align__(16) unsigned char smem[];
+  FATHOM_DYNAMIC_SHARED(unsigned char, smem, 16);
   A* ks = reinterpret_cast<A*>(smem);  // own keys, [kAttnBlockRows][TIER]
   A* vs = ks + kAttnBlockRows * TIER;  // own values, [kAttnBlockRows][TIER]
   A* qs = vs + kAttnBlockRows * TIER;  // [kAttnTile][KP]
@@ -386,7 +386,8 @@ __global__ void __launch_bounds__(kAttnThreads)
 template <typename Kernel>
 void allow_shared_memory(Kernel kernel, int64_t bytes, const char* name) {
   const cudaError_t status =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+      cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(bytes));
   if (status != cudaSuccess) {
     cudaGetLastError();
     const std::string message = std::string(name) + ": cudaFuncSetAttribute(MaxDynamicSharedMemorySize, " +
