@@ -11,10 +11,17 @@
 namespace fathom::parallel {
 
 CompressedOptimizer::CompressedOptimizer(std::string type, std::vector<nn::ParamGroup> groups, double lr,
-                                         double weight_decay, std::shared_ptr<Communicator> data_group)
+                                         double weight_decay, double eps, const std::array<double, 2>& betas,
+                                         std::shared_ptr<Communicator> data_group)
     : Optimizer(std::move(type), std::move(groups), lr, weight_decay), group_(std::move(data_group)) {
   FATHOM_CHECK(group_ != nullptr, this->type(), ": no data-parallel group");
+  nn::check_non_negative(this->type(), "eps", eps);
+  nn::check_betas(this->type(), betas[0], betas[1]);
   errors_.resize(param_groups().size());
+}
+
+void CompressedOptimizer::update(const nn::ParamGroup&, const Tensor&, const Tensor&, ParamState&) {
+  FATHOM_FAIL(type(), " updates whole parameter groups (update_group): its momenta travel in one exchange");
 }
 
 int64_t CompressedOptimizer::steps_taken() const {

@@ -27,8 +27,12 @@ class CompressedOptimizer : public nn::Optimizer {
   void set_exp_avg_mask(const autograd::Variable& param, const Tensor& mask);
 
  protected:
+  // Checks what every one of them takes besides lr and weight_decay (the base's): eps and betas.
   CompressedOptimizer(std::string type, std::vector<nn::ParamGroup> groups, double lr, double weight_decay,
-                      std::shared_ptr<Communicator> data_group);
+                      double eps, const std::array<double, 2>& betas, std::shared_ptr<Communicator> data_group);
+
+  // They update whole groups (update_group): their momenta travel in one exchange.
+  void update(const nn::ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) final;
 
   Communicator& data_group() const { return *group_; }
   int64_t steps_taken() const;  // by the first parameter (they all step together)

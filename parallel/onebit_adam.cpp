@@ -9,15 +9,10 @@ namespace fathom::parallel {
 
 OneBitAdam::OneBitAdam(std::vector<nn::ParamGroup> groups, OneBitAdamOptions options,
                        std::shared_ptr<Communicator> data_group)
-    : CompressedOptimizer("OneBitAdam", std::move(groups), options.lr, options.weight_decay, std::move(data_group)),
+    : CompressedOptimizer("OneBitAdam", std::move(groups), options.lr, options.weight_decay, options.eps, options.betas,
+                          std::move(data_group)),
       options_(options) {
-  nn::check_non_negative("OneBitAdam", "eps", options_.eps);
-  nn::check_betas("OneBitAdam", options_.betas[0], options_.betas[1]);
   FATHOM_CHECK(options_.freeze_step >= 0, "OneBitAdam: \"freeze_step\" must be >= 0, got ", options_.freeze_step);
-}
-
-void OneBitAdam::update(const nn::ParamGroup&, const Tensor&, const Tensor&, ParamState&) {
-  FATHOM_FAIL("OneBitAdam updates whole parameter groups (update_group): its momentum is compressed as one buffer");
 }
 
 bool OneBitAdam::compressing() const { return steps_taken() >= std::max<int64_t>(options_.freeze_step, 1); }

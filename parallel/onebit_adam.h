@@ -49,7 +49,6 @@ class OneBitAdam final : public CompressedOptimizer {
 
  protected:
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
-  void update(const nn::ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) override;
   void update_group(const nn::ParamGroup& group, const std::vector<Update>& updates) override;
 
  private:

@@ -18,10 +18,9 @@ constexpr size_t kCoeffFreeze = 0, kLastFactor = 1, kScalingCoeff = 2;
 
 OneBitLamb::OneBitLamb(std::vector<nn::ParamGroup> groups, OneBitLambOptions options,
                        std::shared_ptr<Communicator> data_group)
-    : CompressedOptimizer("OneBitLamb", std::move(groups), options.lr, options.weight_decay, std::move(data_group)),
+    : CompressedOptimizer("OneBitLamb", std::move(groups), options.lr, options.weight_decay, options.eps, options.betas,
+                          std::move(data_group)),
       options_(options) {
-  nn::check_non_negative(type(), "eps", options_.eps);
-  nn::check_betas(type(), options_.betas[0], options_.betas[1]);
   FATHOM_CHECK(options_.freeze_step >= 0, "OneBitLamb: \"freeze_step\" must be >= 0, got ", options_.freeze_step);
   for (const auto& [key, value] : {std::pair{"min_coeff", options_.min_coeff}, {"factor_min", options_.factor_min},
                                    {"factor_threshold", options_.factor_threshold}})
@@ -32,10 +31,6 @@ OneBitLamb::OneBitLamb(std::vector<nn::ParamGroup> groups, OneBitLambOptions opt
                ") must be <= \"factor_max\" (", options_.factor_max, ")");
   FATHOM_CHECK(options_.coeff_beta >= 0 && options_.coeff_beta < 1,
                "OneBitLamb: \"coeff_beta\" must be in [0, 1), got ", options_.coeff_beta);
-}
-
-void OneBitLamb::update(const nn::ParamGroup&, const Tensor&, const Tensor&, ParamState&) {
-  FATHOM_FAIL("OneBitLamb updates whole parameter groups (update_group): its momenta are compressed as one buffer");
 }
 
 bool OneBitLamb::compressing() const { return steps_taken() >= last_warmup_step(); }

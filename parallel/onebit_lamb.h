@@ -77,7 +77,6 @@ class OneBitLamb final : public CompressedOptimizer {
   std::vector<ScalarState> scalar_states() const override {
     return {{"lamb_coeff_freeze", 0.0}, {"last_factor", 1.0}, {"scaling_coeff", 0.0}};
   }
-  void update(const nn::ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) override;
   void update_group(const nn::ParamGroup& group, const std::vector<Update>& updates) override;
   void begin_step() override;
   void end_step() override;

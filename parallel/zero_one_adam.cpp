@@ -9,10 +9,9 @@ namespace fathom::parallel {
 
 ZeroOneAdam::ZeroOneAdam(std::vector<nn::ParamGroup> groups, ZeroOneAdamOptions options,
                          std::shared_ptr<Communicator> data_group)
-    : CompressedOptimizer("ZeroOneAdam", std::move(groups), options.lr, options.weight_decay, std::move(data_group)),
+    : CompressedOptimizer("ZeroOneAdam", std::move(groups), options.lr, options.weight_decay, options.eps, options.betas,
+                          std::move(data_group)),
       options_(options) {
-  nn::check_non_negative("ZeroOneAdam", "eps", options_.eps);
-  nn::check_betas("ZeroOneAdam", options_.betas[0], options_.betas[1]);
   FATHOM_CHECK(options_.var_freeze_step >= 0, "ZeroOneAdam: \"var_freeze_step\" must be >= 0, got ",
                options_.var_freeze_step);
   for (const auto& [key, value] : {std::pair{"var_update_scaler", options_.var_update_scaler},
@@ -43,10 +42,6 @@ bool ZeroOneAdam::wants_reduced_gradients() const {
   const int64_t done = steps_taken();
   const Schedule s = schedule_after(done);
   return !s.frozen && (done + 1) % s.var_interval == 0;
-}
-
-void ZeroOneAdam::update(const nn::ParamGroup&, const Tensor&, const Tensor&, ParamState&) {
-  FATHOM_FAIL("ZeroOneAdam updates whole parameter groups (update_group)");
 }
 
 void ZeroOneAdam::update_group(const nn::ParamGroup& group, const std::vector<Update>& updates) {

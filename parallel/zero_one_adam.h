@@ -59,7 +59,6 @@ class ZeroOneAdam final : public CompressedOptimizer {
 
  protected:
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq", "weights_at_sync"}; }
-  void update(const nn::ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) override;
   void update_group(const nn::ParamGroup& group, const std::vector<Update>& updates) override;
 
  private:
