@@ -202,12 +202,16 @@ bool BlockScheduler::release_warps() {
     for (int k = 0; k < kWarpSize; ++k) {
       if (!(me.mask >> k & 1u)) continue;
       const int other = base + k;
-      const std::string op = std::string(kind_name(me.kind)) + " at " + site_str(me.site) + " (mask " + hex(me.mask) +
-                             ") in " + who(t);
-      FATHOM_CHECK(other < n, op, ": the mask names lane ", k, ", which this block does not have (", n, " threads)");
+      // (The message is built only on failure: this loop runs for every lane of every warp operation.)
+      const auto op = [&] {
+        return std::string(kind_name(me.kind)) + " at " + site_str(me.site) + " (mask " + hex(me.mask) + ") in " +
+               who(t);
+      };
+      if (other >= n)
+        FATHOM_FAIL(op(), ": the mask names lane ", k, ", which this block does not have (", n, " threads)");
       const Lane& l = lanes_[other];
-      FATHOM_CHECK(l.state == State::Warp && l.kind == me.kind && l.mask == me.mask, op, " cannot complete: lane ", k,
-                   " ", lane_place(other));
+      if (l.state != State::Warp || l.kind != me.kind || l.mask != me.mask)
+        FATHOM_FAIL(op(), " cannot complete: lane ", k, " ", lane_place(other));
       group.push_back(other);
     }
     // Every lane of the mask is here: each lane's result from its source.
