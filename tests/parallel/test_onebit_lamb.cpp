@@ -9,6 +9,7 @@
 #include "gpt_training.h"
 #include "mpi_test_util.h"
 #include "nn/linear.h"
+#include "parallel/compressed_optimizers.h"
 #include "parallel/local_communicator.h"
 #include "parallel/onebit_lamb.h"
 #include "regression_job.h"
@@ -272,4 +273,20 @@ TEST_CASE("1-bit LAMB's bad settings are errors naming them", "[onebit]") {
   CHECK_THROWS_WITH(initialize(config(R"({"type": "onebitlamb"})", 2), model, nullptr, nullptr, world),
                     Catch::Contains("config error at zero_optimization.stage: onebitlamb communicates its own "
                                     "compressed momentum") && Catch::Contains("stage is 2, use 0"));
+}
+
+TEST_CASE("error-feedback state that does not fit the optimizer is refused, naming it", "[onebit]") {
+  // (As a checkpoint from another model or optimizer would give it; the engine passes it on only at
+  // the same world size.)
+  const autograd::Variable w(Tensor::zeros({4}), true, "w");
+  const auto local = std::make_shared<parallel::LocalCommunicator>();
+  parallel::OneBitLamb lamb(nn::single_group(std::vector{w}), {}, local);
+  CHECK_THROWS_WITH(lamb.load_rank_local_state({Tensor::zeros({32}), Tensor::zeros({32}), Tensor::zeros({1})}),
+                    Catch::Contains("OneBitLamb: its error-feedback state is one worker and one server buffer, got 3"));
+  auto adam = parallel::make_compressed_optimizer("OneBitAdam", {}, nn::single_group(std::vector{w}), local);
+  CHECK_THROWS_WITH(adam->load_rank_local_state({Tensor::zeros({3}), Tensor::zeros({3})}),
+                    Catch::Contains("OneBitAdam: the checkpoint's error buffers of parameter 0 of group 0 do not match "
+                                    "this world size and model"));
+  CHECK_THROWS_WITH(adam->load_rank_local_state({Tensor::zeros({32}), Tensor::zeros({32}), Tensor::zeros({32})}),
+                    Catch::Contains("the checkpoint's error buffers do not match this optimizer's parameters"));
 }

@@ -134,6 +134,9 @@ __global__ void shuffle_after_exit(float* out) {
   out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
 }
 
+// A full-warp mask in a block of 16 threads: lanes 16-31 do not exist.
+__global__ void mask_beyond_block(float* out) { out[threadIdx.x] = __shfl_sync(0xffffffffu, 1.0f, 0); }
+
 // Reads a slot of shared memory no thread wrote.
 __global__ void uninitialised_shared(float* out) {
   __shared__ float slot[64];
@@ -305,6 +308,9 @@ TEST_CASE("SIMT emulator: divergent barriers, early exits and wrong masks are er
                  Catch::Contains("its mask 0xffff does not include the calling lane 16"));
   CHECK_THAT(run("shuffle_after_exit", shuffle_after_exit, 32),
              Catch::Contains("__shfl_xor_sync at") && Catch::Contains("cannot complete: lane 16 has exited"));
+  CHECK_THAT(run("mask_beyond_block", mask_beyond_block, 16),
+             Catch::Contains("__shfl_sync at") && Catch::Contains("the mask names lane 16, which this block does not "
+                                                                  "have (16 threads)"));
   std::vector<int> ints(8);
   CHECK_THAT(error_of([&] {
                launch_kernel(LaunchSpec{"fails_inside", Dim3(1), Dim3(8), 0, FATHOM_SIMT_SITE}, fails_inside,
