@@ -62,7 +62,7 @@ std::vector<UnarySpec> unary_specs() {
        [](const Tensor& g, const Tensor&, const Tensor&, double, double) { return neg(g); }, false},
       {UnaryOp::Abs, -3, 3, 0, 0, [](double x, double, double) { return std::fabs(x); },
        [](const Tensor& g, const Tensor& x, const Tensor&, double, double) {
-         return where(lt(x, Tensor::zeros({}, x.dtype())), neg(g), g);
+         return where(lt(x, Tensor::zeros({}, x.dtype(), x.device())), neg(g), g);
        }, false},
       {UnaryOp::Exp, -4, 4, 0, 0, [](double x, double, double) { return std::exp(x); },
        [](const Tensor& g, const Tensor&, const Tensor& y, double, double) { return mul(g, y); }},
@@ -96,9 +96,11 @@ std::vector<UnarySpec> unary_specs() {
        [](const Tensor& g, const Tensor& x, const Tensor&, double a, double) { return mul(mul(g, pow(x, a - 1)), a); }},
       {UnaryOp::Clamp, -2, 2, lo, hi, [](double x, double a, double b) { return std::min(std::max(x, a), b); },
        [](const Tensor& g, const Tensor& x, const Tensor&, double a, double b) {
-         const Tensor inside = where(ge(x, Tensor::scalar(a, x.dtype())), le(x, Tensor::scalar(b, x.dtype())),
-                                     Tensor::zeros({}, DType::Bool));
-         return where(inside, g, Tensor::zeros({}, g.dtype()));
+         // Two selects rather than a bool `and`: where() on bool values has no CUDA kernel.
+         const Device d = x.device();
+         const Tensor zero = Tensor::zeros({}, g.dtype(), g.device());
+         return where(ge(x, Tensor::scalar(a, x.dtype(), d)), where(le(x, Tensor::scalar(b, x.dtype(), d)), g, zero),
+                      zero);
        }, false},
   };
 }
@@ -200,13 +202,13 @@ std::vector<BinarySpec> binary_specs() {
        }, true},
       {BinaryOp::Maximum, -3, 3, -3, 3, [](double a, double b) { return std::max(a, b); },
        [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) {
-         const Tensor zero = Tensor::zeros({}, g.dtype());
+         const Tensor zero = Tensor::zeros({}, g.dtype(), g.device());
          const Tensor a_wins = ge(a, b);
          return TensorList{where(a_wins, g, zero), where(a_wins, zero, g)};
        }},
       {BinaryOp::Minimum, -3, 3, -3, 3, [](double a, double b) { return std::min(a, b); },
        [](const Tensor& g, const Tensor& a, const Tensor& b, const Tensor&) {
-         const Tensor zero = Tensor::zeros({}, g.dtype());
+         const Tensor zero = Tensor::zeros({}, g.dtype(), g.device());
          const Tensor a_wins = le(a, b);
          return TensorList{where(a_wins, g, zero), where(a_wins, zero, g)};
        }},
@@ -330,7 +332,7 @@ void add_where(std::vector<OpInfo>& registry) {
   };
   info.gradient = [](const GradientContext& ctx) {
     const Tensor& g = ctx.grad_outputs[0];
-    const Tensor zero = Tensor::zeros({}, g.dtype());
+    const Tensor zero = Tensor::zeros({}, g.dtype(), g.device());
     return TensorList{Tensor(), sum_to_shape(where(ctx.inputs[0], g, zero), ctx.input_sizes[1]),
                       sum_to_shape(where(ctx.inputs[0], zero, g), ctx.input_sizes[2])};
   };

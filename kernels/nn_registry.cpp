@@ -257,7 +257,9 @@ OpInfo layernorm_entry() {
   };
   info.gradient_uses_outputs = true;
   info.differentiable_outputs = 1;
-  info.tolerance = nn_tolerance;
+  // The offset-rows sample (mean 10.5, spread 0.3) makes dx ~35x more sensitive to the order of
+  // f32 sums than centred rows: the GPU's lane-tree order lands 2e-5 from the CPU's there.
+  info.tolerance = [](DType dtype) { return dtype == DType::F32 ? Tolerance{5e-5, 5e-5} : nn_tolerance(dtype); };
   return info;
 }
 

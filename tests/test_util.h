@@ -21,7 +21,8 @@ inline std::string mismatch(const std::vector<double>& actual, const std::vector
   for (size_t i = 0; i < actual.size(); ++i) {
     const double a = actual[i], b = expected[i];
     const bool both_nan = std::isnan(a) && std::isnan(b);
-    if (!both_nan && !(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
+    // a == b first: equal infinities differ by NaN.
+    if (!both_nan && a != b && !(std::fabs(a - b) <= atol + rtol * std::fabs(b))) {
       std::ostringstream out;
       out << "element " << i << ": " << a << " vs expected " << b << " (atol " << atol << ", rtol " << rtol << ")";
       return out.str();

@@ -53,7 +53,7 @@ TEST_CASE("CUDA matmul matches the CPU on GPT-2 shapes and batched, broadcast, t
       {{256, 3072}, {256, 768}, true, false},      // c_fc dW
       {{2, 12, 64, 64}, {2, 12, 64, 64}, false, true},  // q k^T per head (strided batch)
       {{2, 1, 33, 17}, {3, 17, 9}, false, false},  // broadcast batch (one GEMM per matrix)
-      {{5, 7, 3}, {3, 7, 4}, true, false},         // shared B, transposed A (no folding)
+      {{5, 7, 3}, {7, 4}, true, false},            // shared B, transposed A (no folding)
       {{1, 1}, {1, 1}, false, false},
       {{3, 1000}, {1000, 5}, false, false},        // long K, thin output
   };
