@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "core/cuda/kernel_launch.h"
 #include "core/cuda/launch_check.h"
 #include "parallel/nccl_convert.h"
 
@@ -43,16 +44,21 @@ unsigned blocks_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>(
 void widen_to_f32(const void* src, float* dst, int64_t n, bool bf16, void* stream) {
   if (n == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
-  if (bf16) widen_kernel<<<blocks_for(n), 256, 0, s>>>(static_cast<const __nv_bfloat16*>(src), dst, n);
-  else widen_kernel<<<blocks_for(n), 256, 0, s>>>(static_cast<const __half*>(src), dst, n);
+  if (bf16)
+    FATHOM_LAUNCH(blocks_for(n), 256, 0, s, widen_kernel<__nv_bfloat16>)
+    (static_cast<const __nv_bfloat16*>(src), dst, n);
+  else
+    FATHOM_LAUNCH(blocks_for(n), 256, 0, s, widen_kernel<__half>)(static_cast<const __half*>(src), dst, n);
   FATHOM_CUDA_CHECK_LAUNCH("widen_to_f32");
 }
 
 void narrow_from_f32(const float* src, void* dst, int64_t n, bool bf16, void* stream) {
   if (n == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
-  if (bf16) narrow_kernel<<<blocks_for(n), 256, 0, s>>>(src, static_cast<__nv_bfloat16*>(dst), n);
-  else narrow_kernel<<<blocks_for(n), 256, 0, s>>>(src, static_cast<__half*>(dst), n);
+  if (bf16)
+    FATHOM_LAUNCH(blocks_for(n), 256, 0, s, narrow_kernel<__nv_bfloat16>)(src, static_cast<__nv_bfloat16*>(dst), n);
+  else
+    FATHOM_LAUNCH(blocks_for(n), 256, 0, s, narrow_kernel<__half>)(src, static_cast<__half*>(dst), n);
   FATHOM_CUDA_CHECK_LAUNCH("narrow_from_f32");
 }
 
