@@ -5,7 +5,14 @@
 # time as cudaErrorNoDevice / cudaErrorInsufficientDriver.
 
 set(FATHOM_WITH_CUDA OFF)
-if(FATHOM_CUDA STREQUAL "OFF")
+if(FATHOM_CUDA_EMULATION)
+  # The CUDA emulation build (docs/gpu.md, "CUDA emulation"): the CUDA backend's sources, .cu
+  # files included, compiled by the host compiler against the SIMT emulator (core/simt), which
+  # also stands in for cudart and cuBLASLt. Only the toolkit's headers are used.
+  find_package(CUDAToolkit REQUIRED)
+  set(FATHOM_WITH_CUDA ON)
+  message(STATUS "Fathom: CUDA backend emulated on the CPU (FATHOM_CUDA_EMULATION=ON, headers of CUDA ${CUDAToolkit_VERSION})")
+elseif(FATHOM_CUDA STREQUAL "OFF")
   message(STATUS "Fathom: CUDA backend disabled (FATHOM_CUDA=OFF)")
 else()
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
@@ -34,6 +41,11 @@ function(fathom_configure_cuda target)
   if(NOT FATHOM_WITH_CUDA)
     return()
   endif()
+  if(FATHOM_CUDA_EMULATION)
+    target_compile_definitions(${target} PUBLIC FATHOM_CUDA_EMULATION=1)
+    target_include_directories(${target} PUBLIC ${CUDAToolkit_INCLUDE_DIRS})
+    return()
+  endif()
   set_target_properties(${target} PROPERTIES CUDA_RUNTIME_LIBRARY Static CUDA_SEPARABLE_COMPILATION OFF)
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --expt-relaxed-constexpr>)
@@ -42,4 +54,15 @@ function(fathom_configure_cuda target)
   target_link_libraries(${target} PRIVATE CUDA::cudart_static CUDA::cublasLt)
   # The runtime headers are needed by the host-side .cpp files of the CUDA backend.
   target_include_directories(${target} PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+endfunction()
+
+# In the emulation build the target's .cu files are C++ (after every source has been added).
+function(fathom_compile_cuda_sources_as_cxx target)
+  if(NOT FATHOM_CUDA_EMULATION)
+    return()
+  endif()
+  get_target_property(sources ${target} SOURCES)
+  list(FILTER sources INCLUDE REGEX "\\.cu$")
+  # -O2 whatever the build type: emulated threads run the kernels' code a block at a time, slowly.
+  set_source_files_properties(${sources} TARGET_DIRECTORY ${target} PROPERTIES LANGUAGE CXX COMPILE_OPTIONS -O2)
 endfunction()

@@ -70,6 +70,7 @@ void* CachingAllocator::allocate_on(size_t bytes, MemoryTag tag, void* stream) {
     blocks_.emplace(reinterpret_cast<uintptr_t>(ptr), std::move(block));
   }
   Block& block = blocks_.at(reinterpret_cast<uintptr_t>(ptr));
+  backend_->mark_in_use(ptr, bytes, block.size, stream);
   if (poison_) {
     try {
       backend_->memset(ptr, 0xFF, bytes, stream);
@@ -135,6 +136,7 @@ void CachingAllocator::make_free(uintptr_t address, Block& block) {
   block.requested = 0;
   block.used_on.clear();
   free_[block.stream].emplace(block.size, address);
+  backend_->mark_cached(reinterpret_cast<void*>(address), block.size, block.stream);
 }
 
 void CachingAllocator::record_stream(void* ptr, void* stream) {

@@ -3,6 +3,10 @@
 // belong to the current device.
 #include <cuda_runtime_api.h>
 
+#if defined(FATHOM_CUDA_EMULATION) && defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_runtime.h"
 #include "core/cuda/device_guard.h"
@@ -69,6 +73,33 @@ class CudaMemoryBackend final : public DeviceMemoryBackend {
   }
 
   void* current_stream() override { return cuda::current_stream(); }
+
+#if defined(FATHOM_CUDA_EMULATION) && defined(__SANITIZE_ADDRESS__)
+  // Emulated device memory is host memory ASan watches; it sees the allocator's blocks only as
+  // the device's, so what a kernel may not touch is poisoned here, when the stream gets there.
+  void mark_in_use(void* ptr, size_t bytes, size_t capacity, void* stream) override {
+    poison_on(stream, ptr, bytes, false);
+    poison_on(stream, static_cast<char*>(ptr) + bytes, capacity - bytes, true);
+  }
+  void mark_cached(void* ptr, size_t capacity, void* stream) override { poison_on(stream, ptr, capacity, true); }
+
+  static void poison_on(void* stream, void* ptr, size_t bytes, bool poison) {
+    struct Region {
+      void* ptr;
+      size_t bytes;
+      bool poison;
+    };
+    const auto apply = [](void* data) {
+      const auto* r = static_cast<Region*>(data);
+      if (r->poison)
+        ASAN_POISON_MEMORY_REGION(r->ptr, r->bytes);
+      else
+        ASAN_UNPOISON_MEMORY_REGION(r->ptr, r->bytes);
+      delete r;
+    };
+    FATHOM_CUDA_CHECK(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), apply, new Region{ptr, bytes, poison}));
+  }
+#endif
 
  private:
   int device_;

@@ -29,6 +29,12 @@ class DeviceMemoryBackend {
   virtual void synchronize_event(void* event) = 0;  // blocks until complete
   // The stream new allocations are ordered on (cuda::current_stream() for CUDA).
   virtual void* current_stream() = 0;
+  // For memory checkers, in the order of `stream`'s work: the block at `ptr` (`capacity` bytes)
+  // is handed out for its first `bytes`, or goes back to the cache. The CUDA emulation build
+  // under AddressSanitizer poisons what no kernel may touch then (a block's rounded-up tail, a
+  // cached block); on a GPU there is nothing to do.
+  virtual void mark_in_use(void* ptr, size_t bytes, size_t capacity, void* stream) {}
+  virtual void mark_cached(void* ptr, size_t capacity, void* stream) {}
 };
 
 // The CUDA runtime backend of device `device` (defined only in CUDA builds).

@@ -12,7 +12,8 @@
 #include "core/simt/device.h"
 #define FATHOM_LAUNCH(grid, block, shared_bytes, stream, ...)                                           \
   ::fathom::simt::PendingLaunch{{#__VA_ARGS__, ::fathom::simt::Dim3(grid), ::fathom::simt::Dim3(block), \
-                                 static_cast<size_t>(shared_bytes), FATHOM_SIMT_SITE}}                  \
+                                 static_cast<size_t>(shared_bytes), FATHOM_SIMT_SITE},                  \
+                                static_cast<void*>(stream)}                                             \
       .of(__VA_ARGS__)
 #define FATHOM_DYNAMIC_SHARED(type, name, alignment) type* const name = static_cast<type*>(::fathom::simt::dynamic_shared())
 #else

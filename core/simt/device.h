@@ -11,13 +11,16 @@
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <memory>
 #include <tuple>
-#include <utility>
 #include <type_traits>
+#include <utility>
 
 #include "core/simt/block_scheduler.h"
 #include "core/simt/device_math.h"
 #include "core/simt/launch.h"
+#include "core/simt/submit.h"
 
 namespace fathom::simt {
 
@@ -87,13 +90,43 @@ void launch_kernel(const LaunchSpec& spec, void (*kernel)(Params...), Args&&... 
   });
 }
 
-// FATHOM_LAUNCH's emulated form (core/cuda/kernel_launch.h): the launch's shape, then the kernel,
-// then the arguments.
+// A kernel argument as launch checks see it: the address a pointer parameter holds, nullptr for
+// every other parameter.
+template <class T>
+const void* pointer_argument(const T& value) {
+  if constexpr (std::is_pointer_v<T>)
+    return (const void*)value;
+  else
+    return nullptr;
+}
+
+// A launch through the CUDA runtime, as FATHOM_LAUNCH makes it: the configuration checked and the
+// arguments converted to the kernel's parameter types now, as the GPU does at the launch; the
+// blocks run when the stream gets to them (core/simt/submit.h).
+template <class... Params, class... Args>
+void submit_kernel(const LaunchSpec& spec, void* stream, void (*kernel)(Params...), Args&&... args) {
+  check_launch(spec);
+  auto values = std::make_shared<const std::tuple<std::decay_t<Params>...>>(std::forward<Args>(args)...);
+  std::apply([&](const auto&... value) { check_pointer_arguments(spec, {pointer_argument(value)...}); }, *values);
+  submit(stream, [spec, kernel, values] {
+    launch(spec, [&] {
+      std::tuple<std::decay_t<Params>...> mine = *values;
+      std::apply(kernel, mine);
+    });
+  });
+}
+
+// FATHOM_LAUNCH's emulated form (core/cuda/kernel_launch.h): the launch's shape and stream, then
+// the kernel, then the arguments.
 struct PendingLaunch {
   LaunchSpec spec;
+  void* stream;
   template <class... Params>
-  auto of(void (*kernel)(Params...)) const {
-    return [spec = spec, kernel](auto&&... args) { launch_kernel(spec, kernel, std::forward<decltype(args)>(args)...); };
+  auto of(void (*kernel)(Params...)) {
+    spec.function = reinterpret_cast<const void*>(kernel);
+    return [spec = spec, stream = stream, kernel](auto&&... args) {
+      submit_kernel(spec, stream, kernel, std::forward<decltype(args)>(args)...);
+    };
   }
 };
 

@@ -3,10 +3,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "core/simt/submit.h"
 
 // The section core/simt/device.h puts `__shared__` variables in; the linker defines its bounds
 // (weak: a program without any has none).
@@ -35,9 +38,47 @@ size_t stack_bytes() {
   return static_cast<size_t>(kib) * 1024;
 }
 
+std::string launch_place(const LaunchSpec& s) {
+  return std::string("launch of ") + s.kernel + " at " + site_str(s.site) + " with grid " + dim_str(s.grid) +
+         ", block " + dim_str(s.block);
+}
+
+struct SharedOptIns {
+  std::mutex mutex;
+  std::unordered_map<const void*, size_t> bytes;  // kernel -> its MaxDynamicSharedMemorySize
+};
+SharedOptIns& shared_opt_ins() {
+  static auto* o = new SharedOptIns();
+  return *o;
+}
+size_t max_dynamic_shared(const void* function) {
+  SharedOptIns& o = shared_opt_ins();
+  std::lock_guard<std::mutex> lock(o.mutex);
+  const auto it = o.bytes.find(function);
+  return it == o.bytes.end() ? Limits::kStaticSharedPerBlock : it->second;
+}
+}  // namespace
+
+bool set_max_dynamic_shared(const void* function, size_t bytes) {
+  if (bytes > Limits::kMaxSharedPerBlock) return false;
+  SharedOptIns& o = shared_opt_ins();
+  std::lock_guard<std::mutex> lock(o.mutex);
+  o.bytes[function] = bytes;
+  return true;
+}
+
+void check_pointer_arguments(const LaunchSpec& spec, std::initializer_list<const void*> pointers) {
+  int index = 0;
+  for (const void* pointer : pointers) {
+    FATHOM_CHECK(is_device_address(pointer), launch_place(spec), ": argument ", index, " is ", pointer,
+                 ", which is not device memory (a host pointer handed to a kernel faults on a GPU: copy the data "
+                 "to the device first)");
+    ++index;
+  }
+}
+
 void check_launch(const LaunchSpec& s) {
-  const std::string where = std::string("launch of ") + s.kernel + " at " + site_str(s.site) + " with grid " +
-                            dim_str(s.grid) + ", block " + dim_str(s.block);
+  const std::string where = launch_place(s);
   FATHOM_CHECK(s.block.count() >= 1 && s.grid.count() >= 1, where, ": every dimension must be at least 1 "
                "(cudaErrorInvalidConfiguration)");
   FATHOM_CHECK(s.block.count() <= Limits::kMaxThreadsPerBlock && s.block.x <= Limits::kMaxBlockX &&
@@ -50,8 +91,11 @@ void check_launch(const LaunchSpec& s) {
   FATHOM_CHECK(s.dynamic_shared <= Limits::kMaxSharedPerBlock, where, ": ", s.dynamic_shared,
                " bytes of dynamic shared memory, more than the ", Limits::kMaxSharedPerBlock,
                " a block may have (cudaErrorInvalidValue)");
+  FATHOM_CHECK(s.dynamic_shared <= Limits::kStaticSharedPerBlock || s.dynamic_shared <= max_dynamic_shared(s.function),
+               where, ": ", s.dynamic_shared, " bytes of dynamic shared memory; above ", Limits::kStaticSharedPerBlock,
+               " a kernel must be allowed them first with cudaFuncSetAttribute(kernel, "
+               "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) (cudaErrorInvalidValue)");
 }
-}  // namespace
 
 size_t static_shared_bytes() {
   if (!__start_fathom_simt_shared || !__stop_fathom_simt_shared) return 0;

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <initializer_list>
 
 #include "core/simt/block_scheduler.h"
 
@@ -28,7 +29,20 @@ struct LaunchSpec {
   Dim3 grid, block;
   size_t dynamic_shared = 0;
   Site site;  // the launch's place in the source
+  const void* function = nullptr;  // the kernel (for its cudaFuncSetAttribute settings)
 };
+
+// Fails, as the GPU's launch would, for a grid or block beyond sm_90's limits, or more dynamic
+// shared memory than the kernel may have: above 48 KiB only what cudaFuncSetAttribute
+// (cudaFuncAttributeMaxDynamicSharedMemorySize) allowed it.
+void check_launch(const LaunchSpec& spec);
+// cudaFuncSetAttribute(function, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes); false
+// (cudaErrorInvalidValue) beyond what a block may have.
+bool set_max_dynamic_shared(const void* function, size_t bytes);
+// Fails naming the argument when a pointer argument is not a device address (core/simt/submit.h):
+// a kernel handed host memory faults on a GPU. `pointers` has one entry per parameter, nullptr for
+// those that are not pointers.
+void check_pointer_arguments(const LaunchSpec& spec, std::initializer_list<const void*> pointers);
 
 // Runs body() once per thread of every block. Errors name the kernel, the launch site and, for
 // what happens inside, the block and thread.

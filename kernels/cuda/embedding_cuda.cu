@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <numeric>
 #include <vector>
+
+#include "core/simt/submit.h"
 #else
 #include <cub/device/device_radix_sort.cuh>
 #endif
@@ -31,27 +33,30 @@
 
 #if defined(FATHOM_CUDA_EMULATION)
 // CUB has no host build. In the CUDA emulation its radix sort of pairs is a stable sort on the
-// host by the same key bits: the same output, since both sorts are stable.
+// host by the same key bits: the same output, since both sorts are stable. Like the GPU's, it
+// runs in its stream's order (after the kernels that wrote its keys).
 namespace fathom_emulated_cub {
 struct DeviceRadixSort {
   template <typename K, typename V>
   static cudaError_t SortPairs(void* temp, size_t& bytes, const K* keys_in, K* keys_out, const V* values_in,
-                               V* values_out, int n, int begin_bit, int end_bit, cudaStream_t = nullptr) {
+                               V* values_out, int n, int begin_bit, int end_bit, cudaStream_t stream = nullptr) {
     if (temp == nullptr) {
       bytes = 1;  // a workspace query
       return cudaSuccess;
     }
-    const auto bits = [&](K key) {
-      const int width = end_bit - begin_bit;
-      return width >= static_cast<int>(8 * sizeof(K)) ? key : (key >> begin_bit) & ((K{1} << width) - 1);
-    };
-    std::vector<int> order(static_cast<size_t>(n));
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return bits(keys_in[a]) < bits(keys_in[b]); });
-    for (int i = 0; i < n; ++i) {
-      keys_out[i] = keys_in[order[i]];
-      values_out[i] = values_in[order[i]];
-    }
+    fathom::simt::submit(stream, [=] {
+      const auto bits = [&](K key) {
+        const int width = end_bit - begin_bit;
+        return width >= static_cast<int>(8 * sizeof(K)) ? key : (key >> begin_bit) & ((K{1} << width) - 1);
+      };
+      std::vector<int> order(static_cast<size_t>(n));
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return bits(keys_in[a]) < bits(keys_in[b]); });
+      for (int i = 0; i < n; ++i) {
+        keys_out[i] = keys_in[order[i]];
+        values_out[i] = values_in[order[i]];
+      }
+    });
     return cudaSuccess;
   }
 };

@@ -125,6 +125,7 @@ TEST_CASE("device fill converts like the CPU and writes only the view", "[cuda]"
       require_same(Tensor::full({5}, value, dtype, kGpu).to(kCPU), Tensor::full({5}, value, dtype));
     }
   }
+#if !defined(FATHOM_CUDA_EMULATION)  // 2^31 threads' work: hours on the emulator
   // More elements than a 32-bit index reaches, and than one pass of the grid covers.
   const int64_t n = (int64_t{1} << 31) + 77;
   const Tensor flags = Tensor::zeros({n}, DType::Bool, kGpu);
@@ -134,5 +135,6 @@ TEST_CASE("device fill converts like the CPU and writes only the view", "[cuda]"
   int64_t set = 0;
   for (int64_t i = 0; i < n; ++i) set += data[i] ? 1 : 0;
   CHECK(set == n);
+#endif
   Tensor::empty({0, 3}, DType::F32, kGpu).fill_(1.0);  // nothing to do
 }
