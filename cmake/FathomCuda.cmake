@@ -64,5 +64,7 @@ function(fathom_compile_cuda_sources_as_cxx target)
   get_target_property(sources ${target} SOURCES)
   list(FILTER sources INCLUDE REGEX "\\.cu$")
   # -O2 whatever the build type: emulated threads run the kernels' code a block at a time, slowly.
-  set_source_files_properties(${sources} TARGET_DIRECTORY ${target} PROPERTIES LANGUAGE CXX COMPILE_OPTIONS -O2)
+  # (`#pragma unroll` is nvcc's; the host compiler ignores it, quietly.)
+  set_source_files_properties(${sources} TARGET_DIRECTORY ${target} PROPERTIES LANGUAGE CXX
+    COMPILE_OPTIONS "-O2;-Wno-unknown-pragmas")
 endfunction()
