@@ -56,6 +56,12 @@ function(fathom_configure_cuda target)
   target_include_directories(${target} PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 endfunction()
 
+# Kernel sources the SIMT emulator runs with its shared-memory race checker: GCC's ThreadSanitizer
+# instrumentation without its runtime, whose hooks the emulator implements (core/simt/
+# sanitizer_hooks.cpp). A translation unit cannot also have ASan's instrumentation; the hooks pass
+# every other access on to ASan's checks.
+set(FATHOM_SIMT_RACE_CHECK_OPTIONS -fno-sanitize=address -fsanitize=thread --param=tsan-instrument-func-entry-exit=0)
+
 # In the emulation build the target's .cu files are C++ (after every source has been added).
 function(fathom_compile_cuda_sources_as_cxx target)
   if(NOT FATHOM_CUDA_EMULATION)
@@ -66,5 +72,5 @@ function(fathom_compile_cuda_sources_as_cxx target)
   # -O2 whatever the build type: emulated threads run the kernels' code a block at a time, slowly.
   # (`#pragma unroll` is nvcc's; the host compiler ignores it, quietly.)
   set_source_files_properties(${sources} TARGET_DIRECTORY ${target} PROPERTIES LANGUAGE CXX
-    COMPILE_OPTIONS "-O2;-Wno-unknown-pragmas")
+    COMPILE_OPTIONS "-O2;-Wno-unknown-pragmas;${FATHOM_SIMT_RACE_CHECK_OPTIONS}")
 endfunction()

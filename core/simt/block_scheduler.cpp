@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/simt/shared_memory_checker.h"
 
 namespace fathom::simt {
 namespace {
@@ -119,20 +120,28 @@ std::vector<int> BlockScheduler::resume_order() {
 
 void BlockScheduler::run(const std::function<void()>& body) {
   for (size_t t = 0; t < fibers_.size(); ++t) fibers_[t].start(*stacks_[t], body);
+  SharedMemoryChecker& checker = shared_memory_checker();
+  checker.begin_block(static_cast<int>(threads_.size()));
   BlockScheduler* outer = std::exchange(running_block, this);
   struct Restore {
     BlockScheduler* outer;
-    ~Restore() { running_block = outer; }
-  } restore{outer};
+    SharedMemoryChecker& checker;
+    ~Restore() {
+      running_block = outer;
+      checker.end_block();
+    }
+  } restore{outer, checker};
   while (true) {
     for (int t : resume_order()) {
       if (lanes_[t].state != State::Ready) continue;
       running_ = t;
+      checker.set_running(t);
       try {
         fibers_[t].resume();
       } catch (const Error& e) {
         FATHOM_FAIL(who(t), ": ", e.what());
       }
+      if (checker.race()) FATHOM_FAIL(race_message(*checker.race()));
       running_ = -1;
       if (fibers_[t].done()) lanes_[t].state = State::Done;
     }
@@ -242,6 +251,7 @@ bool BlockScheduler::release_warps() {
       std::memcpy(l.result.bytes, lanes_[base + source].value, l.size);
     }
     for (int k : group) lanes_[k].state = State::Ready;
+    if (me.kind == WarpKind::Sync) shared_memory_checker().warp_synced(threads_[t].warp);
     released = true;
   }
   return released;
@@ -264,7 +274,55 @@ bool BlockScheduler::release_barrier() {
                  who(t), " ", lane_place(t), " (a barrier must be reached by every thread of the block)");
   }
   for (Lane& l : lanes_) l.state = State::Ready;
+  shared_memory_checker().barrier_completed();
+  last_barrier_ = site;
   return true;
+}
+
+namespace {
+const char* access_verb(Access a, bool past) {
+  switch (a) {
+    case Access::Read: return past ? "read" : "reads";
+    case Access::Write: return past ? "wrote" : "writes";
+    case Access::Atomic: return past ? "updated atomically" : "atomically updates";
+  }
+  return "?";
+}
+
+// " (at function file:line)" where a sanitizer runtime can symbolise the access, else its address.
+extern "C" void __sanitizer_symbolize_pc(void* pc, const char* format, char* out, size_t size) __attribute__((weak));
+std::string access_place(const void* pc) {
+  if (!pc) return "";
+  if (__sanitizer_symbolize_pc) {
+    void* call = static_cast<char*>(const_cast<void*>(pc)) - 1;  // pc: the return address of the hook
+    char function[256] = {}, place[256] = {};
+    __sanitizer_symbolize_pc(call, "%f", function, sizeof function);
+    __sanitizer_symbolize_pc(call, "%s:%l", place, sizeof place);
+    const bool has_line = place[0] && std::strstr(place, "<null>") == nullptr;
+    if (function[0]) return std::string(" (in ") + function + (has_line ? std::string(" at ") + place : "") + ")";
+  }
+  std::ostringstream out;
+  out << " (at pc " << pc << ")";
+  return out.str();
+}
+}  // namespace
+
+std::string BlockScheduler::race_message(const SharedRace& race) const {
+  std::ostringstream out;
+  out << who(race.thread) << " " << access_verb(race.access, false) << " " << race.bytes << (race.bytes == 1 ? " byte" : " bytes") << " at offset "
+      << race.offset << " of the block's " << (race.dynamic ? "dynamic shared memory" : "__shared__ variables")
+      << access_place(race.pc);
+  if (race.uninitialised) {
+    out << " that no thread of the block has written: shared memory starts undefined in every block (write it "
+           "before reading it)";
+    return "uninitialised shared memory: " + out.str();
+  }
+  const std::string since =
+      last_barrier_.file ? "the __syncthreads at " + site_str(last_barrier_) : std::string("the block began");
+  out << ", which " << (race.other >= 0 ? "thread " + dim_str(threads_[race.other].thread_idx) : "several threads")
+      << " " << access_verb(race.other_access, true) << " with no barrier between them (since " << since
+      << "): a shared-memory race; separate the accesses with __syncthreads (or __syncwarp within one warp)";
+  return "shared-memory race: " + out.str();
 }
 
 void BlockScheduler::fail_stuck() {

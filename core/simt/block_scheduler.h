@@ -23,6 +23,8 @@
 
 namespace fathom::simt {
 
+struct SharedRace;  // core/simt/shared_memory_checker.h
+
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
   constexpr Dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
@@ -96,6 +98,8 @@ class BlockScheduler {
   bool release_warps();
   bool release_barrier();
   [[noreturn]] void fail_stuck();
+
+  std::string race_message(const SharedRace& race) const;
   std::string who(int t) const;  // "thread (x, y, z) of block (x, y, z) of kernel K"
   std::string lane_place(int t) const;
 
@@ -107,6 +111,7 @@ class BlockScheduler {
   std::vector<Lane> lanes_;
   std::vector<Fiber> fibers_;
   int running_ = -1;
+  Site last_barrier_{nullptr, 0};  // the last completed __syncthreads (none yet: file null)
 };
 
 }  // namespace fathom::simt

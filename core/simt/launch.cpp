@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/simt/shared_memory_checker.h"
 #include "core/simt/submit.h"
 
 // The section core/simt/device.h puts `__shared__` variables in; the linker defines its bounds
@@ -122,6 +123,7 @@ void launch(const LaunchSpec& spec, const std::function<void()>& body) {
     ~Restore() { current_dynamic = outer; }
   } restore{outer_dynamic};
   const size_t shared = static_shared_bytes();
+  shared_memory_checker().watch(__start_fathom_simt_shared, shared, current_dynamic, spec.dynamic_shared);
   for (unsigned z = 0; z < spec.grid.z; ++z)
     for (unsigned y = 0; y < spec.grid.y; ++y)
       for (unsigned x = 0; x < spec.grid.x; ++x) {

@@ -15,6 +15,7 @@
 #include "core/cuda/kernel_launch.h"
 #include "core/error.h"
 #include "core/simt/device.h"
+#include "tests/simt/race_fixtures.h"
 
 using fathom::simt::Dim3;
 using fathom::simt::launch_kernel;
@@ -346,4 +347,30 @@ TEST_CASE("SIMT emulator: FATHOM_LAUNCH, the launch every CUDA launcher writes, 
   CHECK(x == std::vector<double>(1000, 2.0));
   CHECK_THAT(error_of([&] { FATHOM_LAUNCH(1, 4096, 0, nullptr, scale<double, 4>)(x.data(), 1000); }),
              Catch::Contains("launch of scale<double, 4> at ") && Catch::Contains("a block holds at most 1024"));
+}
+
+TEST_CASE("SIMT emulator: the race fixtures' outputs do not depend on the thread order", "[simt]") {
+  // Only the race checker finds these races (tests/simt/test_shared_races.cpp): this file is not
+  // instrumented for it, and every order gives the same output.
+  using namespace race_fixtures;
+  std::vector<float> across_first, overwrite_first;
+  std::vector<int> count_first;
+  for (const char* order : kOrders) {
+    INFO(order);
+    std::vector<float> across(kThreads), overwrite(kThreads);
+    std::vector<int> count(kThreads);
+    with_order(order, [&] {
+      launch_kernel(LaunchSpec{"read_across_warps", Dim3(1), Dim3(kThreads), 0, FATHOM_SIMT_SITE}, read_across_warps,
+                    across.data());
+      launch_kernel(LaunchSpec{"overwrite_after_read", Dim3(1), Dim3(kThreads), 0, FATHOM_SIMT_SITE},
+                    overwrite_after_read, overwrite.data());
+      launch_kernel(LaunchSpec{"read_atomic_count_early", Dim3(1), Dim3(kThreads), 0, FATHOM_SIMT_SITE},
+                    read_atomic_count_early, count.data());
+    });
+    for (int t = 0; t < kThreads; ++t) {
+      CHECK(across[t] == static_cast<float>((t + 32) % kThreads));
+      CHECK(overwrite[t] == static_cast<float>(kThreads - 1 - t));
+      CHECK(count[t] == kThreads);
+    }
+  }
 }
