@@ -98,10 +98,15 @@ BlockScheduler::BlockScheduler(const char* kernel, Dim3 grid_dim, Dim3 block_idx
   }
 }
 
+constinit thread_local const ThreadContext* BlockScheduler::running_thread = nullptr;
+
 BlockScheduler& BlockScheduler::current() {
-  FATHOM_CHECK(running_block != nullptr && Fiber::current() != nullptr,
-               "SIMT emulator: a device function was called outside a kernel launch");
+  if (running_block == nullptr || Fiber::current() == nullptr) fail_outside_kernel();
   return *running_block;
+}
+
+void BlockScheduler::fail_outside_kernel() {
+  FATHOM_FAIL("SIMT emulator: a device function was called outside a kernel launch");
 }
 
 std::string BlockScheduler::who(int t) const {
@@ -135,12 +140,15 @@ void BlockScheduler::run(const std::function<void()>& body) {
     for (int t : resume_order()) {
       if (lanes_[t].state != State::Ready) continue;
       running_ = t;
+      running_thread = &threads_[t];
       checker.set_running(t);
       try {
         fibers_[t].resume();
       } catch (const Error& e) {
+        running_thread = nullptr;
         FATHOM_FAIL(who(t), ": ", e.what());
       }
+      running_thread = nullptr;
       if (checker.race()) FATHOM_FAIL(race_message(*checker.race()));
       running_ = -1;
       if (fibers_[t].done()) lanes_[t].state = State::Done;

@@ -68,9 +68,14 @@ class BlockScheduler {
                  std::vector<FiberStack*> stacks);
   void run(const std::function<void()>& body);
 
-  // The calling thread's scheduler and context (kernel code only: inside run()).
+  // The calling thread's scheduler (kernel code only: inside run()).
   static BlockScheduler& current();
-  const ThreadContext& thread() const { return threads_[running_]; }
+  // The running emulated thread's context (kernel code only); inline, as threadIdx and friends
+  // are read in every loop of a kernel.
+  static const ThreadContext& thread() {
+    if (!running_thread) fail_outside_kernel();
+    return *running_thread;
+  }
 
   void syncthreads(Site site);
   enum class WarpKind { Sync, Ballot, Index, Up, Down, Xor };
@@ -98,7 +103,8 @@ class BlockScheduler {
   bool release_warps();
   bool release_barrier();
   [[noreturn]] void fail_stuck();
-
+  [[noreturn]] static void fail_outside_kernel();
+  static constinit thread_local const ThreadContext* running_thread;  // set while a fiber runs
   std::string race_message(const SharedRace& race) const;
   std::string who(int t) const;  // "thread (x, y, z) of block (x, y, z) of kernel K"
   std::string lane_place(int t) const;

@@ -26,7 +26,7 @@
 
 namespace fathom::simt {
 
-inline const ThreadContext& this_thread() { return BlockScheduler::current().thread(); }
+inline const ThreadContext& this_thread() { return BlockScheduler::thread(); }
 inline void syncthreads(Site site) { BlockScheduler::current().syncthreads(site); }
 
 template <class T>
