@@ -1,0 +1,259 @@
+// Tensor parallelism's building blocks over the world as the tensor-parallel group (run at 2 and
+// 3 ranks, so shards are uneven where the sizes allow): each region op forward and backward
+// against what it must compute from every rank's (deterministic) tensors, and the column- and
+// row-parallel linear layers against nn::Linear, forward and backward, alone and as an MLP.
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "autograd/functions.h"
+#include "core/generator.h"
+#include "kernels/elementwise.h"
+#include "mpi_test_util.h"
+#include "nn/linear.h"
+#include "parallel/column_parallel_linear.h"
+#include "parallel/row_parallel_linear.h"
+#include "parallel/tensor_parallel_regions.h"
+#include "test_util.h"
+
+using namespace fathom;
+using namespace fathom::parallel;
+using fathom::autograd::Variable;
+using fathom::testing::error_of;
+using fathom::testing::mismatch;
+using fathom::testing::runtime;
+
+namespace {
+
+const Shape kShape{2, 5, 7};  // [B, T, C]: T and C split unevenly at 2 and 3 ranks
+
+// A tensor every rank can compute for any rank: small multiples of 1/8, exact in f32 sums.
+Tensor of_rank(int rank, const Shape& shape, int salt = 0) {
+  std::vector<double> values(shape_numel(shape));
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<double>((static_cast<int64_t>(i) * 5 + rank * 11 + salt * 3) % 17 - 8) / 8.0;
+  return Tensor::from_vector(values, shape).to(DType::F32);
+}
+
+Tensor sum_over_ranks(int world, const Shape& shape, int salt) {
+  Tensor total = Tensor::zeros(shape);
+  for (int r = 0; r < world; ++r) total = add(total, of_rank(r, shape, salt));
+  return total;
+}
+
+Tensor piece(const Tensor& whole, int64_t dim, int rank, int world) {
+  const ShardRange range = shard_range(whole.size(dim), world, rank);
+  return whole.narrow(dim, range.offset, range.length).contiguous();
+}
+
+Variable leaf(const Tensor& t) { return Variable(t.clone(), /*requires_grad=*/true); }
+
+}  // namespace
+
+TEST_CASE("tensor parallel: shard_range splits sizes tp does not divide, the extra on the first ranks", "[parallel]") {
+  CHECK(shard_range(7, 3, 0).offset == 0);
+  CHECK(shard_range(7, 3, 0).length == 3);
+  CHECK(shard_range(7, 3, 1).offset == 3);
+  CHECK(shard_range(7, 3, 1).length == 2);
+  CHECK(shard_range(7, 3, 2).offset == 5);
+  CHECK(shard_range(7, 3, 2).length == 2);
+  CHECK(shard_range(8, 2, 1).offset == 4);
+}
+
+TEST_CASE("tensor parallel: every region op, forward and backward", "[parallel]") {
+  const std::shared_ptr<Communicator>& group = runtime().world_ptr();
+  const int rank = group->rank(), world = group->size();
+  const double tol = 1e-6;
+
+  SECTION("copy_to: identity forward, gradients summed backward") {
+    const Variable x = leaf(of_rank(0, kShape));
+    const Variable y = copy_to_tensor_region(x, group);
+    CHECK(mismatch(y.data(), x.data(), 0, 0) == "");
+    y.backward(of_rank(rank, kShape, 1));
+    CHECK(mismatch(x.grad(), sum_over_ranks(world, kShape, 1), tol, 0) == "");
+  }
+  SECTION("reduce_from: summed forward, identity backward") {
+    const Variable x = leaf(of_rank(rank, kShape));
+    const Variable y = reduce_from_tensor_region(x, group);
+    CHECK(mismatch(y.data(), sum_over_ranks(world, kShape, 0), tol, 0) == "");
+    const Tensor g = of_rank(0, kShape, 2);
+    y.backward(g);
+    CHECK(mismatch(x.grad(), g, 0, 0) == "");
+  }
+  SECTION("scatter_to and gather_from, along the last dimension") {
+    const Tensor whole = of_rank(0, kShape);
+    const Variable x = leaf(whole);
+    const Variable mine = scatter_to_tensor_region(x, group);
+    CHECK(mismatch(mine.data(), piece(whole, 2, rank, world), 0, 0) == "");
+    // Each rank's gradient of its slice lands in that slice of the whole gradient.
+    const Tensor g = of_rank(rank, mine.sizes(), 3);
+    mine.backward(g);
+    for (int r = 0; r < world; ++r)
+      CHECK(mismatch(piece(x.grad(), 2, r, world), of_rank(r, piece(whole, 2, r, world).sizes(), 3), 0, 0) == "");
+
+    const Variable part = leaf(piece(whole, 2, rank, world));
+    const Variable gathered = gather_from_tensor_region(part, group, kShape[2]);
+    CHECK(mismatch(gathered.data(), whole, 0, 0) == "");
+    const Tensor full_grad = of_rank(0, kShape, 4);
+    gathered.backward(full_grad);
+    CHECK(mismatch(part.grad(), piece(full_grad, 2, rank, world), 0, 0) == "");
+  }
+  SECTION("the sequence-parallel ones, along the sequence dimension") {
+    const Tensor whole = of_rank(0, kShape);
+    const Variable x = leaf(whole);
+    const Variable mine = scatter_to_sequence_region(x, group);
+    CHECK(mismatch(mine.data(), piece(whole, 1, rank, world), 0, 0) == "");
+    mine.backward(of_rank(rank, mine.sizes(), 5));
+    for (int r = 0; r < world; ++r)
+      CHECK(mismatch(piece(x.grad(), 1, r, world), of_rank(r, piece(whole, 1, r, world).sizes(), 5), 0, 0) == "");
+
+    // All-gather forward, reduce-scatter backward.
+    const Variable part = leaf(piece(whole, 1, rank, world));
+    const Variable gathered = gather_from_sequence_region(part, group, kShape[1]);
+    CHECK(mismatch(gathered.data(), whole, 0, 0) == "");
+    gathered.backward(of_rank(rank, kShape, 6));
+    CHECK(mismatch(part.grad(), piece(sum_over_ranks(world, kShape, 6), 1, rank, world), tol, 0) == "");
+
+    // Reduce-scatter forward, all-gather backward.
+    const Variable partial = leaf(of_rank(rank, kShape, 7));
+    const Variable reduced = reduce_scatter_to_sequence_region(partial, group);
+    CHECK(mismatch(reduced.data(), piece(sum_over_ranks(world, kShape, 7), 1, rank, world), tol, 0) == "");
+    reduced.backward(piece(of_rank(0, kShape, 8), 1, rank, world));
+    CHECK(mismatch(partial.grad(), of_rank(0, kShape, 8), 0, 0) == "");
+  }
+}
+
+namespace {
+
+struct Reference {
+  Tensor weight, bias;
+};
+Reference reference_linear(int64_t in, int64_t out, uint64_t seed) {
+  Generator gen(seed);
+  return {uniform({out, in}, gen, -0.5, 0.5), uniform({out}, gen, -0.5, 0.5)};
+}
+
+// y = x Wᵀ + b as nn::Linear computes it, with its gradients for `dy`.
+struct LinearRun {
+  Tensor y, dx, dweight, dbias;
+};
+LinearRun run_linear(const Reference& ref, const Tensor& x, const Tensor& dy) {
+  nn::Linear linear(ref.weight.size(1), ref.weight.size(0));
+  linear.weight.data().copy_(ref.weight);
+  linear.bias.data().copy_(ref.bias);
+  const Variable input = leaf(x);
+  const Variable y = linear.forward(input);
+  y.backward(dy);
+  return {y.data().clone(), input.grad().clone(), linear.weight.grad().clone(), linear.bias.grad().clone()};
+}
+
+}  // namespace
+
+TEST_CASE("tensor parallel: column- and row-parallel linear equal nn::Linear, forward and backward", "[parallel]") {
+  const std::shared_ptr<Communicator>& group = runtime().world_ptr();
+  const int rank = group->rank(), world = group->size();
+  constexpr int64_t kIn = 6, kOut = 7;  // 7 outputs: uneven column shards at 2 and 3 ranks
+  const Reference ref = reference_linear(kIn, kOut, 11);
+  const Tensor x = of_rank(0, {3, 4, kIn}), dy = of_rank(0, {3, 4, kOut}, 1);
+  const LinearRun expected = run_linear(ref, x, dy);
+  const double tol = 1e-5;
+
+  SECTION("column-parallel, output gathered and not") {
+    for (bool gather : {true, false}) {
+      INFO("gather_output " << gather);
+      ColumnParallelLinear column(kIn, kOut, group, /*bias=*/true, gather);
+      column.load_full(ref.weight, ref.bias);
+      CHECK(column.placement("weight").sharded_dim == 0);
+      CHECK(column.weight.sizes() == Shape{shard_range(kOut, world, rank).length, kIn});
+      const Variable input = leaf(x);
+      const Variable y = column.forward(input);
+      CHECK(mismatch(y.data(), gather ? expected.y : piece(expected.y, 2, rank, world), tol, tol) == "");
+      y.backward(gather ? dy : piece(dy, 2, rank, world));
+      CHECK(mismatch(input.grad(), expected.dx, tol, tol) == "");  // summed over the ranks' features
+      CHECK(mismatch(column.weight.grad(), piece(expected.dweight, 0, rank, world), tol, tol) == "");
+      CHECK(mismatch(column.bias.grad(), piece(expected.dbias, 0, rank, world), tol, tol) == "");
+    }
+  }
+  SECTION("row-parallel, input split by the layer and already split") {
+    for (bool parallel_input : {false, true}) {
+      INFO("input_is_parallel " << parallel_input);
+      RowParallelLinear row(kIn, kOut, group, /*bias=*/true, parallel_input);
+      row.load_full(ref.weight, ref.bias);
+      CHECK(row.placement("weight").sharded_dim == 1);
+      CHECK_FALSE(row.placement("bias").sharded());
+      const Variable input = leaf(parallel_input ? piece(x, 2, rank, world) : x);
+      const Variable y = row.forward(input);
+      CHECK(mismatch(y.data(), expected.y, tol, tol) == "");
+      y.backward(dy);
+      CHECK(mismatch(input.grad(), parallel_input ? piece(expected.dx, 2, rank, world) : expected.dx, tol, tol) == "");
+      CHECK(mismatch(row.weight.grad(), piece(expected.dweight, 1, rank, world), tol, tol) == "");
+      CHECK(mismatch(row.bias.grad(), expected.dbias, tol, tol) == "");  // the same on every rank
+    }
+  }
+  SECTION("an MLP: column-parallel, GELU, row-parallel equals Linear, GELU, Linear") {
+    constexpr int64_t kHidden = 10;  // 5 | 3,3,4-way uneven at 3 ranks: (4, 3, 3)
+    const Reference up = reference_linear(kIn, kHidden, 21), down = reference_linear(kHidden, kIn, 22);
+    nn::Linear full_up(kIn, kHidden), full_down(kHidden, kIn);
+    full_up.weight.data().copy_(up.weight);
+    full_up.bias.data().copy_(up.bias);
+    full_down.weight.data().copy_(down.weight);
+    full_down.bias.data().copy_(down.bias);
+    const Variable x_full = leaf(x);
+    const Variable y_full = full_down.forward(autograd::gelu(full_up.forward(x_full)));
+    y_full.backward(of_rank(0, y_full.sizes(), 2));
+
+    ColumnParallelLinear column(kIn, kHidden, group);
+    RowParallelLinear row(kHidden, kIn, group);
+    column.load_full(up.weight, up.bias);
+    row.load_full(down.weight, down.bias);
+    const Variable x_tp = leaf(x);
+    const Variable y_tp = row.forward(autograd::gelu(column.forward(x_tp)));
+    CHECK(mismatch(y_tp.data(), y_full.data(), tol, tol) == "");
+    y_tp.backward(of_rank(0, y_tp.sizes(), 2));
+    CHECK(mismatch(x_tp.grad(), x_full.grad(), tol, tol) == "");
+    CHECK(mismatch(column.weight.grad(), piece(full_up.weight.grad(), 0, rank, world), tol, tol) == "");
+    CHECK(mismatch(row.weight.grad(), piece(full_down.weight.grad(), 1, rank, world), tol, tol) == "");
+    CHECK(mismatch(row.bias.grad(), full_down.bias.grad(), tol, tol) == "");
+  }
+}
+
+TEST_CASE("tensor parallel: the layers' own initialisation gives the ranks slices of one weight", "[parallel]") {
+  // Every rank draws the whole weight from one generator and keeps its slice, so the slices,
+  // gathered, are one nn::Linear-style weight that every rank agrees on.
+  const std::shared_ptr<Communicator>& group = runtime().world_ptr();
+  ColumnParallelLinear column(9, 7, group);
+  RowParallelLinear row(7, 9, group);
+  const Tensor column_weight = gather_along(column.weight.data(), 0, 7, *group);
+  const Tensor row_weight = gather_along(row.weight.data(), 1, 7, *group);
+  for (const Tensor& weight : {column_weight, row_weight}) {
+    Tensor from_rank0 = weight.clone();
+    group->broadcast(from_rank0, 0);
+    CHECK(mismatch(weight, from_rank0, 0, 0) == "");
+    const double bound = 1.0 / std::sqrt(static_cast<double>(weight.size(1)));
+    for (double w : weight.to_vector<double>()) CHECK(std::fabs(w) <= bound);
+  }
+}
+
+TEST_CASE("tensor parallel: inputs and sizes that do not fit are errors naming the numbers", "[parallel]") {
+  const std::shared_ptr<Communicator>& group = runtime().world_ptr();
+  const int rank = group->rank(), world = group->size();
+  RowParallelLinear row(6, 4, group);
+  const int64_t mine = shard_range(6, world, rank).length;
+  CHECK(error_of([&] {
+          row.forward(Variable(Tensor::zeros({2, 6})));
+        }) == "RowParallelLinear: input of shape [2, 6] on tensor-parallel rank " + std::to_string(rank) + " of " +
+                  std::to_string(world) + " should end in its " + std::to_string(mine) +
+                  " of the 6 input features (the input is taken as already split: input_is_parallel)");
+  CHECK(error_of([&] { ColumnParallelLinear(4, 1, group); }) ==
+        "ColumnParallelLinear: 1 output features cannot be split over " + std::to_string(world) +
+            " tensor-parallel ranks; use a tensor-parallel size of at most 1");
+  ColumnParallelLinear column(4, 8, group);
+  CHECK(error_of([&] {
+          column.load_full(Tensor::zeros({8, 5}));
+        }) == "ColumnParallelLinear.load_full: weight of shape [8, 5], expected [8, 4]");
+  CHECK(error_of([&] {
+          gather_from_tensor_region(Variable(Tensor::zeros({2, 1})), group, 8);
+        }) == "tensor parallelism: rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                  " holds 1 of the 8 entries of dim 1 of [2, 1]; it should hold " +
+                  std::to_string(shard_range(8, world, rank).length));
+}
