@@ -8,6 +8,11 @@
 //
 // FATHOM_DYNAMIC_SHARED(type, name, alignment): the block's dynamic shared memory (the launch's
 // shared_bytes) as `type* name` — `extern __shared__ __align__(alignment) type name[]` under nvcc.
+//
+// FATHOM_SHARED(name, type): a `__shared__` variable, e.g. FATHOM_SHARED(partial, float[256]) —
+// `__shared__ float partial[256]` under nvcc; in emulation the block's own storage for it (the
+// host compiler cannot place a function template's statics where the emulator finds them).
+#include <type_traits>
 #if defined(FATHOM_CUDA_EMULATION)
 #include "core/simt/device.h"
 #define FATHOM_LAUNCH(grid, block, shared_bytes, stream, ...)                                           \
@@ -19,4 +24,5 @@
 #else
 #define FATHOM_LAUNCH(grid, block, shared_bytes, stream, ...) __VA_ARGS__<<<grid, block, shared_bytes, stream>>>
 #define FATHOM_DYNAMIC_SHARED(type, name, alignment) extern __shared__ __align__(alignment) type name[]
+#define FATHOM_SHARED(name, ...) __shared__ ::std::type_identity_t<__VA_ARGS__> name
 #endif

@@ -3,9 +3,11 @@
 // in place of CUDA's built-ins. Each intrinsic records its call site, so the scheduler's errors
 // (core/simt/block_scheduler.h) name the file and line of the barrier or warp operation.
 //
-// `__shared__` variables become function-local statics in the section `fathom_simt_shared`,
-// which launch() fills with 0xFF before every block: one copy per program, which is right because
-// blocks run one at a time on the launching thread. Atomics are plain read-modify-writes: the
+// `__shared__` variables are written FATHOM_SHARED(name, type) (core/cuda/kernel_launch.h): a
+// reference to the block's storage for that declaration (core/simt/launch.h), poisoned with 0xFF
+// for each block. (A `static` in a section would do for plain functions, but GCC drops the
+// section attribute of a static in a function template, which most kernels are: so `__shared__`
+// itself is an error here.) Atomics are plain read-modify-writes: the
 // threads of a block are fibers that switch only at barriers and warp operations, so nothing
 // runs between the read and the write. Kernel sources compiled with -fsanitize=thread have their
 // shared-memory accesses checked for races (core/simt/shared_memory_checker.h).
@@ -103,6 +105,16 @@ FATHOM_SIMT_UNINSTRUMENTED T atomic_compare_exchange(T* address, T expected, T d
 #undef FATHOM_SIMT_ATOMIC
 #undef FATHOM_SIMT_UNINSTRUMENTED
 
+// The storage of one FATHOM_SHARED declaration: `Declaration` (a lambda's type, distinct per
+// declaration and per template instance) gives it an address of its own.
+template <class T, class Declaration>
+T& static_shared_variable(Declaration) {
+  static_assert(std::is_trivially_default_constructible_v<std::remove_all_extents_t<T>>,
+                "a __shared__ variable has no constructor (as in CUDA)");
+  static const char declaration = 0;
+  return *static_cast<T*>(static_shared(&declaration, sizeof(T), alignof(T)));
+}
+
 // A launch as CUDA makes it: the arguments converted to the kernel's parameter types once, then
 // every thread called with its own copy.
 template <class... Params, class... Args>
@@ -171,7 +183,10 @@ struct PendingLaunch {
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__ static __attribute__((section("fathom_simt_shared")))
+#define __shared__ \
+  _Pragma("GCC error \"write FATHOM_SHARED(name, type) in emulated kernels (core/cuda/kernel_launch.h)\"")
+#define FATHOM_SHARED(name, ...) \
+  ::std::type_identity_t<__VA_ARGS__>& name = ::fathom::simt::static_shared_variable<__VA_ARGS__>([] {})
 #define threadIdx (::fathom::simt::this_thread().thread_idx)
 #define blockIdx (::fathom::simt::this_thread().block_idx)
 #define blockDim (::fathom::simt::this_thread().block_dim)
@@ -185,7 +200,7 @@ struct PendingLaunch {
 #define __any_sync(mask, predicate) (::fathom::simt::warp_ballot((mask), (predicate), FATHOM_SIMT_SITE) != 0u)
 #define __all_sync(mask, predicate) \
   (::fathom::simt::warp_ballot((mask), (predicate), FATHOM_SIMT_SITE) == static_cast<unsigned>(mask))
-#define FATHOM_SIMT_SHUFFLE(kind, mask, value, arg, ...)                                                  \
+#define FATHOM_SIMT_SHUFFLE(kind, mask, value, arg, ...)                                               \
   ::fathom::simt::warp_shuffle(::fathom::simt::BlockScheduler::WarpKind::kind, (mask), (value), (arg), \
                                FATHOM_SIMT_SITE __VA_OPT__(, ) __VA_ARGS__)
 #define __shfl_sync(mask, value, lane, ...) FATHOM_SIMT_SHUFFLE(Index, mask, value, lane, __VA_ARGS__)

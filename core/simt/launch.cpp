@@ -12,13 +12,6 @@
 #include "core/simt/shared_memory_checker.h"
 #include "core/simt/submit.h"
 
-// The section core/simt/device.h puts `__shared__` variables in; the linker defines its bounds
-// (weak: a program without any has none).
-extern "C" {
-extern char __start_fathom_simt_shared[] __attribute__((weak, visibility("hidden")));
-extern char __stop_fathom_simt_shared[] __attribute__((weak, visibility("hidden")));
-}
-
 namespace fathom::simt {
 namespace {
 constexpr unsigned char kPoison = 0xFF;  // NaN in every float and double
@@ -27,7 +20,15 @@ struct BlockMemory {
   std::vector<std::unique_ptr<FiberStack>> stacks;
   void* dynamic = nullptr;
   size_t dynamic_bytes = 0;
-  ~BlockMemory() { std::free(dynamic); }
+  // The block's `__shared__` variables (FATHOM_SHARED), laid out in the order the block first
+  // reaches their declarations: declaration -> offset in `statics`.
+  unsigned char* statics = static_cast<unsigned char*>(std::aligned_alloc(128, Limits::kStaticSharedPerBlock));
+  size_t statics_used = 0;
+  std::vector<std::pair<const void*, size_t>> placed;
+  ~BlockMemory() {
+    std::free(dynamic);
+    std::free(statics);
+  }
 };
 thread_local BlockMemory memory;
 thread_local void* current_dynamic = nullptr;
@@ -80,7 +81,8 @@ void check_pointer_arguments(const LaunchSpec& spec, std::initializer_list<const
 
 void check_launch(const LaunchSpec& s) {
   const std::string where = launch_place(s);
-  FATHOM_CHECK(s.block.count() >= 1 && s.grid.count() >= 1, where, ": every dimension must be at least 1 "
+  FATHOM_CHECK(s.block.count() >= 1 && s.grid.count() >= 1, where,
+               ": every dimension must be at least 1 "
                "(cudaErrorInvalidConfiguration)");
   FATHOM_CHECK(s.block.count() <= Limits::kMaxThreadsPerBlock && s.block.x <= Limits::kMaxBlockX &&
                    s.block.y <= Limits::kMaxBlockY && s.block.z <= Limits::kMaxBlockZ,
@@ -98,12 +100,21 @@ void check_launch(const LaunchSpec& s) {
                "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) (cudaErrorInvalidValue)");
 }
 
-size_t static_shared_bytes() {
-  if (!__start_fathom_simt_shared || !__stop_fathom_simt_shared) return 0;
-  return static_cast<size_t>(__stop_fathom_simt_shared - __start_fathom_simt_shared);
-}
-
 void* dynamic_shared() { return current_dynamic; }
+
+void* static_shared(const void* declaration, size_t bytes, size_t alignment) {
+  BlockMemory& m = memory;
+  for (const auto& [placed, offset] : m.placed)
+    if (placed == declaration) return m.statics + offset;
+  const size_t offset = (m.statics_used + alignment - 1) / alignment * alignment;
+  FATHOM_CHECK(offset + bytes <= Limits::kStaticSharedPerBlock, "the kernel's __shared__ variables need ",
+               offset + bytes, " bytes, more than the ", Limits::kStaticSharedPerBlock,
+               " of static shared memory a block may have (use dynamic shared memory beyond them)");
+  std::memset(m.statics + offset, kPoison, bytes);
+  m.placed.emplace_back(declaration, offset);
+  m.statics_used = offset + bytes;
+  return m.statics + offset;
+}
 
 void launch(const LaunchSpec& spec, const std::function<void()>& body) {
   check_launch(spec);
@@ -122,12 +133,12 @@ void launch(const LaunchSpec& spec, const std::function<void()>& body) {
     void* outer;
     ~Restore() { current_dynamic = outer; }
   } restore{outer_dynamic};
-  const size_t shared = static_shared_bytes();
-  shared_memory_checker().watch(__start_fathom_simt_shared, shared, current_dynamic, spec.dynamic_shared);
+  shared_memory_checker().watch(memory.statics, Limits::kStaticSharedPerBlock, current_dynamic, spec.dynamic_shared);
   for (unsigned z = 0; z < spec.grid.z; ++z)
     for (unsigned y = 0; y < spec.grid.y; ++y)
       for (unsigned x = 0; x < spec.grid.x; ++x) {
-        if (shared) std::memset(__start_fathom_simt_shared, kPoison, shared);
+        memory.placed.clear();
+        memory.statics_used = 0;
         if (spec.dynamic_shared) std::memset(memory.dynamic, kPoison, spec.dynamic_shared);
         BlockScheduler block(spec.kernel, spec.grid, Dim3(x, y, z), spec.block, schedule, stacks);
         try {

@@ -3,9 +3,10 @@
 // thread, each by a BlockScheduler, with the launch limits of an H100/H200 (sm_90) enforced as the
 // GPU enforces them — an oversized launch is an error, not a silently different run.
 //
-// Shared memory: a kernel's `__shared__` variables (core/simt/device.h places them in one linker
-// section) and its dynamic shared memory are filled with 0xFF bytes — a NaN in every float and
-// double — before every block, so a read of shared memory no thread of the block wrote shows up.
+// Shared memory, per block: a kernel's `__shared__` variables (FATHOM_SHARED, laid out as the
+// block first reaches their declarations) and its dynamic shared memory are filled with 0xFF
+// bytes — a NaN in every float and double — before the block uses them, so a read of shared
+// memory no thread of the block wrote shows up.
 
 #include <cstddef>
 #include <functional>
@@ -50,7 +51,9 @@ void launch(const LaunchSpec& spec, const std::function<void()>& body);
 
 // The calling block's dynamic shared memory (extern __shared__), 128-byte aligned.
 void* dynamic_shared();
-// The bytes of every `__shared__` variable of the program (the section), for tests.
-size_t static_shared_bytes();
+// The calling block's storage for the `__shared__` variable `declaration` (one address per
+// declaration): laid out, within sm_90's 48 KiB of static shared memory, and poisoned the first
+// time a thread of the block reaches it; the same bytes for every thread of the block after.
+void* static_shared(const void* declaration, size_t bytes, size_t alignment);
 
 }  // namespace fathom::simt

@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(launch::kCrossEntropyMaxThreads)
     cross_entropy_forward_kernel(Acc<T>* lse, double* row_losses, const T* logits, const int64_t* targets, int64_t N,
                                  int64_t V, int64_t ignore_index) {
   using A = Acc<T>;
-  __shared__ MaxSum<A> scratch[32];
+  FATHOM_SHARED(scratch, MaxSum<A>[32]);
   const int64_t packs = V / W;
   for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
     const T* x = logits + r * V;
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(launch::kCrossEntropyMaxThreads)
 template <typename A>
 __global__ void __launch_bounds__(launch::kLossSumThreads)
     loss_sum_kernel(A* loss, const double* row_losses, int64_t N, double normaliser) {
-  __shared__ double partial[launch::kLossSumThreads];
+  FATHOM_SHARED(partial, double[launch::kLossSumThreads]);
   double sum = 0;
   for (int64_t r = threadIdx.x; r < N; r += blockDim.x) sum += row_losses[r];
   partial[threadIdx.x] = sum;

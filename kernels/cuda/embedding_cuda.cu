@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kThreads)
 // In-place exclusive prefix sum of data[0, n) by one block: each thread sums a contiguous
 // segment, thread 0 scans the segment sums, each thread rescans its segment. Integers: exact.
 __global__ void __launch_bounds__(kScanThreads) exclusive_scan_kernel(int32_t* data, int64_t n) {
-  __shared__ int32_t partial[kScanThreads];
+  FATHOM_SHARED(partial, int32_t[kScanThreads]);
   const int64_t per_thread = (n + blockDim.x - 1) / blockDim.x;
   const int64_t begin_unclamped = static_cast<int64_t>(threadIdx.x) * per_thread;
   const int64_t begin = begin_unclamped < n ? begin_unclamped : n;

@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(launch::kRowBlockMaxThreads)
     layernorm_forward_kernel(T* out, Acc<T>* mean, Acc<T>* rstd, const T* inp, const T* weight, const T* bias,
                              int64_t N, int64_t C, Acc<T> eps, int threads_per_row) {
   using A = Acc<T>;
-  __shared__ A scratch[32];
+  FATHOM_SHARED(scratch, A[32]);
   const RowWalk walk(threads_per_row);
   const int64_t packs = C / V;
   for (int64_t row = walk.first_row(); row < N; row += walk.row_stride()) {
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(launch::kRowBlockMaxThreads)
     rmsnorm_forward_kernel(T* out, Acc<T>* rstd, const T* inp, const T* weight, int64_t N, int64_t C, Acc<T> eps,
                            int threads_per_row) {
   using A = Acc<T>;
-  __shared__ A scratch[32];
+  FATHOM_SHARED(scratch, A[32]);
   const RowWalk walk(threads_per_row);
   const int64_t packs = C / V;
   for (int64_t row = walk.first_row(); row < N; row += walk.row_stride()) {
@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(launch::kRowBlockMaxThreads)
                               const Acc<T>* rstd, const Acc<T>* dmean, const Acc<T>* drstd, int64_t N, int64_t C,
                               bool accumulate, int threads_per_row) {
   using A = Acc<T>;
-  __shared__ A scratch[32];
+  FATHOM_SHARED(scratch, A[32]);
   const RowWalk walk(threads_per_row);
   const bool layernorm = mean != nullptr;
   const int64_t packs = C / V;

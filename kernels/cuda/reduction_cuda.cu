@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kThreads)
     reduce_block_tasks(Reducer reducer, const T* in, Out* out, typename Reducer::State* partials,
                        ReduceLayoutCuda layout, launch::ReducePlan plan) {
   using State = typename Reducer::State;
-  __shared__ State shared[kThreads];
+  FATHOM_SHARED(shared, State[kThreads]);
   for (int64_t task = blockIdx.x; task < plan.tasks; task += gridDim.x) {
     const int64_t output = task / plan.splits, split = task % plan.splits;
     const T* base = in + offset_of(layout.kept, output);
@@ -320,7 +320,7 @@ namespace {
 // partials[c] = sum of squares of chunk c of the list (f64, fixed thread order and tree).
 __global__ void __launch_bounds__(kThreads)
     squares_chunk_kernel(const SquaresTensor* table, int64_t count, int64_t total_chunks, double* partials) {
-  __shared__ double shared[kThreads];
+  FATHOM_SHARED(shared, double[kThreads]);
   for (int64_t c = blockIdx.x; c < total_chunks; c += gridDim.x) {
     const int64_t owner = launch::chunk_owner([table](int64_t k) { return table[k].first_chunk; }, count, c);
     const SquaresTensor t = table[owner];

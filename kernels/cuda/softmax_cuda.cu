@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(launch::kRowBlockMaxThreads)
     softmax_forward_kernel(T* out, const T* inp, int64_t N, int64_t C, bool log, SoftmaxScaling scaling,
                            int threads_per_row) {
   using A = Acc<T>;
-  __shared__ MaxSum<A> scratch[32];
+  FATHOM_SHARED(scratch, MaxSum<A>[32]);
   const bool whole_block = threads_per_row > launch::kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % threads_per_row;
   const int rows_per_block = static_cast<int>(blockDim.x) / threads_per_row;
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(launch::kRowBlockMaxThreads)
     softmax_backward_kernel(T* dinp, const T* dout, const T* out, int64_t N, int64_t C, bool log, bool accumulate,
                             SoftmaxScaling scaling, int threads_per_row) {
   using A = Acc<T>;
-  __shared__ A scratch[32];
+  FATHOM_SHARED(scratch, A[32]);
   const bool whole_block = threads_per_row > launch::kWarpSize;
   const int lane = static_cast<int>(threadIdx.x) % threads_per_row;
   const int rows_per_block = static_cast<int>(blockDim.x) / threads_per_row;

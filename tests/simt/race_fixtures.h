@@ -15,7 +15,7 @@ constexpr int kThreads = 64;  // two warps
 
 // Reads the other warp's slot with only a __syncwarp after the writes: a __syncthreads is missing.
 __global__ void read_across_warps(float* out) {
-  __shared__ float slot[kThreads];
+  FATHOM_SHARED(slot, float[kThreads]);
   const int t = threadIdx.x;
   slot[t] = static_cast<float>(t);
   __syncwarp();
@@ -25,7 +25,7 @@ __global__ void read_across_warps(float* out) {
 // Reads a mirrored slot, then overwrites its own slot, which the mirror thread (in the other warp)
 // read in the same barrier epoch: a write after read without a barrier.
 __global__ void overwrite_after_read(float* out) {
-  __shared__ float slot[kThreads];
+  FATHOM_SHARED(slot, float[kThreads]);
   const int t = threadIdx.x;
   slot[t] = static_cast<float>(t);
   __syncthreads();
@@ -38,7 +38,7 @@ __global__ void overwrite_after_read(float* out) {
 // Counts the block's threads with shared-memory atomics (which meet each other freely) but reads
 // the count without a __syncthreads after them.
 __global__ void read_atomic_count_early(int* out) {
-  __shared__ int count;
+  FATHOM_SHARED(count, int);
   if (threadIdx.x == 0) count = 0;
   __syncthreads();
   atomicAdd(&count, 1);

@@ -12,10 +12,12 @@
 #include "core/error.h"
 #include "core/simt/device.h"
 #include "tests/simt/race_fixtures.h"
+#include "tests/test_util.h"
 
 using fathom::simt::Dim3;
 using fathom::simt::launch_kernel;
 using fathom::simt::LaunchSpec;
+using fathom::testing::error_of;
 
 #if !defined(__SANITIZE_THREAD__)
 #error "test_shared_races.cpp must be compiled with FATHOM_SIMT_RACE_CHECK_OPTIONS (tests/CMakeLists.txt)"
@@ -26,7 +28,7 @@ namespace {
 // ---- correct kernels: nothing to report ----
 
 __global__ void tree_sum(const float* in, float* out) {
-  __shared__ float partial[128];
+  FATHOM_SHARED(partial, float[128]);
   const int t = threadIdx.x;
   partial[t] = in[blockIdx.x * blockDim.x + t];
   __syncthreads();
@@ -39,7 +41,7 @@ __global__ void tree_sum(const float* in, float* out) {
 
 // The warp-synchronous reduction done right: a __syncwarp between every read and write step.
 __global__ void warp_shared_sum(const float* in, float* out) {
-  __shared__ float s[64];
+  FATHOM_SHARED(s, float[64]);
   const int t = threadIdx.x;
   s[t] = in[t];
   s[t + 32] = in[t + 32];
@@ -56,8 +58,8 @@ __global__ void warp_shared_sum(const float* in, float* out) {
 // One buffer reused across barrier epochs, a broadcast slot read by every thread, atomics on a
 // counter read after a barrier, and dynamic shared memory.
 __global__ void reuse_and_broadcast(const int* in, int* out) {
-  __shared__ int buffer[64];
-  __shared__ int total;
+  FATHOM_SHARED(buffer, int[64]);
+  FATHOM_SHARED(total, int);
   int* scratch = static_cast<int*>(fathom::simt::dynamic_shared());
   const int t = threadIdx.x;
   if (t == 0) total = 0;
@@ -78,8 +80,8 @@ struct alignas(16) Four {
   float x, y, z, w;
 };
 __global__ void neighbouring_bytes(unsigned char* out, float* sums) {
-  __shared__ unsigned char flags[64];
-  __shared__ Four quads[16];
+  FATHOM_SHARED(flags, unsigned char[64]);
+  FATHOM_SHARED(quads, Four[16]);
   const int t = threadIdx.x;
   flags[t] = static_cast<unsigned char>(t);
   reinterpret_cast<float*>(quads)[t] = static_cast<float>(t);
@@ -93,7 +95,7 @@ __global__ void neighbouring_bytes(unsigned char* out, float* sums) {
 
 // Neighbouring bytes again, the barrier between the second writes and the reads missing.
 __global__ void neighbouring_bytes_racing(unsigned char* out) {
-  __shared__ unsigned char flags[64];
+  FATHOM_SHARED(flags, unsigned char[64]);
   flags[threadIdx.x] = 0;
   __syncthreads();
   flags[threadIdx.x] = static_cast<unsigned char>(threadIdx.x);
@@ -102,7 +104,7 @@ __global__ void neighbouring_bytes_racing(unsigned char* out) {
 
 // Each pair of threads writes one slot.
 __global__ void write_twice(int* out) {
-  __shared__ int slot[32];
+  FATHOM_SHARED(slot, int[32]);
   slot[threadIdx.x / 2] = threadIdx.x;
   __syncthreads();
   out[threadIdx.x] = slot[threadIdx.x / 2];
@@ -111,7 +113,7 @@ __global__ void write_twice(int* out) {
 // Lanes of one warp read their neighbour's write with nothing between (the slots were written
 // once before the barrier, so the lanes that run first read the old values).
 __global__ void read_neighbour_lane(float* out) {
-  __shared__ float slot[32];
+  FATHOM_SHARED(slot, float[32]);
   slot[threadIdx.x] = 0.0f;
   __syncthreads();
   slot[threadIdx.x] = 1.0f;
@@ -120,7 +122,7 @@ __global__ void read_neighbour_lane(float* out) {
 
 // Only the first half of the slots is written before every thread reads its own.
 __global__ void read_unwritten(float* out) {
-  __shared__ float slot[64];
+  FATHOM_SHARED(slot, float[64]);
   if (threadIdx.x < 32) slot[threadIdx.x] = 1.0f;
   __syncthreads();
   out[threadIdx.x] = slot[threadIdx.x];
@@ -135,20 +137,21 @@ __global__ void read_unwritten_dynamic(float* out) {
 
 // Correct in block 0; block 1's thread 5 reads before the barrier.
 __global__ void race_in_second_block(float* out) {
-  __shared__ float slot[32];
+  FATHOM_SHARED(slot, float[32]);
   slot[threadIdx.x] = 2.0f;
   if (blockIdx.x == 1 && threadIdx.x == 5) out[32 + 5] = slot[4];
   __syncthreads();
   out[blockIdx.x * 32 + threadIdx.x] = slot[31 - threadIdx.x];
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const fathom::Error& e) {
-    return e.what();
-  }
-  return "";
+// A function template, as most kernels are (GCC once dropped such kernels' shared memory from
+// the checker's view: it ignores a storage section on a template's statics).
+template <typename T>
+__global__ void templated_read_across_warps(T* out) {
+  FATHOM_SHARED(slot, T[64]);
+  slot[threadIdx.x] = static_cast<T>(threadIdx.x);
+  __syncwarp();
+  out[threadIdx.x] = slot[(threadIdx.x + 32) % 64];
 }
 
 template <class Out, class... Args>
@@ -170,14 +173,14 @@ TEST_CASE("race checker: barriers, __syncwarp, atomics and reused buffers pass u
     CHECK(error_of([&] {
             launch_kernel(LaunchSpec{"tree_sum", Dim3(3), Dim3(128), 0, FATHOM_SIMT_SITE}, tree_sum, in.data(),
                           sums.data());
-          }) == "");
+          }) == "(no error)");
     CHECK(sums == expected);  // small integers: exact
 
     float warp_total = 0;
     CHECK(error_of([&] {
             launch_kernel(LaunchSpec{"warp_shared_sum", Dim3(1), Dim3(32), 0, FATHOM_SIMT_SITE}, warp_shared_sum,
                           in.data(), &warp_total);
-          }) == "");
+          }) == "(no error)");
     CHECK(warp_total == 126.0f);  // 64 values of i % 5
 
     std::vector<int> ints(64), out(64);
@@ -185,7 +188,7 @@ TEST_CASE("race checker: barriers, __syncwarp, atomics and reused buffers pass u
     CHECK(error_of([&] {
             launch_kernel(LaunchSpec{"reuse_and_broadcast", Dim3(1), Dim3(64), 64 * sizeof(int), FATHOM_SIMT_SITE},
                           reuse_and_broadcast, ints.data(), out.data());
-          }) == "");
+          }) == "(no error)");
     for (int t = 0; t < 64; ++t) CHECK(out[t] == 3 * (63 - t));  // total: 64 × buffer[0] = 0
 
     std::vector<unsigned char> bytes(64);
@@ -193,7 +196,7 @@ TEST_CASE("race checker: barriers, __syncwarp, atomics and reused buffers pass u
     CHECK(error_of([&] {
             launch_kernel(LaunchSpec{"neighbouring_bytes", Dim3(1), Dim3(64), 0, FATHOM_SIMT_SITE}, neighbouring_bytes,
                           bytes.data(), four_sums.data());
-          }) == "");
+          }) == "(no error)");
     for (int t = 0; t < 64; ++t) {
       CHECK(bytes[t] == (t + 1) % 64);
       CHECK(four_sums[t] == static_cast<float>(16 * (t % 16) + 6));
@@ -213,6 +216,13 @@ TEST_CASE("race checker: a missing __syncthreads is reported even where every or
   // (Forward order: warp 0 resumes first after the __syncwarp.)
   CHECK_THAT(read,
              Catch::Contains("race: thread (0, 0, 0) of block") && Catch::Contains("which thread (32, 0, 0) wrote"));
+
+  std::vector<double> doubles(64);
+  CHECK_THAT(
+      run("templated_read_across_warps", Dim3(1), Dim3(64), 0, templated_read_across_warps<double>, doubles.data()),
+      Catch::Contains("race: thread (0, 0, 0) of block (0, 0, 0) of kernel templated_read_across_warps reads 8 "
+                      "bytes at offset 256") &&
+          Catch::Contains("which thread (32, 0, 0) wrote"));
 
   const std::string overwrite =
       run("overwrite_after_read", Dim3(1), Dim3(64), 0, race_fixtures::overwrite_after_read, out.data());
@@ -248,7 +258,7 @@ TEST_CASE("race checker: writes of two threads, lanes without __syncwarp, a race
   CHECK(error_of([&] {
           launch_kernel(LaunchSpec{"tree_sum", Dim3(1), Dim3(128), 0, FATHOM_SIMT_SITE}, tree_sum, in.data(),
                         sums.data());
-        }) == "");
+        }) == "(no error)");
   CHECK(sums[0] == 128.0f);
 }
 

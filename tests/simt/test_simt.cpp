@@ -40,7 +40,7 @@ const char* const kOrders[] = {"forward", "reverse", "random:7", "random:123"};
 // ---- kernels as the CUDA sources write them ----
 
 __global__ void block_sum(const float* in, float* out, int n) {
-  __shared__ float partial[256];
+  FATHOM_SHARED(partial, float[256]);
   const int t = threadIdx.x;
   const int i = blockIdx.x * blockDim.x + t;
   partial[t] = i < n ? in[i] : 0.0f;
@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(128) scale(T* x, int n) {
 
 // Reads its neighbour's slot without a __syncthreads after the writes.
 __global__ void missing_barrier(float* out) {
-  __shared__ float slot[64];
+  FATHOM_SHARED(slot, float[64]);
   const int t = threadIdx.x;
   slot[t] = static_cast<float>(t);
   out[t] = slot[(t + 1) % blockDim.x];
@@ -140,7 +140,7 @@ __global__ void mask_beyond_block(float* out) { out[threadIdx.x] = __shfl_sync(0
 
 // Reads a slot of shared memory no thread wrote.
 __global__ void uninitialised_shared(float* out) {
-  __shared__ float slot[64];
+  FATHOM_SHARED(slot, float[64]);
   if (threadIdx.x < 32) slot[threadIdx.x] = 1.0f;
   __syncthreads();
   out[threadIdx.x] = slot[threadIdx.x];
@@ -148,7 +148,7 @@ __global__ void uninitialised_shared(float* out) {
 
 // The pre-Volta warp-synchronous reduction: no __syncwarp between the steps.
 __global__ void warp_synchronous_sum(const float* in, float* out) {
-  __shared__ float s[64];
+  FATHOM_SHARED(s, float[64]);
   const int t = threadIdx.x;
   s[t] = in[t];
   s[t + 32] = in[t + 32];
