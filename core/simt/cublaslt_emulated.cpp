@@ -43,10 +43,8 @@ struct Layout {
   int32_t batch = 1;
   int64_t batch_stride = 0;
 };
-struct Preference {
-  uint64_t workspace = 0;
-  uint32_t alignment[4] = {256, 256, 256, 256};  // A, B, C, D
-};
+// The heuristic offers its one algorithm whatever the preferences: their values are checked, not kept.
+struct Preference {};
 
 // The handle types are the header's opaque pointers; the emulation's objects stand behind them.
 MatmulDesc& get(cublasLtMatmulDesc_t d) { return *reinterpret_cast<MatmulDesc*>(d); }
@@ -314,21 +312,17 @@ cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) 
   delete &get(pref);
   return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t,
                                                     cublasLtMatmulPreferenceAttributes_t attribute, const void* buf,
                                                     size_t size) {
-  Preference& p = get(pref);
   switch (attribute) {
     case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES:
-      return set(p.workspace, buf, size);
+      return size == sizeof(uint64_t) && buf ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
-      return set(p.alignment[0], buf, size);
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
-      return set(p.alignment[1], buf, size);
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
-      return set(p.alignment[2], buf, size);
     case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES:
-      return set(p.alignment[3], buf, size);
+      return size == sizeof(uint32_t) && buf ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
     default:
       return CUBLAS_STATUS_NOT_SUPPORTED;
   }

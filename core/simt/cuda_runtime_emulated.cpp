@@ -57,6 +57,11 @@ void without_throwing(F&& f) {
   }
 }
 
+// Streams and events are read and changed only under the runtime's one lock.
+std::unique_lock<std::recursive_mutex> runtime_lock() {
+  return std::unique_lock<std::recursive_mutex>(runtime_mutex());
+}
+
 bool is_host(const void* p) { return !find_allocation(p).has_value(); }
 
 // What a copy reads and writes, checked against where its pointers are.
@@ -270,16 +275,16 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  const auto lock = runtime_lock();
   const auto queue = queue_of(stream);
   if (queue->completed == queue->submitted) return cudaSuccess;
   run_one(*queue);
   return status(cudaErrorNotReady);
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
-  const RecordedPoint point = event->point;  // the record as it is now, as CUDA's wait takes it
-  enqueue(queue_of(stream), [point] {
-    if (point.queue) run_until(*point.queue, point.position);
-  });
+  const auto lock = runtime_lock();
+  const RecordedPoint& point = event->point;  // the record as it is now, as CUDA's wait takes it
+  if (point.queue) enqueue(queue_of(stream), nullptr, {{point.queue, point.position}});
   return cudaSuccess;
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* user_data) {
@@ -298,6 +303,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  const auto lock = runtime_lock();
   const auto queue = queue_of(stream);
   auto time = std::make_shared<std::chrono::steady_clock::time_point>();
   enqueue(queue, [time] { *time = std::chrono::steady_clock::now(); });
@@ -306,16 +312,19 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 // A poll that finds the event incomplete runs one more item of its stream, so a polling loop ends.
 cudaError_t cudaEventQuery(cudaEvent_t event) {
+  const auto lock = runtime_lock();
   if (event->point.complete()) return cudaSuccess;
   run_one(*event->point.queue);
   return status(cudaErrorNotReady);
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   rethrow_kept_failure();
+  const auto lock = runtime_lock();
   if (event->point.queue) run_until(*event->point.queue, event->point.position);
   return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  const auto lock = runtime_lock();
   if (!start->timing || !end->timing || !start->point.queue || !end->point.queue)
     return status(cudaErrorInvalidResourceHandle);
   if (!start->point.complete() || !end->point.complete()) return status(cudaErrorNotReady);

@@ -60,10 +60,11 @@ void run_everything() {
   for (const auto& queue : queues) run_until(*queue, queue->submitted);
 }
 
-void enqueue(const std::shared_ptr<StreamQueue>& queue, std::function<void()> work) {
+void enqueue(const std::shared_ptr<StreamQueue>& queue, std::function<void()> work,
+             std::vector<StreamQueue::Wait> waits) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   Registry& r = registry();
-  StreamQueue::Item item;
+  StreamQueue::Item item{std::move(waits), nullptr};
   if (queue == r.legacy) {
     for (const auto& weak : r.streams)
       if (auto other = weak.lock(); other && other->blocking && other->submitted > other->completed)

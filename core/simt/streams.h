@@ -34,8 +34,8 @@ struct StreamQueue {
     uint64_t position;  // done once queue->completed >= position
   };
   struct Item {
-    std::vector<Wait> waits;  // run first
-    std::function<void()> work;
+    std::vector<Wait> waits;     // run first
+    std::function<void()> work;  // may be empty: an item that only waits
   };
   bool blocking = true;
   std::deque<Item> items;
@@ -60,8 +60,10 @@ void run_one(StreamQueue& queue);
 // Runs every stream to its end, the newest stream first.
 void run_everything();
 
-// Queues `work` on `queue`, with the implicit waits of the legacy default stream.
-void enqueue(const std::shared_ptr<StreamQueue>& queue, std::function<void()> work);
+// Queues `work` on `queue`, to run after `waits` (cudaStreamWaitEvent's) and the implicit waits
+// of the legacy default stream.
+void enqueue(const std::shared_ptr<StreamQueue>& queue, std::function<void()> work,
+             std::vector<StreamQueue::Wait> waits = {});
 std::shared_ptr<StreamQueue> legacy_queue();
 std::shared_ptr<StreamQueue> create_queue(bool blocking);
 void retire_queue(const std::shared_ptr<StreamQueue>& queue);  // runs it to its end first

@@ -4,6 +4,7 @@
 // AddressSanitizer, the caching allocator's tails and cached blocks are poisoned in stream order.
 #if defined(FATHOM_CUDA_EMULATION)
 
+#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <vector>
@@ -13,7 +14,10 @@
 #endif
 
 #include "core/allocator.h"
+#include "core/error.h"
+#include "core/simt/shared_memory_checker.h"
 #include "core/tensor.h"
+#include "kernels/softmax.h"
 #include "require_cuda.h"
 // Last: in emulation it defines CUDA's kernel-side names (threadIdx, __global__, ...) as macros.
 #include "core/cuda/kernel_launch.h"
@@ -25,6 +29,12 @@ namespace {
 __global__ void set_all(float* out, int n, float value) {
   const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i < n) out[i] = value;
+}
+
+// Half of the block waits at a barrier the other half never reaches.
+__global__ void divergent_barrier(float* out) {
+  if (threadIdx.x < 16) __syncthreads();
+  out[threadIdx.x] = 1.0f;
 }
 
 std::vector<float> read_back(const float* device, int n) {
@@ -122,6 +132,82 @@ TEST_CASE("emulation: more than 48 KiB of dynamic shared memory needs the kernel
                              228 * 1024) == cudaErrorInvalidValue);
   cudaGetLastError();
   cudaFree(device);
+}
+
+TEST_CASE("emulation: freeing what is not an allocation, destroying the default stream, a kernel failure kept",
+          "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  int host = 0;
+  CHECK(cudaFree(&host) == cudaErrorInvalidValue);
+  CHECK(cudaStreamDestroy(nullptr) == cudaErrorInvalidResourceHandle);
+  CHECK(cudaStreamDestroy(cudaStreamLegacy) == cudaErrorInvalidResourceHandle);
+  CHECK(cudaGetLastError() == cudaErrorInvalidResourceHandle);
+
+  // A kernel that fails while cudaFree drains the device has no caller to throw to: the failure
+  // is kept and thrown by the next synchronising call, once.
+  float* device = nullptr;
+  float* other = nullptr;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&device), sizeof(float) * 32) == cudaSuccess);
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&other), sizeof(float)) == cudaSuccess);
+  FATHOM_LAUNCH(1, 32, 0, nullptr, divergent_barrier)(device);
+  CHECK(cudaFree(other) == cudaSuccess);
+  CHECK_THROWS_WITH(cudaDeviceSynchronize(), Catch::Contains("the __syncthreads at ") &&
+                                                 Catch::Contains("cannot complete") &&
+                                                 Catch::Contains("of kernel divergent_barrier"));
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  cudaFree(device);
+}
+
+TEST_CASE("emulation: cuBLASLt refuses what it does not implement, and a GELU input with an odd leading dimension",
+          "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  cublasLtMatmulDesc_t desc = nullptr;
+  REQUIRE(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+  const int32_t scale_mode = 0;
+  CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &scale_mode, sizeof scale_mode) ==
+        CUBLAS_STATUS_NOT_SUPPORTED);
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_GELU_AUX;
+  REQUIRE(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue) ==
+          CUBLAS_STATUS_SUCCESS);
+  CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, 2) ==
+        CUBLAS_STATUS_INVALID_VALUE);  // the wrong size for the attribute
+  const int64_t aux_ld = 12;
+  REQUIRE(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld) ==
+          CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulPreference_t preference = nullptr;
+  REQUIRE(cublasLtMatmulPreferenceCreate(&preference) == CUBLAS_STATUS_SUCCESS);
+  const uint64_t workspace = 1 << 20;
+  CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                             sizeof workspace) == CUBLAS_STATUS_SUCCESS);
+  CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, 4) ==
+        CUBLAS_STATUS_INVALID_VALUE);
+  CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_IMPL_MASK, &workspace,
+                                             sizeof workspace) == CUBLAS_STATUS_NOT_SUPPORTED);
+  cublasLtMatmulHeuristicResult_t result{};
+  int count = -1;
+  CHECK(cublasLtMatmulAlgoGetHeuristic(nullptr, desc, nullptr, nullptr, nullptr, nullptr, preference, 1, &result,
+                                       &count) == CUBLAS_STATUS_NOT_SUPPORTED);
+  CHECK(count == 0);
+  const int64_t aligned_ld = 16;
+  REQUIRE(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aligned_ld, sizeof aligned_ld) ==
+          CUBLAS_STATUS_SUCCESS);
+  CHECK(cublasLtMatmulAlgoGetHeuristic(nullptr, desc, nullptr, nullptr, nullptr, nullptr, preference, 1, &result,
+                                       &count) == CUBLAS_STATUS_SUCCESS);
+  CHECK(count == 1);
+  cublasLtMatmulPreferenceDestroy(preference);
+  cublasLtMatmulDescDestroy(desc);
+}
+
+TEST_CASE("emulation: the library's kernels run under the shared-memory race checker", "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  // Softmax over rows longer than 1024 reduces each row across the block in shared memory: its
+  // accesses reach the checker only if the library's .cu files carry the checker's
+  // instrumentation (cmake/FathomCuda.cmake).
+  const uint64_t before = simt::shared_memory_checker().accesses_checked();
+  const Tensor x = Tensor::arange(2 * 2000).reshape({2, 2000}).to(Device::cuda(0));
+  const Tensor y = softmax(x).to(kCPU);
+  CHECK(y.data<float>()[1999] > y.data<float>()[0]);
+  CHECK(simt::shared_memory_checker().accesses_checked() > before);
 }
 
 #if defined(__SANITIZE_ADDRESS__)
