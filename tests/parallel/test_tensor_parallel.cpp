@@ -10,10 +10,14 @@
 #include "core/generator.h"
 #include "kernels/elementwise.h"
 #include "mpi_test_util.h"
+#include "nn/embedding.h"
 #include "nn/linear.h"
+#include "nn/loss.h"
 #include "parallel/column_parallel_linear.h"
 #include "parallel/row_parallel_linear.h"
 #include "parallel/tensor_parallel_regions.h"
+#include "parallel/vocab_parallel_cross_entropy.h"
+#include "parallel/vocab_parallel_embedding.h"
 #include "test_util.h"
 
 using namespace fathom;
@@ -256,4 +260,92 @@ TEST_CASE("tensor parallel: inputs and sizes that do not fit are errors naming t
         }) == "tensor parallelism: rank " + std::to_string(rank) + " of " + std::to_string(world) +
                   " holds 1 of the 8 entries of dim 1 of [2, 1]; it should hold " +
                   std::to_string(shard_range(8, world, rank).length));
+}
+
+TEST_CASE("tensor parallel: the vocabulary pads to a multiple of 128 x tp", "[parallel]") {
+  CHECK(padded_vocab_size(50257, 1) == 50304);
+  CHECK(padded_vocab_size(50257, 2) == 50432);
+  CHECK(padded_vocab_size(50257, 4) == 50688);
+  CHECK(padded_vocab_size(13, 3) == 384);
+}
+
+namespace {
+// Targets over a vocabulary of `vocab`, some ignored.
+Tensor targets_for(int64_t rows, int64_t vocab) {
+  std::vector<int64_t> t(rows);
+  for (int64_t i = 0; i < rows; ++i) t[i] = i % 4 == 3 ? kDefaultIgnoreIndex : (i * 5 + 2) % vocab;
+  return Tensor::from_vector(t, {rows});
+}
+}  // namespace
+
+TEST_CASE("tensor parallel: vocab-parallel cross-entropy equals cross-entropy over the whole vocabulary",
+          "[parallel]") {
+  const std::shared_ptr<Communicator>& group = runtime().world_ptr();
+  const int rank = group->rank(), world = group->size();
+  constexpr int64_t kVocab = 13;
+  const Tensor logits = mul(of_rank(0, {2, 5, kVocab}), 3.0);
+  const Tensor targets = targets_for(10, kVocab).reshape({2, 5});
+  const double tol = 1e-5;
+  for (std::optional<double> normaliser : {std::optional<double>{}, std::optional<double>{4.0}}) {
+    INFO("normaliser " << (normaliser ? *normaliser : 0.0));
+    const Variable full = leaf(logits);
+    const Variable expected = nn::cross_entropy(full, targets, normaliser);
+    expected.backward();
+
+    // Columns split unevenly, no padding.
+    const ShardRange range = shard_range(kVocab, world, rank);
+    const Variable mine = leaf(piece(logits, 2, rank, world));
+    const Variable loss = vocab_parallel_cross_entropy(mine, targets, {range.offset, range.length}, group, normaliser);
+    CHECK(std::fabs(loss.data().item() - expected.data().item()) <= tol);
+    loss.backward();
+    CHECK(mismatch(mine.grad(), piece(full.grad(), 2, rank, world), tol, tol) == "");
+
+    // Padded as VocabParallelEmbedding pads: 128 columns per rank, the real ones first; the
+    // padding's logits (large, to show they are not counted) get no gradient.
+    const int64_t per_rank = padded_vocab_size(kVocab, world) / world, start = rank * per_rank;
+    const int64_t real = std::clamp<int64_t>(kVocab - start, 0, per_rank);
+    Tensor padded = Tensor::full({2, 5, per_rank}, 50.0);
+    if (real > 0) padded.narrow(2, 0, real).copy_(logits.narrow(2, start, real));
+    const Variable padded_leaf = leaf(padded);
+    const Variable padded_loss = vocab_parallel_cross_entropy(padded_leaf, targets, {start, real}, group, normaliser);
+    CHECK(std::fabs(padded_loss.data().item() - expected.data().item()) <= tol);
+    padded_loss.backward();
+    if (real > 0)
+      CHECK(mismatch(padded_leaf.grad().narrow(2, 0, real), full.grad().narrow(2, start, real), tol, tol) == "");
+    CHECK(mismatch(padded_leaf.grad().narrow(2, real, per_rank - real), Tensor::zeros({2, 5, per_rank - real}), 0, 0) ==
+          "");
+  }
+}
+
+TEST_CASE("tensor parallel: the vocab-parallel embedding equals nn::Embedding; padding rows get nothing",
+          "[parallel]") {
+  const std::shared_ptr<Communicator>& group = runtime().world_ptr();
+  const int rank = group->rank(), world = group->size();
+  constexpr int64_t kVocab = 200, kDim = 3;  // 200 rows: rank 1 of 2 holds real and padding rows
+  nn::Embedding full(kVocab, kDim);
+  VocabParallelEmbedding parallel(kVocab, kDim, group);
+  parallel.load_full(full.weight.data());
+  const int64_t per_rank = padded_vocab_size(kVocab, world) / world;
+  CHECK(parallel.weight.sizes() == Shape{per_rank, kDim});
+  CHECK(parallel.placement("weight").sharded_dim == 0);
+
+  std::vector<int64_t> id_values;
+  for (int64_t i = 0; i < 12; ++i) id_values.push_back((i * 37 + 5) % kVocab);
+  const Tensor ids = Tensor::from_vector(id_values, {3, 4});
+  const Variable expected = full.forward(Variable(ids));
+  const Variable y = parallel.forward(Variable(ids));
+  CHECK(mismatch(y.data(), expected.data(), 0, 0) == "");  // one real row, zeros elsewhere: exact
+  const Tensor dy = of_rank(0, {3, 4, kDim}, 9);
+  expected.backward(dy);
+  y.backward(dy);
+  const int64_t start = rank * per_rank, real = std::clamp<int64_t>(kVocab - start, 0, per_rank);
+  CHECK(parallel.local_real_rows == real);
+  if (real > 0)
+    CHECK(mismatch(parallel.weight.grad().narrow(0, 0, real), full.weight.grad().narrow(0, start, real), 1e-6, 0) ==
+          "");
+  CHECK(mismatch(parallel.weight.grad().narrow(0, real, per_rank - real), Tensor::zeros({per_rank - real, kDim}), 0,
+                 0) == "");
+  CHECK(error_of([&] {
+          parallel.forward(Variable(Tensor::from_vector(std::vector<int64_t>{3, 200}, {2})));
+        }) == "VocabParallelEmbedding: ids range over [3, 200] but the vocabulary has 200 entries");
 }
