@@ -5,7 +5,9 @@
 //   replicated (the default): every rank of the tensor-parallel group holds the whole tensor
 //     and, once backward has run, the same gradient (a layer norm under tensor parallelism);
 //   sharded: this rank holds slice `shard_index` of `num_shards` along `sharded_dim` of the
-//     full tensor (a column-parallel weight), each rank a different one;
+//     full tensor (a column-parallel weight), each rank a different one; with fused_parts p > 1
+//     the dimension is p equal parts (a fused q, k, v projection) and the rank holds that slice
+//     of every part, part after part;
 //   pipeline_stage: the pipeline stage that owns it;
 //   tie: the name of a group of parameters that are one parameter in the unsplit model (GPT's
 //     embedding and LM head on the first and last pipeline stages); exactly one member of a tie
@@ -19,6 +21,7 @@ struct Placement {
   int sharded_dim = -1;  // -1: replicated over the tensor-parallel group
   int num_shards = 1;
   int shard_index = 0;
+  int fused_parts = 1;
   int pipeline_stage = 0;
   std::string tie;
   bool tie_leader = true;

@@ -10,38 +10,50 @@
 namespace fathom::parallel {
 
 ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, std::shared_ptr<Communicator> group, bool with_bias,
-                                           bool gather, DType dtype)
+                                           bool gather, DType dtype, int64_t parts)
     : in_features(in),
       out_features(out),
-      local(group ? shard_range(out, group->size(), group->rank()) : ShardRange{}),
+      fused_parts(parts),
+      local(group && parts > 0 ? shard_range(out / parts, group->size(), group->rank()) : ShardRange{}),
       gather_output(gather),
       group_(std::move(group)) {
   FATHOM_CHECK(group_ != nullptr, "ColumnParallelLinear: no tensor-parallel group");
   FATHOM_CHECK(in > 0 && out > 0, "ColumnParallelLinear: feature counts must be positive, got ", in, " -> ", out);
-  FATHOM_CHECK(out >= group_->size(), "ColumnParallelLinear: ", out, " output features cannot be split over ",
-               group_->size(), " tensor-parallel ranks; use a tensor-parallel size of at most ", out);
+  FATHOM_CHECK(parts >= 1 && out % parts == 0, "ColumnParallelLinear: ", out, " output features do not make ", parts,
+               " equal fused parts");
+  FATHOM_CHECK(!(gather && parts > 1), "ColumnParallelLinear: gather_output with fused parts would interleave them");
+  FATHOM_CHECK(out / parts >= group_->size(), "ColumnParallelLinear: ", out / parts,
+               " output features cannot be split over ", group_->size(),
+               " tensor-parallel ranks; use a tensor-parallel size of at most ", out / parts);
   MemoryTagScope tag(MemoryTag::Parameters);
-  weight = register_parameter("weight", Tensor::empty({local.length, in}, dtype));
-  set_placement("weight", nn::Placement::shard(0, group_->size(), group_->rank()));
+  nn::Placement placement = nn::Placement::shard(0, group_->size(), group_->rank());
+  placement.fused_parts = static_cast<int>(parts);
+  weight = register_parameter("weight", Tensor::empty({local_out_features(), in}, dtype));
+  set_placement("weight", placement);
   if (with_bias) {
-    bias = register_parameter("bias", Tensor::zeros({local.length}, dtype));
-    set_placement("bias", nn::Placement::shard(0, group_->size(), group_->rank()));
+    bias = register_parameter("bias", Tensor::zeros({local_out_features()}, dtype));
+    set_placement("bias", placement);
   }
   load_full(draw_full_linear_weight(in, out, dtype));
 }
 
 void ColumnParallelLinear::load_full(const Tensor& full_weight, const Tensor& full_bias) {
-  FATHOM_CHECK((full_weight.sizes() == Shape{out_features, in_features}),
-               "ColumnParallelLinear.load_full: weight of "
-               "shape ",
-               shape_str(full_weight.sizes()), ", expected [", out_features, ", ", in_features, "]");
+  FATHOM_CHECK((full_weight.sizes() == Shape{out_features, in_features}), "ColumnParallelLinear.load_full: weight of ",
+               "shape ", shape_str(full_weight.sizes()), ", expected [", out_features, ", ", in_features, "]");
+  FATHOM_CHECK(!full_bias.defined() || bias.defined(),
+               "ColumnParallelLinear.load_full: a bias given to a layer "
+               "without one");
+  FATHOM_CHECK(!full_bias.defined() || full_bias.sizes() == Shape{out_features},
+               "ColumnParallelLinear.load_full: bias of shape ", shape_str(full_bias.sizes()), ", expected [",
+               out_features, "]");
   autograd::NoGradGuard no_grad;
-  weight.data().copy_(full_weight.narrow(0, local.offset, local.length));
-  if (!full_bias.defined()) return;
-  FATHOM_CHECK(bias.defined(), "ColumnParallelLinear.load_full: a bias given to a layer without one");
-  FATHOM_CHECK(full_bias.sizes() == Shape{out_features}, "ColumnParallelLinear.load_full: bias of shape ",
-               shape_str(full_bias.sizes()), ", expected [", out_features, "]");
-  bias.data().copy_(full_bias.narrow(0, local.offset, local.length));
+  // This rank's slice of each part, part after part.
+  const int64_t part = out_features / fused_parts;
+  for (int64_t p = 0; p < fused_parts; ++p) {
+    const int64_t from = p * part + local.offset, to = p * local.length;
+    weight.data().narrow(0, to, local.length).copy_(full_weight.narrow(0, from, local.length));
+    if (full_bias.defined()) bias.data().narrow(0, to, local.length).copy_(full_bias.narrow(0, from, local.length));
+  }
 }
 
 Variable ColumnParallelLinear::forward(const Variable& x) {
@@ -54,7 +66,7 @@ Variable ColumnParallelLinear::forward(const Variable& x) {
   if (bias.defined()) y = autograd::add(y, bias);
   if (x.dim() != 2) {
     Shape out_shape = in_shape;
-    out_shape.back() = local.length;
+    out_shape.back() = local_out_features();
     y = autograd::reshape(y, out_shape);
   }
   return gather_output ? gather_from_tensor_region(y, group_, out_features) : y;

@@ -4,6 +4,10 @@
 // out_features). The input is replicated over the group (copy_to_tensor_region: its gradient is
 // summed over the ranks); the output is this rank's slice of the features, or, with
 // gather_output, all of them. Megatron's ColumnParallelLinear.
+//
+// fused_parts p > 1: the output is p equal parts (a fused q, k, v projection: p = 3), each split
+// over the group, so a rank holds the same slice of every part — whole heads of q, k and v alike —
+// stored part after part: p × local.length rows (and the output features in that order).
 
 #include <memory>
 
@@ -18,17 +22,18 @@ class ColumnParallelLinear : public nn::Module {
   // Initialised as nn::Linear(in_features, out_features) would be, then sliced: the same seed
   // gives the same model at every tensor-parallel size.
   ColumnParallelLinear(int64_t in_features, int64_t out_features, std::shared_ptr<Communicator> group, bool bias = true,
-                       bool gather_output = false, DType dtype = DType::F32);
+                       bool gather_output = false, DType dtype = DType::F32, int64_t fused_parts = 1);
   Variable forward(const Variable& x) override;
   std::string type_name() const override { return "ColumnParallelLinear"; }
   // Takes this rank's rows of the unsharded weight [out, in] and bias [out].
   void load_full(const Tensor& weight, const Tensor& bias = Tensor());
 
-  Variable weight;  // [local_out_features, in_features]
-  Variable bias;    // [local_out_features]; undefined without bias
-  const int64_t in_features, out_features;
-  const ShardRange local;  // this rank's output features
+  Variable weight;  // [fused_parts × local.length, in_features]
+  Variable bias;    // [fused_parts × local.length]; undefined without bias
+  const int64_t in_features, out_features, fused_parts;
+  const ShardRange local;  // this rank's output features (of each part)
   const bool gather_output;
+  int64_t local_out_features() const { return fused_parts * local.length; }
 
  private:
   std::shared_ptr<Communicator> group_;

@@ -16,6 +16,7 @@
 #include "parallel/column_parallel_linear.h"
 #include "parallel/row_parallel_linear.h"
 #include "parallel/tensor_parallel_regions.h"
+#include "parallel/tensor_parallel_transformer.h"
 #include "parallel/vocab_parallel_cross_entropy.h"
 #include "parallel/vocab_parallel_embedding.h"
 #include "test_util.h"
@@ -348,4 +349,76 @@ TEST_CASE("tensor parallel: the vocab-parallel embedding equals nn::Embedding; p
   CHECK(error_of([&] {
           parallel.forward(Variable(Tensor::from_vector(std::vector<int64_t>{3, 200}, {2})));
         }) == "VocabParallelEmbedding: ids range over [3, 200] but the vocabulary has 200 entries");
+}
+
+namespace {
+// This rank's rows of each of `parts` equal parts of dim 0, part after part (a fused q, k, v).
+Tensor fused_piece(const Tensor& whole, int parts, int rank, int world) {
+  const int64_t part = whole.size(0) / parts;
+  const ShardRange range = shard_range(part, world, rank);
+  Shape shape = whole.sizes();
+  shape[0] = parts * range.length;
+  const Tensor out = Tensor::empty(shape, whole.dtype());
+  for (int p = 0; p < parts; ++p)
+    out.narrow(0, p * range.length, range.length).copy_(whole.narrow(0, p * part + range.offset, range.length));
+  return out;
+}
+}  // namespace
+
+TEST_CASE("tensor parallel: the GPT block with split heads and MLP equals nn::TransformerBlock", "[parallel]") {
+  const std::shared_ptr<Communicator>& group = runtime().world_ptr();
+  const int rank = group->rank(), world = group->size();
+  nn::TransformerConfig config;
+  config.n_embd = 12;
+  config.n_head = 6;  // 3 heads a rank at 2 ranks, 2 at 3
+  nn::TransformerBlock full(config);
+  {
+    // Layer norms away from 1 and 0, so their gradients and scales matter.
+    Generator gen(5);
+    for (const auto& norm : {full.ln_1, full.ln_2}) {
+      norm->weight.data().copy_(uniform({12}, gen, 0.5, 1.5));
+      norm->bias.data().copy_(uniform({12}, gen, -0.5, 0.5));
+    }
+  }
+  TensorParallelBlock parallel(config, group);
+  parallel.load_full(full);
+  CHECK(parallel.attn->local_heads == 6 / world);
+  CHECK(parallel.attn->c_attn->placement("weight").fused_parts == 3);
+
+  const Tensor x = of_rank(0, {2, 5, 12}), dy = of_rank(0, {2, 5, 12}, 3);
+  const Variable x_full = leaf(x), x_tp = leaf(x);
+  const Variable y_full = full.forward(x_full), y_tp = parallel.forward(x_tp);
+  const double tol = 1e-5;
+  CHECK(mismatch(y_tp.data(), y_full.data(), tol, tol) == "");
+  y_full.backward(dy);
+  y_tp.backward(dy);
+  CHECK(mismatch(x_tp.grad(), x_full.grad(), tol, tol) == "");
+  // Replicated: the unsharded gradients, on every rank.
+  CHECK(mismatch(parallel.ln_1->weight.grad(), full.ln_1->weight.grad(), tol, tol) == "");
+  CHECK(mismatch(parallel.ln_2->bias.grad(), full.ln_2->bias.grad(), tol, tol) == "");
+  CHECK(mismatch(parallel.attn->c_proj->bias.grad(), full.attn->c_proj->bias.grad(), tol, tol) == "");
+  // Sharded: this rank's slice of them.
+  CHECK(mismatch(parallel.attn->c_attn->weight.grad(), fused_piece(full.attn->c_attn->weight.grad(), 3, rank, world),
+                 tol, tol) == "");
+  CHECK(mismatch(parallel.attn->c_attn->bias.grad(), fused_piece(full.attn->c_attn->bias.grad(), 3, rank, world), tol,
+                 tol) == "");
+  CHECK(mismatch(parallel.attn->c_proj->weight.grad(), piece(full.attn->c_proj->weight.grad(), 1, rank, world), tol,
+                 tol) == "");
+  CHECK(mismatch(parallel.mlp->c_fc->weight.grad(), piece(full.mlp->c_fc->weight.grad(), 0, rank, world), tol, tol) ==
+        "");
+  CHECK(mismatch(parallel.mlp->c_proj->weight.grad(), piece(full.mlp->c_proj->weight.grad(), 1, rank, world), tol,
+                 tol) == "");
+  // Parameter names are the unsharded block's.
+  std::vector<std::string> names, full_names;
+  for (const auto& [name, p] : parallel.named_parameters()) names.push_back(name);
+  for (const auto& [name, p] : full.named_parameters()) full_names.push_back(name);
+  CHECK(names == full_names);
+
+  nn::TransformerConfig odd = config;
+  odd.n_head = 5;
+  odd.n_embd = 10;
+  if (world > 1)
+    CHECK(error_of([&] { TensorParallelBlock(odd, group); }) ==
+          "tensor parallelism: 5 attention heads are not divisible by the tensor-parallel size " +
+              std::to_string(world) + "; use a size that divides 5");
 }
