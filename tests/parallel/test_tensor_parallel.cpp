@@ -9,7 +9,10 @@
 #include "autograd/functions.h"
 #include "core/generator.h"
 #include "kernels/elementwise.h"
+#include "models/gpt.h"
+#include "models/gpt_tensor_parallel.h"
 #include "mpi_test_util.h"
+#include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
@@ -421,4 +424,57 @@ TEST_CASE("tensor parallel: the GPT block with split heads and MLP equals nn::Tr
     CHECK(error_of([&] { TensorParallelBlock(odd, group); }) ==
           "tensor parallelism: 5 attention heads are not divisible by the tensor-parallel size " +
               std::to_string(world) + "; use a size that divides 5");
+}
+
+TEST_CASE("tensor parallel: GPT with tensor parallelism equals GPT, loss and every gradient, dropout on",
+          "[parallel]") {
+  const std::shared_ptr<Communicator>& group = runtime().world_ptr();
+  const int rank = group->rank(), world = group->size();
+  models::GPTConfig config;
+  config.n_layer = 2;
+  config.n_head = 6;
+  config.n_embd = 24;
+  config.vocab_size = 300;  // padded: 256 real rows on rank 0 and 44 on rank 1 at tp 2; 128, 128, 44 at 3
+  config.block_size = 16;
+  config.dropout = 0.1;
+  models::GPT full(config, /*seed=*/7);
+  models::TensorParallelGPT parallel(config, group);
+  parallel.load_full(full);
+  nn::assign_dropout_streams(full);  // as the engine does: masks follow module names
+  nn::assign_dropout_streams(parallel);
+
+  std::vector<int64_t> ids(2 * 8), next(2 * 8);
+  for (int64_t i = 0; i < 16; ++i) ids[i] = (i * 97 + 13) % config.vocab_size;
+  for (int64_t i = 0; i < 16; ++i) next[i] = i % 5 == 4 ? kDefaultIgnoreIndex : ids[(i + 1) % 16];
+  const Variable idx(Tensor::from_vector(ids, {2, 8}));
+  const Tensor targets = Tensor::from_vector(next, {2, 8});
+
+  nn::set_dropout_context({/*seed=*/3, /*step=*/0, {}});
+  const Variable expected = nn::cross_entropy(full.forward(idx), targets);
+  expected.backward();
+  nn::set_dropout_context({3, 0, {}});
+  const Variable loss = parallel.loss(idx, targets);
+  loss.backward();
+  const double tol = 1e-5;
+  CHECK(std::fabs(loss.data().item() - expected.data().item()) <= tol);
+
+  const auto& wte = *parallel.transformer->wte;
+  const Tensor wte_grad = full.transformer->wte->weight.grad();  // embedding and tied head together
+  if (wte.local_real_rows > 0)
+    CHECK(mismatch(wte.weight.grad().narrow(0, 0, wte.local_real_rows),
+                   wte_grad.narrow(0, wte.local.offset, wte.local_real_rows), tol, tol) == "");
+  const int64_t padding = wte.local.length - wte.local_real_rows;
+  CHECK(mismatch(wte.weight.grad().narrow(0, wte.local_real_rows, padding), Tensor::zeros({padding, 24}), 0, 0) == "");
+  CHECK(mismatch(parallel.transformer->wpe->weight.grad(), full.transformer->wpe->weight.grad(), tol, tol) == "");
+  CHECK(mismatch(parallel.transformer->ln_f->weight.grad(), full.transformer->ln_f->weight.grad(), tol, tol) == "");
+  for (int64_t layer = 0; layer < config.n_layer; ++layer) {
+    INFO("block " << layer);
+    const auto& tp_block = *std::static_pointer_cast<TensorParallelBlock>(parallel.transformer->h->modules()[layer]);
+    const auto& block = *std::static_pointer_cast<nn::TransformerBlock>(full.transformer->h->modules()[layer]);
+    CHECK(mismatch(tp_block.attn->c_attn->weight.grad(), fused_piece(block.attn->c_attn->weight.grad(), 3, rank, world),
+                   tol, tol) == "");
+    CHECK(mismatch(tp_block.mlp->c_proj->weight.grad(), piece(block.mlp->c_proj->weight.grad(), 1, rank, world), tol,
+                   tol) == "");
+    CHECK(mismatch(tp_block.ln_1->weight.grad(), block.ln_1->weight.grad(), tol, tol) == "");
+  }
 }

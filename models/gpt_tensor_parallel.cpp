@@ -1,0 +1,81 @@
+#include "models/gpt_tensor_parallel.h"
+
+#include "autograd/checkpoint.h"
+#include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "autograd/nn_functions.h"
+#include "parallel/tensor_parallel_regions.h"
+#include "parallel/vocab_parallel_cross_entropy.h"
+
+namespace fathom::models {
+
+TensorParallelGPT::TensorParallelGPT(const GPTConfig& config, std::shared_ptr<parallel::Communicator> group)
+    : config_(config), group_(std::move(group)) {
+  config.validate();
+  FATHOM_CHECK(group_ != nullptr, "TensorParallelGPT: no tensor-parallel group");
+  FATHOM_CHECK(config.tied_embeddings,
+               "TensorParallelGPT: only tied embeddings are supported so far (the LM head is "
+               "the vocabulary-parallel token embedding); set tied_embeddings");
+  const nn::TransformerConfig block{config.n_embd, config.n_head, config.dropout,
+                                    config.bias,   config.dtype,  config.attention};
+  transformer = register_module("transformer", std::make_shared<Transformer>());
+  Transformer& t = *transformer;
+  t.wte = t.register_module("wte", std::make_shared<parallel::VocabParallelEmbedding>(config.vocab_size, config.n_embd,
+                                                                                      group_, config.dtype));
+  t.wpe = t.register_module("wpe", std::make_shared<nn::Embedding>(config.block_size, config.n_embd, config.dtype));
+  t.drop = t.register_module("drop", std::make_shared<nn::Dropout>(config.dropout));
+  t.h = t.register_module("h", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < config.n_layer; ++i)
+    t.h->push_back(std::make_shared<parallel::TensorParallelBlock>(block, group_));
+  t.ln_f = t.register_module("ln_f", std::make_shared<nn::LayerNorm>(config.n_embd, 1e-5, config.bias, config.dtype));
+}
+
+void TensorParallelGPT::load_full(const GPT& full) {
+  const GPTConfig& c = full.config();
+  FATHOM_CHECK(c.n_layer == config_.n_layer && c.n_embd == config_.n_embd && c.n_head == config_.n_head &&
+                   c.vocab_size == config_.vocab_size && c.block_size == config_.block_size,
+               "TensorParallelGPT.load_full: the GPT's config differs from this model's");
+  transformer->wte->load_full(full.transformer->wte->weight.data());
+  autograd::NoGradGuard no_grad;
+  transformer->wpe->weight.data().copy_(full.transformer->wpe->weight.data());
+  transformer->ln_f->weight.data().copy_(full.transformer->ln_f->weight.data());
+  if (config_.bias) transformer->ln_f->bias.data().copy_(full.transformer->ln_f->bias.data());
+  for (int64_t i = 0; i < config_.n_layer; ++i)
+    std::static_pointer_cast<parallel::TensorParallelBlock>(transformer->h->modules()[i])
+        ->load_full(*std::static_pointer_cast<nn::TransformerBlock>(full.transformer->h->modules()[i]));
+}
+
+Variable TensorParallelGPT::forward(const Variable& idx) {
+  FATHOM_CHECK(idx.dim() == 2 && idx.dtype() == DType::I64,
+               "TensorParallelGPT: expected token ids of shape (B, T) "
+               "and dtype i64, got ",
+               idx.data().str());
+  const int64_t T = idx.size(1);
+  FATHOM_CHECK(T <= config_.block_size, "TensorParallelGPT: sequence length ", T, " exceeds block_size ",
+               config_.block_size);
+  Transformer& t = *transformer;
+  const Tensor positions = Tensor::arange(T, DType::I64, idx.device());
+  Variable x = (*t.drop)(autograd::add((*t.wte)(idx), (*t.wpe)(Variable(positions))));
+  for (const std::shared_ptr<nn::Module>& block : t.h->modules()) {
+    if (config_.activation_checkpointing && autograd::is_grad_enabled())
+      x = autograd::checkpoint(
+          [&block](const autograd::VariableList& in) { return autograd::VariableList{(*block)(in[0])}; }, {x})[0];
+    else
+      x = (*block)(x);
+  }
+  // The tied head on this rank's vocabulary rows; the hidden state is replicated, so its
+  // gradient is summed over the ranks' vocabulary ranges.
+  const int64_t B = idx.size(0), C = config_.n_embd;
+  const Variable hidden = parallel::copy_to_tensor_region((*t.ln_f)(x), group_);
+  const Variable logits =
+      autograd::matmul(autograd::reshape(hidden, {B * T, C}), t.wte->weight, false, /*transpose_b=*/true);
+  return autograd::reshape(logits, {B, T, t.wte->local.length});
+}
+
+Variable TensorParallelGPT::loss(const Variable& idx, const Tensor& targets, std::optional<double> normaliser) {
+  const parallel::VocabParallelEmbedding& wte = *transformer->wte;
+  return parallel::vocab_parallel_cross_entropy(forward(idx), targets, {wte.local.offset, wte.local_real_rows}, group_,
+                                                normaliser);
+}
+
+}  // namespace fathom::models
