@@ -17,14 +17,20 @@ CausalSelfAttention::CausalSelfAttention(const TransformerConfig& c)
 }
 
 Variable CausalSelfAttention::forward(const Variable& x) {
-  FATHOM_CHECK(x.dim() == 3 && x.size(2) == n_embd, "CausalSelfAttention: expected input (B, T, ", n_embd,
-               "), got ", shape_str(x.sizes()));
-  const int64_t B = x.size(0), T = x.size(1), HS = n_embd / n_head;
-  const VariableList qkv = autograd::split((*c_attn)(x), {n_embd, n_embd, n_embd}, 2);
-  auto heads = [&](const Variable& t) {  // (B, T, C) -> (B, NH, T, HS)
-    return autograd::permute(autograd::reshape(t, {B, T, n_head, HS}), {0, 2, 1, 3});
+  FATHOM_CHECK(x.dim() == 3 && x.size(2) == n_embd, "CausalSelfAttention: expected input (B, T, ", n_embd, "), got ",
+               shape_str(x.sizes()));
+  return (*resid_dropout)((*c_proj)(multi_head_attention((*c_attn)(x), n_head, attention)));
+}
+
+Variable multi_head_attention(const Variable& qkv, int64_t heads, AttentionKernel attention) {
+  FATHOM_CHECK(qkv.dim() == 3 && qkv.size(2) % (3 * heads) == 0, "multi_head_attention: expected (B, T, 3 x ", heads,
+               " x head size), got ", shape_str(qkv.sizes()));
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / heads;
+  const VariableList parts = autograd::split(qkv, {C, C, C}, 2);
+  auto split_heads = [&](const Variable& t) {  // (B, T, C) -> (B, NH, T, HS)
+    return autograd::permute(autograd::reshape(t, {B, T, heads, HS}), {0, 2, 1, 3});
   };
-  const Variable q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  const Variable q = split_heads(parts[0]), k = split_heads(parts[1]), v = split_heads(parts[2]);
   Variable y;
   if (resolve_attention_kernel(attention, q.data()) == AttentionKernel::Gemm) {
     // Tensor-core GEMMs around a masked softmax; autograd keeps the probabilities for backward.
@@ -33,8 +39,7 @@ Variable CausalSelfAttention::forward(const Variable& x) {
   } else {
     y = autograd::causal_attention(q, k, v);
   }
-  const Variable merged = autograd::reshape(autograd::contiguous(autograd::permute(y, {0, 2, 1, 3})), {B, T, n_embd});
-  return (*resid_dropout)((*c_proj)(merged));
+  return autograd::reshape(autograd::contiguous(autograd::permute(y, {0, 2, 1, 3})), {B, T, C});
 }
 
 MLP::MLP(const TransformerConfig& c) {

@@ -33,6 +33,11 @@ class CausalSelfAttention : public Module {
   const AttentionKernel attention;
 };
 
+// Causal multi-head attention over a fused projection's output qkv — (B, T, 3 · heads · head
+// size): q, then k, then v — to (B, T, heads · head size), with the kernel `attention` resolves
+// to. CausalSelfAttention's core, and a tensor-parallel rank's on its own heads.
+Variable multi_head_attention(const Variable& qkv, int64_t heads, AttentionKernel attention);
+
 class MLP : public Module {
  public:
   explicit MLP(const TransformerConfig& config);

@@ -1,7 +1,5 @@
 #include "parallel/tensor_parallel_transformer.h"
 
-#include <cmath>
-
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/nn_functions.h"
@@ -48,21 +46,7 @@ void TensorParallelAttention::load_full(const nn::CausalSelfAttention& full) {
 Variable TensorParallelAttention::forward(const Variable& x) {
   FATHOM_CHECK(x.dim() == 3 && x.size(2) == n_embd, "TensorParallelAttention: expected input (B, T, ", n_embd,
                "), got ", shape_str(x.sizes()));
-  const int64_t B = x.size(0), T = x.size(1), HS = n_embd / n_head, C = local_heads * HS;
-  const autograd::VariableList qkv = autograd::split((*c_attn)(x), {C, C, C}, 2);
-  auto heads = [&](const Variable& t) {  // (B, T, C_local) -> (B, NH_local, T, HS)
-    return autograd::permute(autograd::reshape(t, {B, T, local_heads, HS}), {0, 2, 1, 3});
-  };
-  const Variable q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-  Variable y;
-  if (nn::resolve_attention_kernel(attention, q.data()) == nn::AttentionKernel::Gemm) {
-    const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
-    y = autograd::matmul(autograd::causal_softmax(autograd::matmul(q, k, false, /*transpose_b=*/true), scale), v);
-  } else {
-    y = autograd::causal_attention(q, k, v);
-  }
-  const Variable merged = autograd::reshape(autograd::contiguous(autograd::permute(y, {0, 2, 1, 3})), {B, T, C});
-  return (*resid_dropout)((*c_proj)(merged));
+  return (*resid_dropout)((*c_proj)(nn::multi_head_attention((*c_attn)(x), local_heads, attention)));
 }
 
 TensorParallelMLP::TensorParallelMLP(const nn::TransformerConfig& c, std::shared_ptr<Communicator> group) {
