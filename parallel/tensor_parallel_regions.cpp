@@ -118,7 +118,7 @@ class Region : public Function {
       case Step::Identity:
         return t;
       case Step::AllReduce: {
-        const Tensor sum = t.contiguous().clone();
+        const Tensor sum = t.clone();  // a fresh contiguous copy, reduced in place
         group_->all_reduce(sum);
         return sum;
       }

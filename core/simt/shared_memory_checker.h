@@ -48,7 +48,7 @@ class SharedMemoryChecker {
   // null: the sanitizer hooks' test.
   static SharedMemoryChecker* active();  // (inline below: the hooks ask on every access)
 
-  // The shared memory of the launch about to run: the `__shared__` section and the dynamic
+  // The shared memory of the launch about to run: the block's `__shared__` arena and its dynamic
   // shared memory (either may be empty).
   void watch(void* static_begin, size_t static_bytes, void* dynamic_begin, size_t dynamic_bytes);
   // From the block scheduler: a block of `threads` begins (and becomes active() until end_block);

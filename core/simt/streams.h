@@ -12,8 +12,9 @@
 // legacy stream's; non-blocking streams (cudaStreamNonBlocking, Fathom's own) wait for nothing but
 // their events. The per-thread default stream is treated as the legacy one.
 //
-// One lock guards all of it, and the work runs on the thread that made it run: emulated blocks
-// share one `__shared__` section (core/simt/launch.h), so only one may run at a time.
+// One lock guards all of it, and the work runs on the thread that made it run: an emulated
+// block's shared memory and race-checker shadow are its OS thread's (core/simt/launch.h), so one
+// block runs at a time.
 
 #include <chrono>
 #include <cstdint>
