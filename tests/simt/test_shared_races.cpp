@@ -93,6 +93,16 @@ __global__ void neighbouring_bytes(unsigned char* out, float* sums) {
 
 // ---- broken kernels ----
 
+// More __shared__ variables than sm_90's 48 KiB of static shared memory.
+__global__ void too_much_shared(float* out) {
+  FATHOM_SHARED(first, float[8192]);
+  FATHOM_SHARED(second, float[8192]);
+  first[threadIdx.x] = 1.0f;
+  second[threadIdx.x] = 2.0f;
+  __syncthreads();
+  out[threadIdx.x] = first[threadIdx.x] + second[threadIdx.x];
+}
+
 // Neighbouring bytes again, the barrier between the second writes and the reads missing.
 __global__ void neighbouring_bytes_racing(unsigned char* out) {
   FATHOM_SHARED(flags, unsigned char[64]);
@@ -271,4 +281,12 @@ TEST_CASE("race checker: a read of shared memory no thread wrote names the threa
   CHECK_THAT(run("read_unwritten_dynamic", Dim3(1), Dim3(8), 8 * sizeof(float), read_unwritten_dynamic, out.data()),
              Catch::Contains("thread (3, 0, 0) of block (0, 0, 0) of kernel read_unwritten_dynamic reads 4 bytes at "
                              "offset 12 of the block's dynamic shared memory"));
+}
+
+TEST_CASE("static shared memory: more than a block's 48 KiB is an error naming the sizes", "[simt]") {
+  std::vector<float> out(32);
+  CHECK_THAT(run("too_much_shared", Dim3(1), Dim3(32), 0, too_much_shared, out.data()),
+             Catch::Contains("of kernel too_much_shared") &&
+                 Catch::Contains("the kernel's __shared__ variables need 65536 bytes, more than the 49152 of static "
+                                 "shared memory a block may have"));
 }
