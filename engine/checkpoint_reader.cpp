@@ -55,9 +55,12 @@ CheckpointReader::CheckpointReader(const std::string& dir, std::string tag) : di
   world_ = static_cast<int>(index_.at("world_size").as_int64());
   stage_ = static_cast<int>(index_.at("zero_stage").as_int64());
   numel_ = index_.at("parameters").as_int64();
+  if (const JsonValue* tp = index_.find("tensor_parallel_size")) tensor_size_ = static_cast<int>(tp->as_int64());
   const auto& shards = index_.at("shards").as_array();
-  FATHOM_CHECK(static_cast<int>(shards.size()) == world_, "checkpoint ", index_path_, ": ", shards.size(),
-               " shards listed for world size ", world_);
+  FATHOM_CHECK(static_cast<int>(shards.size()) == world_ * tensor_size_, "checkpoint ", index_path_, ": ",
+               shards.size(), " shards listed for ", world_, " data-parallel x ", tensor_size_,
+               " tensor-parallel ranks; the index is damaged");
+  tensors_ = read_tensor_table(index_.at("tensors"), index_path_);
   for (const auto& entry : shards) {
     Shard shard;
     shard.range = {entry.at("begin").as_int64(), entry.at("end").as_int64()};
@@ -92,18 +95,40 @@ void CheckpointReader::read(const std::string& name, const Tensor& target, zero:
     const Shard& shard = shards_[r];
     if (std::max(shard.range.begin, range.begin) >= std::min(shard.range.end, range.end)) continue;
     const auto file_name = shard.file_of.find(name);
-    FATHOM_CHECK(file_name != shard.file_of.end(), "checkpoint ", index_path_, ": rank ", r, " saved no \"", name,
+    FATHOM_CHECK(file_name != shard.file_of.end(), "checkpoint ", index_path_, ": shard ", r, " saved no \"", name,
                  "\"");
     const nn::SafetensorsFile& f = file(file_name->second);
     const Tensor part = f.get(name);
     FATHOM_CHECK(part.numel() == shard.range.size(), "checkpoint ", f.path(), ": tensor \"", name, "\" has ",
-                 part.numel(), " elements, but rank ", r, " of ", world_, " saved ", shard.range.size());
-    FATHOM_CHECK(shard.checksum.at(name) == checksum_hex(checkpoint_checksum(part)), "checkpoint ", f.path(), ": tensor \"",
-                 name, "\" fails its checksum (the file is corrupt); restore it or load another tag");
+                 part.numel(), " elements, but shard ", r, " of ", shards_.size(), " saved ", shard.range.size());
+    if (verified_.insert(file_name->second + "/" + name).second)
+      FATHOM_CHECK(shard.checksum.at(name) == checksum_hex(checkpoint_checksum(part)), "checkpoint ", f.path(),
+                   ": tensor \"", name, "\" fails its checksum (the file is corrupt); restore it or load another tag");
     filled += copy_flat_overlap(part, shard.range, target, range);
   }
   FATHOM_CHECK(filled == range.size(), "checkpoint ", (fs::path(dir_) / tag_).string(), ": state \"", name, "\" covers ",
                filled, " of ", range.size(), " needed elements");
+}
+
+std::vector<std::string> CheckpointReader::parameter_names() const {
+  std::vector<std::string> names;
+  for (const SavedTensor& entry : tensors_)
+    if (entry.tensor_rank == 0) names.push_back(entry.name);
+  return names;
+}
+
+Tensor CheckpointReader::read_whole(const std::string& state, const std::string& name, DType dtype) {
+  Tensor whole;
+  for (const SavedTensor& entry : tensors_) {
+    if (entry.name != name) continue;
+    if (!whole.defined()) whole = Tensor::zeros(entry.full_shape(), dtype);
+    Tensor part = Tensor::empty(entry.shape, dtype);
+    read(state, part.view({-1}), entry.range());
+    if (!entry.placement.sharded()) return part;  // replicated: every partition's copy is the same
+    nn::place_shard(part, entry.placement, whole);
+  }
+  FATHOM_CHECK(whole.defined(), "checkpoint ", index_path_, ": no tensor \"", name, "\"");
+  return whole;
 }
 
 }  // namespace fathom

@@ -7,11 +7,13 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
 #include "core/json.h"
+#include "engine/checkpoint_partitions.h"
 #include "nn/safetensors.h"
 #include "zero/partition.h"
 
@@ -31,14 +33,23 @@ class CheckpointReader {
   const std::string& tag() const { return tag_; }
   const JsonValue& index() const { return index_; }
   const std::string& index_path() const { return index_path_; }
+  // The data-parallel size, the tensor-parallel size (partitions) and ZeRO stage it was saved at.
   int world_size() const { return world_; }
+  int tensor_parallel_size() const { return tensor_size_; }
   int zero_stage() const { return stage_; }
-  int64_t parameters() const { return numel_; }
+  int64_t parameters() const { return numel_; }  // flat coordinates, over every partition
+  // Every parameter of every partition (engine/checkpoint_partitions.h).
+  const std::vector<SavedTensor>& tensors() const { return tensors_; }
+  // The parameters' names, each once, in the model's order.
+  std::vector<std::string> parameter_names() const;
 
   // True when the checkpoint has per-element state `name`.
   bool has(const std::string& name);
   // Fills `target` (flat over `range` of the model's flat coordinates) with state `name`.
   void read(const std::string& name, const Tensor& target, zero::Range range);
+  // State `state` of parameter `name` whole, as the unsplit model holds it (tensor-parallel
+  // shards assembled, padding dropped), in `dtype`.
+  Tensor read_whole(const std::string& state, const std::string& name, DType dtype);
 
  private:
   // What one saved rank wrote: its flat range, and per state its file and checksum.
@@ -51,10 +62,12 @@ class CheckpointReader {
 
   std::string dir_, tag_, index_path_;
   JsonValue index_;
-  int world_ = 1, stage_ = 0;
+  int world_ = 1, tensor_size_ = 1, stage_ = 0;
   int64_t numel_ = 0;
   std::vector<Shard> shards_;
+  std::vector<SavedTensor> tensors_;
   std::map<std::string, std::unique_ptr<nn::SafetensorsFile>> files_;  // opened on first use
+  std::set<std::string> verified_;  // "file/state" whose checksum has been checked
 };
 
 }  // namespace fathom

@@ -1,5 +1,6 @@
 #include "engine/config.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -66,6 +67,19 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
                                       "\"intra_op_parallelism\" (" + std::to_string(c.aio_intra_op_parallelism) +
                                       " I/O threads)"));
   }
+  // DeepSpeed's TPTrainingConfig: autotp_size, and the AutoTP knobs that only have a meaning for
+  // its module injection, accepted at their defaults.
+  const ConfigSection tensor_parallel = top.section("tensor_parallel");
+  tensor_parallel.check_keys({"autotp_size", "tp_overlap_comm", "keep_module_on_host", "replace_with_kernel_inject"});
+  c.tensor_parallel_size = std::max<int64_t>(1, tensor_parallel.integer("autotp_size", 0, 0));
+  for (const char* key : {"tp_overlap_comm", "keep_module_on_host", "replace_with_kernel_inject"})
+    if (tensor_parallel.boolean(key, false))
+      tensor_parallel.fail(key, "true is not supported (it concerns DeepSpeed's AutoTP module injection; Fathom's "
+                                "tensor-parallel layers are built in): remove it or set false");
+  c.sequence_parallel = top.boolean("sequence_parallel", false);
+  if (c.sequence_parallel)
+    top.fail("sequence_parallel", "true is not supported yet (tensor parallelism runs without it; "
+                                  "docs/tensor_parallel.md): remove it or set false");
   c.checkpoint_tag_validation =
       top.section("checkpoint").choice("tag_validation", c.checkpoint_tag_validation, {"Ignore", "Warn", "Fail"});
   c.prescale_gradients = top.boolean("prescale_gradients", c.prescale_gradients);

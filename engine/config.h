@@ -212,6 +212,12 @@ struct Config {
   // aio.thread_count: DeepSpeed ignores it; Fathom reads it as intra_op_parallelism (the
   // offload I/O engine's threads).
   int64_t aio_intra_op_parallelism = 1;
+  // tensor_parallel.autotp_size (DeepSpeed's AutoTP training key; 0 and 1 are off): the tensor
+  // axis of the process grid (docs/tensor_parallel.md).
+  int64_t tensor_parallel_size = 1;
+  // Fathom's top-level "sequence_parallel" (outside DeepSpeed's tensor_parallel section, whose
+  // schema forbids unknown keys): Megatron's sequence parallelism in tensor-parallel models.
+  bool sequence_parallel = false;
   // checkpoint.tag_validation: "Ignore", "Warn" or "Fail" when ranks save under different tags.
   std::string checkpoint_tag_validation = "Warn";
   // One line per key read differently from how it is written (DeepSpeed's deprecated

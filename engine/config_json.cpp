@@ -128,6 +128,8 @@ std::string Config::to_json() const {
   w.member("wall_clock_breakdown", wall_clock_breakdown);
   w.member("memory_breakdown", memory_breakdown);
   if (seed) w.member("seed", static_cast<long long>(*seed));
+  w.key("tensor_parallel").begin_object().member("autotp_size", tensor_parallel_size).end_object();
+  w.member("sequence_parallel", sequence_parallel);
   w.key("checkpoint").begin_object().member("tag_validation", checkpoint_tag_validation).end_object();
   w.member("prescale_gradients", prescale_gradients);
   w.member("dataloader_drop_last", dataloader_drop_last.value_or(true));

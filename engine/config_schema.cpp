@@ -191,7 +191,7 @@ const std::vector<std::string>& fathom_config_keys() {
       "gradient_clipping", "steps_per_print", "wall_clock_breakdown", "seed", "fp16", "bf16", "bfloat16",
       "zero_optimization", "prescale_gradients", "gradient_predivide_factor", "communication_data_type",
       "dataloader_drop_last", "data_types", "tensorboard", "csv_monitor", "memory_breakdown",
-      "flops_profiler", "comms_logger", "trace"};
+      "flops_profiler", "comms_logger", "trace", "tensor_parallel", "sequence_parallel"};
   return keys;
 }
 

@@ -9,6 +9,7 @@
 #include "engine/memory_report.h"
 #include "engine/non_finite_check.h"
 #include "engine/schedule.h"
+#include "parallel/sharded_tensor.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduction.h"
 #include "nn/dropout.h"
@@ -238,7 +239,17 @@ void Engine::set_schedule(std::unique_ptr<Schedule> schedule) {
 nn::NamedTensors Engine::consolidated_state_dict() {
   state_->gather_full_parameters();
   nn::NamedTensors out;
-  for (const auto& [name, param] : model_->named_parameters()) out.emplace_back(name, param.data().to(kCPU).clone());
+  const std::vector<nn::Placement>& placements = state_->placements();
+  size_t i = 0;
+  for (const auto& [name, param] : model_->named_parameters()) {
+    const Tensor& mine = param.data();
+    const nn::Placement& placement = placements.at(i++);
+    const Tensor whole =
+        placement.sharded()
+            ? parallel::gather_shards(mine, placement, *state_->groups().for_device(parallel::Axis::Tensor, mine.device()))
+            : mine;
+    out.emplace_back(name, whole.to(kCPU).clone());
+  }
   state_->release_full_parameters();
   return out;
 }

@@ -147,7 +147,8 @@ class Engine {
   // The owner of gradients and optimizer state (its concrete type says the mode).
   zero::TrainingState& training_state() const { return *state_; }
   // Every parameter whole on every rank, in the model's order, on the host: the consolidated
-  // state dict (gathers at ZeRO-3; collective: every rank calls it).
+  // state dict (gathers at ZeRO-3, and tensor-parallel shards into the unsplit, unpadded
+  // tensors; collective: every rank calls it).
   nn::NamedTensors consolidated_state_dict();
 
   nn::Module& module() { return *model_; }

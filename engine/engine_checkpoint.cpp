@@ -6,10 +6,12 @@
 //                                      rank's flat range, files and XXH64 checksums),
 //                                      optimizer scalars, schedule, loss scaler, counters,
 //                                      data loader position, config, client state
-//   <dir>/<tag>/rank_<r>.<kind>.safetensors
-//                                      rank r's range of each per-element state of one kind:
+//   <dir>/<tag>/rank_<r>[.tp<t>].<kind>.safetensors
+//                                      data rank r's range of each per-element state of one kind:
 //                                      param ("param"), master ("master"), optim
-//                                      ("optim.exp_avg", ...)
+//                                      ("optim.exp_avg", ...); of tensor-parallel rank t's
+//                                      partition in a tensor-parallel job
+//                                      (engine/checkpoint_partitions.h)
 //
 // A tag is written into <tag>.tmp, fsynced and renamed, so a run killed while saving leaves the
 // previous tag (and `latest`) intact.
@@ -26,7 +28,9 @@
 #include "core/logging.h"
 #include "core/xxhash64.h"
 #include "engine/checkpoint_layout.h"
+#include "engine/checkpoint_partitions.h"
 #include "engine/checkpoint_reader.h"
+#include "engine/checkpoint_resharding.h"
 #include "engine/engine.h"
 #include "core/json.h"
 #include "core/json_writer.h"
@@ -98,15 +102,20 @@ void write_atomically(const fs::path& path, const std::string& text) {
   fsync_path(path.parent_path());
 }
 
-// checkpoint.tag_validation, as DeepSpeed checks it: every rank of the group must save under the
-// same tag (a tag with rank-specific text would not load at another world size). Collective.
-void validate_tag(parallel::Communicator& group, const std::string& tag, EngineOptions::TagValidation mode) {
-  if (mode == EngineOptions::TagValidation::Ignore || group.size() == 1) return;
-  Tensor hash = Tensor::from_vector<int64_t>({static_cast<int64_t>(xxhash64(tag.data(), tag.size()))});
+// Whether every rank of `group` passed the same text (by hash). Collective.
+bool same_on_every_rank(parallel::Communicator& group, const std::string& text) {
+  if (group.size() == 1) return true;
+  Tensor hash = Tensor::from_vector<int64_t>({static_cast<int64_t>(xxhash64(text.data(), text.size()))});
   Tensor low = hash.clone();
   group.all_reduce(hash, parallel::ReduceOp::Max);
   group.all_reduce(low, parallel::ReduceOp::Min);
-  if (hash.data<int64_t>()[0] == low.data<int64_t>()[0]) return;
+  return hash.data<int64_t>()[0] == low.data<int64_t>()[0];
+}
+
+// checkpoint.tag_validation, as DeepSpeed checks it: every rank of the group must save under the
+// same tag (a tag with rank-specific text would not load at another world size). Collective.
+void validate_tag(parallel::Communicator& group, const std::string& tag, EngineOptions::TagValidation mode) {
+  if (mode == EngineOptions::TagValidation::Ignore || same_on_every_rank(group, tag)) return;
   const std::string message = "save_checkpoint: the tag \"" + tag + "\" of rank " + std::to_string(group.rank()) +
                               " is not the tag of every rank; pass one tag on every rank (a tag with rank-specific "
                               "text does not load at another world size)";
@@ -133,23 +142,29 @@ Tensor gathered_checksums(parallel::Communicator* group, const std::vector<std::
   return all;
 }
 
-// index.json's "shards": per saved rank its flat range and, per state, file and checksum.
-void write_shard_table(JsonWriter& w, const Tensor& sums, const std::vector<std::string>& states, int64_t numel,
-                       int world, int stage, const std::function<std::string(int, const std::string&)>& file_of) {
+// index.json's "shards": per partition and saved data rank its flat range and, per state, file
+// and checksum. `sums` is [partition][data rank][state].
+void write_shard_table(JsonWriter& w, const Tensor& sums, const std::vector<std::string>& states,
+                       const std::vector<Range>& partitions, int world, int stage,
+                       const std::function<std::string(int, int, const std::string&)>& file_of) {
   const int64_t* at = sums.data<int64_t>();
   w.begin_array();
-  for (int r = 0; r < world; ++r) {
-    const Range range = checkpoint_saved_range(numel, world, r, stage);
-    w.begin_object(JsonWriter::Layout::Inline).member("rank", r).member("begin", range.begin).member("end", range.end);
-    w.key("states").begin_object();
-    for (size_t i = 0; i < states.size(); ++i, at += 2) {
-      if (at[0] == 0) continue;
-      w.key(states[i]).begin_object();
-      w.member("file", file_of(r, checkpoint_state_kind(states[i])));
-      w.member("checksum", checksum_hex(static_cast<uint64_t>(at[1]))).end_object();
+  for (size_t t = 0; t < partitions.size(); ++t)
+    for (int r = 0; r < world; ++r) {
+      const Range local = checkpoint_saved_range(partitions[t].size(), world, r, stage);
+      const Range range{partitions[t].begin + local.begin, partitions[t].begin + local.end};
+      w.begin_object(JsonWriter::Layout::Inline).member("rank", r);
+      if (partitions.size() > 1) w.member("tensor_rank", static_cast<int>(t));
+      w.member("begin", range.begin).member("end", range.end);
+      w.key("states").begin_object();
+      for (size_t i = 0; i < states.size(); ++i, at += 2) {
+        if (at[0] == 0) continue;
+        w.key(states[i]).begin_object();
+        w.member("file", file_of(static_cast<int>(t), r, checkpoint_state_kind(states[i])));
+        w.member("checksum", checksum_hex(static_cast<uint64_t>(at[1]))).end_object();
+      }
+      w.end_object().end_object();
     }
-    w.end_object().end_object();
-  }
   w.end_array();
 }
 }  // namespace
@@ -162,30 +177,42 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   FATHOM_CHECK(tag.find('/') == std::string::npos && tag != "latest" && !tag.empty(),
                "save_checkpoint: tag \"", tag, "\" must be a plain folder name (no '/', not \"latest\")");
   state_->check_checkpointable("save_checkpoint");
+  const parallel::ProcessGroups& groups = state_->groups();
   parallel::Communicator* group = &state_->data_group();
+  parallel::Communicator& tensor_group = groups.tensor();
+  parallel::Communicator& job = *groups.world_ptr();
   const int rank = group->rank(), world = group->size();
+  const bool writes_index = job.rank() == 0;
   const int stage = state_->stage();
   const std::vector<TensorSlot> slots = state_->flat_slots();
-  const int64_t numel = slots.empty() ? 0 : slots.back().offset + slots.back().numel;
+  const std::string signature = model_signature(slots, state_->placements());
+  FATHOM_CHECK(same_on_every_rank(tensor_group, signature), "save_checkpoint: the tensor-parallel ranks hold "
+               "different models (parameter names, unsplit shapes or splits differ); build the same model on every rank");
+  const std::vector<SavedTensor> table = partition_table(slots, state_->placements(), tensor_group.size());
+  const std::vector<Range> partitions = partition_ranges(table, tensor_group.size());
+  const int64_t numel = partitions[tensor_group.rank()].size();  // this rank's partition
   const Range mine = checkpoint_saved_range(numel, world, rank, stage);
   const DType param_dtype = state_->parameter_dtype();
   const bool has_master = state_->keeps_masters();
   const fs::path final_dir = fs::path(dir) / tag, tmp_dir = fs::path(dir) / (tag + ".tmp");
-  // Data rank r's file of one kind of state, named by this rank's other coordinates too.
-  const auto file_of = [&](int data_rank, const std::string& kind) {
-    parallel::GridCoord coord = state_->groups().coord();
+  // The file of one kind of state of tensor rank t's partition at data rank r, named by this
+  // rank's other coordinates too.
+  const auto file_of = [&](int tensor_rank, int data_rank, const std::string& kind) {
+    parallel::GridCoord coord = groups.coord();
+    coord.tensor = tensor_rank;
     coord.data = data_rank;
-    return checkpoint_file_name(coord, state_->groups().topology(), kind);
+    return checkpoint_file_name(coord, groups.topology(), kind);
   };
+  const auto my_file = [&](const std::string& kind) { return file_of(tensor_group.rank(), rank, kind); };
 
-  validate_tag(*group, tag, options_.tag_validation);
+  validate_tag(job, tag, options_.tag_validation);
 
-  if (rank == 0) {
+  if (writes_index) {
     fs::create_directories(dir);
     fs::remove_all(tmp_dir);  // a previous attempt's leftovers
     fs::create_directories(tmp_dir);
   }
-  group->barrier();
+  job.barrier();
 
   // This rank's range of every per-element state.
   std::vector<std::pair<std::string, Tensor>> tensors;
@@ -203,14 +230,14 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   const std::vector<Tensor> local_state = optimizer()->rank_local_state();
   try {
     for (const auto& [kind, kind_tensors] : by_kind) {
-      nn::save_safetensors((tmp_dir / file_of(rank, kind)).string(), kind_tensors);
-      crash_here_for_tests("shard", rank == world - 1);
+      nn::save_safetensors((tmp_dir / my_file(kind)).string(), kind_tensors);
+      crash_here_for_tests("shard", job.rank() == job.size() - 1);
     }
     if (!local_state.empty()) {
       std::vector<std::pair<std::string, Tensor>> named;
       for (size_t i = 0; i < local_state.size(); ++i)
         named.emplace_back("local." + std::to_string(i), local_state[i].to(kCPU));
-      nn::save_safetensors((tmp_dir / file_of(rank, kRankLocalKind)).string(), named);
+      nn::save_safetensors((tmp_dir / my_file(kRankLocalKind)).string(), named);
     }
   } catch (const Error&) {
     // A write that fails (a full disk) leaves no half-written tag behind; the previous tag and
@@ -222,25 +249,24 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   std::vector<std::string> states = {"param"};
   if (has_master) states.push_back("master");
   for (const std::string& state : state_names) states.push_back("optim." + state);
-  const Tensor sums = gathered_checksums(group, tensors, states);
-  group->barrier();
+  Tensor sums = gathered_checksums(group, tensors, states);  // [data rank][state]
+  if (tensor_group.size() > 1) {
+    Tensor all = Tensor::empty({tensor_group.size(), sums.numel()}, DType::I64);
+    tensor_group.all_gather(sums.view({-1}), all.view({-1}));
+    sums = all;
+  }
+  job.barrier();
 
-  if (rank == 0) {
+  if (writes_index) {
     using Layout = JsonWriter::Layout;
     JsonWriter w;
     w.begin_object();
     w.member("format", kCheckpointFormat).member("tag", tag).member("world_size", world).member("zero_stage", stage);
-    w.member("dtype", dtype_name(param_dtype)).member("mixed_precision", has_master).member("parameters", numel);
-    w.member("checksum", kCheckpointChecksum);
-    write_shard_table(w.key("shards"), sums, states, numel, world, stage, file_of);
-    w.key("tensors").begin_array();
-    for (const TensorSlot& slot : slots) {
-      w.begin_object(Layout::Inline).member("name", slot.name);
-      w.key("shape").begin_array();
-      for (int64_t d : slot.shape) w.value(d);
-      w.end_array().member("dtype", dtype_name(param_dtype)).member("offset", slot.offset).end_object();
-    }
-    w.end_array();
+    if (tensor_group.size() > 1) w.member("tensor_parallel_size", tensor_group.size());
+    w.member("dtype", dtype_name(param_dtype)).member("mixed_precision", has_master);
+    w.member("parameters", partitions.back().end).member("checksum", kCheckpointChecksum);
+    write_shard_table(w.key("shards"), sums, states, partitions, world, stage, file_of);
+    write_tensor_table(w.key("tensors"), table, param_dtype);
     w.key("optimizer").begin_object(Layout::Inline).member("type", optimizer()->type()).member("step", optimizer_step);
     w.key("states").begin_array();
     for (const std::string& name : state_names) w.value(name);  // optimizer state names come from user code
@@ -286,7 +312,7 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
     fsync_path(dir);
     write_atomically(fs::path(dir) / "latest", tag);
   }
-  group->barrier();
+  job.barrier();
 }
 
 // The optimizer's rank-local state (nn::Optimizer::rank_local_state) comes back only to the same
@@ -295,10 +321,11 @@ void Engine::load_rank_local_state(const CheckpointReader& saved) {
   const JsonValue* has_local = saved.index().find("rank_local_state");
   if (!has_local || !has_local->as_bool()) return;
   parallel::Communicator& group = state_->data_group();
-  if (saved.world_size() != group.size()) {
+  if (saved.world_size() != group.size() || saved.tensor_parallel_size() != state_->groups().tensor().size()) {
     if (group.rank() == 0)
       FATHOM_LOG(Info, "load_checkpoint: ", optimizer()->type(), "'s rank-local state (1-bit Adam's error feedback) ",
-                 "was saved at ", saved.world_size(), " ranks and this run has ", group.size(), ": it starts from zero");
+                 "was saved at ", saved.world_size(), " x ", saved.tensor_parallel_size(), " ranks and this run has ",
+                 group.size(), " x ", state_->groups().tensor().size(), ": it starts from zero");
     return;
   }
   parallel::GridCoord coord = state_->groups().coord();
@@ -324,18 +351,8 @@ std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
   const JsonValue& index = saved.index();
   const std::string index_path = saved.index_path();
   const std::vector<TensorSlot> slots = state_->flat_slots();
-  // The model must be the one saved: same tensors, same shapes, same order.
-  const auto& saved_tensors = index.at("tensors").as_array();
-  FATHOM_CHECK(saved_tensors.size() == slots.size(), "checkpoint ", index_path, " holds ",
-               saved_tensors.size(), " tensors but the model has ", slots.size(), "; it was saved from another model");
-  for (size_t s = 0; s < slots.size(); ++s) {
-    const std::string& name = saved_tensors[s].at("name").as_string();
-    Shape shape;
-    for (const auto& d : saved_tensors[s].at("shape").as_array()) shape.push_back(d.as_int64());
-    FATHOM_CHECK(name == slots[s].name && shape == slots[s].shape, "checkpoint ", index_path, ": tensor ",
-                 s, " is \"", name, "\" ", shape_str(shape), " but the model's is \"", slots[s].name, "\" ",
-                 shape_str(slots[s].shape), "; it was saved from another model");
-  }
+  // The model must be the one saved: same tensors, same unsplit shapes, same order.
+  check_checkpoint_model(saved, slots, state_->placements());
   const JsonValue& optimizer_index = index.at("optimizer");
   nn::Optimizer& opt = *optimizer();
   const auto& lrs = optimizer_index.at("lr").as_array();
@@ -356,8 +373,9 @@ std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
   if (const JsonValue* scalars = optimizer_index.find("scalars"))
     for (const auto& [name, value] : scalars->as_object()) saved_states.scalars.scalars.emplace_back(name, value.as_double());
   // Parameters, fp32 masters and optimizer states, resharded for this rank's layout.
+  const parallel::Communicator& tensor_group = state_->groups().tensor();
   state_->load_flat_ranges(
-      [&](const std::string& name, const Tensor& target, Range covers) { saved.read(name, target, covers); },
+      checkpoint_flat_reader(saved, slots, state_->placements(), tensor_group.size(), tensor_group.rank()),
       saved_states);
 
   load_rank_local_state(saved);

@@ -73,6 +73,10 @@ zero::ParallelLayout prepare(Config& config, nn::Module& model, const parallel::
   if (coord.data == 0 && coord.tensor == 0 && coord.pipeline == 0)
     for (const std::string& notice : config.notices) FATHOM_LOG(Warning, notice);
   config.check_supported();
+  FATHOM_CHECK(config.tensor_parallel_size == groups.tensor().size(), "initialize: the config's "
+               "tensor_parallel.autotp_size is ", config.tensor_parallel_size, " but the process groups' tensor axis has ",
+               groups.tensor().size(), " ranks; build the groups as runtime.groups(1, ", config.tensor_parallel_size,
+               ") (fathom-train does) or set autotp_size to ", groups.tensor().size());
   config.resolve_batch(groups.data().size());
   zero::ParallelLayout layout{groups, {}};
   for (const auto& [name, param] : model.named_parameters()) layout.placements.push_back(model.placement(name));

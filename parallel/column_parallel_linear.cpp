@@ -26,8 +26,8 @@ ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, std::shared_
                " output features cannot be split over ", group_->size(),
                " tensor-parallel ranks; use a tensor-parallel size of at most ", out / parts);
   MemoryTagScope tag(MemoryTag::Parameters);
-  nn::Placement placement = nn::Placement::shard(0, group_->size(), group_->rank());
-  placement.fused_parts = static_cast<int>(parts);
+  const nn::Placement placement =
+      nn::Placement::shard(0, group_->size(), group_->rank(), out, 0, static_cast<int>(parts));
   weight = register_parameter("weight", Tensor::empty({local_out_features(), in}, dtype));
   set_placement("weight", placement);
   if (with_bias) {
@@ -48,12 +48,8 @@ void ColumnParallelLinear::load_full(const Tensor& full_weight, const Tensor& fu
                out_features, "]");
   autograd::NoGradGuard no_grad;
   // This rank's slice of each part, part after part.
-  const int64_t part = out_features / fused_parts;
-  for (int64_t p = 0; p < fused_parts; ++p) {
-    const int64_t from = p * part + local.offset, to = p * local.length;
-    weight.data().narrow(0, to, local.length).copy_(full_weight.narrow(0, from, local.length));
-    if (full_bias.defined()) bias.data().narrow(0, to, local.length).copy_(full_bias.narrow(0, from, local.length));
-  }
+  weight.data().copy_(nn::shard_of(full_weight, placement("weight")));
+  if (full_bias.defined()) bias.data().copy_(nn::shard_of(full_bias, placement("bias")));
 }
 
 Variable ColumnParallelLinear::forward(const Variable& x) {

@@ -22,7 +22,7 @@ RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, std::shared_ptr<Co
                " tensor-parallel ranks; use a tensor-parallel size of at most ", in);
   MemoryTagScope tag(MemoryTag::Parameters);
   weight = register_parameter("weight", Tensor::empty({out, local.length}, dtype));
-  set_placement("weight", nn::Placement::shard(1, group_->size(), group_->rank()));
+  set_placement("weight", nn::Placement::shard(1, group_->size(), group_->rank(), in));
   if (with_bias) bias = register_parameter("bias", Tensor::zeros({out}, dtype));  // replicated
   load_full(draw_full_linear_weight(in, out, dtype));
 }
@@ -33,7 +33,7 @@ void RowParallelLinear::load_full(const Tensor& full_weight, const Tensor& full_
                "shape ",
                shape_str(full_weight.sizes()), ", expected [", out_features, ", ", in_features, "]");
   autograd::NoGradGuard no_grad;
-  weight.data().copy_(full_weight.narrow(1, local.offset, local.length));
+  weight.data().copy_(nn::shard_of(full_weight, placement("weight")));
   if (!full_bias.defined()) return;
   FATHOM_CHECK(bias.defined(), "RowParallelLinear.load_full: a bias given to a layer without one");
   FATHOM_CHECK(full_bias.sizes() == Shape{out_features}, "RowParallelLinear.load_full: bias of shape ",

@@ -10,12 +10,6 @@
 
 namespace fathom::parallel {
 
-ShardRange shard_range(int64_t size, int parts, int rank) {
-  FATHOM_CHECK(parts >= 1 && rank >= 0 && rank < parts, "shard_range: rank ", rank, " of ", parts, " parts");
-  const int64_t base = size / parts, extra = size % parts;
-  return {rank * base + std::min<int64_t>(rank, extra), base + (rank < extra ? 1 : 0)};
-}
-
 namespace {
 
 // Element counts of every rank's piece: the piece's shape with `dim` set to each rank's length.

@@ -20,17 +20,16 @@
 #include <memory>
 
 #include "autograd/variable.h"
+#include "nn/placement.h"
 #include "parallel/communicator.h"
 
 namespace fathom::parallel {
 
 using autograd::Variable;
 
-// Which part of a dimension of `size` rank `rank` of `parts` holds.
-struct ShardRange {
-  int64_t offset = 0, length = 0;
-};
-ShardRange shard_range(int64_t size, int parts, int rank);
+// Which part of a dimension of `size` rank `rank` of `parts` holds (nn/placement.h).
+using nn::ShardRange;
+using nn::shard_range;
 
 Variable copy_to_tensor_region(const Variable& x, const std::shared_ptr<Communicator>& group);
 Variable reduce_from_tensor_region(const Variable& x, const std::shared_ptr<Communicator>& group);

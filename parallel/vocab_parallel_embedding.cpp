@@ -30,7 +30,7 @@ VocabParallelEmbedding::VocabParallelEmbedding(int64_t num, int64_t dim, std::sh
   FATHOM_CHECK(num > 0 && dim > 0, "VocabParallelEmbedding: sizes must be positive, got ", num, " x ", dim);
   MemoryTagScope tag(MemoryTag::Parameters);
   weight = register_parameter("weight", Tensor::zeros({local.length, dim}, dtype));
-  set_placement("weight", nn::Placement::shard(0, group_->size(), group_->rank()));
+  set_placement("weight", nn::Placement::shard(0, group_->size(), group_->rank(), num, padded_num_embeddings));
   Generator gen(0);  // as nn::Embedding draws its table
   const DType draw = dtype == DType::F64 ? DType::F64 : DType::F32;
   load_full(normal({num, dim}, gen, 0.0, 1.0, draw).to(dtype));
@@ -43,9 +43,7 @@ void VocabParallelEmbedding::load_full(const Tensor& full) {
                shape_str(full.sizes()), ", expected [", num_embeddings, ", ", embedding_dim,
                "] (the real rows, without the padding)");
   autograd::NoGradGuard no_grad;
-  weight.data().fill_(0.0);
-  if (local_real_rows > 0)
-    weight.data().narrow(0, 0, local_real_rows).copy_(full.narrow(0, local.offset, local_real_rows));
+  weight.data().copy_(nn::shard_of(full, placement("weight")));  // the padding rows zero
 }
 
 Variable VocabParallelEmbedding::forward(const Variable& indices) {

@@ -55,9 +55,8 @@ double TrainingState::mean_over_replicas(double value) const {
 }
 
 void TrainingState::check_checkpointable(const char* action) const {
-  FATHOM_CHECK(layout_.groups.tensor().size() == 1 && layout_.groups.pipeline().size() == 1, action,
-               ": checkpoints of tensor- or pipeline-parallel jobs are not supported yet (their states would be "
-               "saved in each rank's slice, not in the unsplit model's coordinates); use a data-parallel job");
+  FATHOM_CHECK(layout_.groups.pipeline().size() == 1, action,
+               ": checkpoints of pipeline-parallel jobs are not supported yet; use a data- or tensor-parallel job");
 }
 
 void broadcast_initial_weights(const NamedParameters& params, const ParallelLayout& layout) {

@@ -94,6 +94,8 @@ class TrainingState {
   const std::shared_ptr<nn::Optimizer>& optimizer() const { return optimizer_; }
   const parallel::ProcessGroups& groups() const { return layout_.groups; }
   parallel::Communicator& data_group() const { return layout_.groups.data(); }
+  // Each parameter's placement over the tensor-parallel group, in named order.
+  const std::vector<nn::Placement>& placements() const { return layout_.placements; }
   // Whether the model is 16-bit and the optimizer updates fp32 master weights.
   bool keeps_masters() const { return keeps_masters_; }
   // Where the state's buffers live (the parameters' device; later pinned host or NVMe).

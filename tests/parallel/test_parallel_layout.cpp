@@ -38,7 +38,7 @@ struct Handmade : nn::Module {
     for (int i = 0; i < kRows / kTensor * kCols; ++i)
       rows.push_back(0.1f * static_cast<float>(tensor * 6 + i) + 100.0f * data);
     a = register_parameter("a", Tensor::from_vector(rows, {kRows / kTensor, kCols}));
-    set_placement("a", nn::Placement::shard(0, kTensor, tensor));
+    set_placement("a", nn::Placement::shard(0, kTensor, tensor, kRows));
     b = register_parameter("b", Tensor::from_vector<float>({1.0f + data + 10.0f * tensor, 2, 3}));
   }
   std::string type_name() const override { return "Handmade"; }
@@ -78,7 +78,8 @@ Job start(const std::string& extra) {
   auto model = std::make_shared<Handmade>(coord.data, coord.tensor);
   const int data_size = groups.data().size();
   Config config =
-      Config::from_string(detail::concat(R"({"train_batch_size": )", data_size, R"(, "gradient_clipping": 0.05,
+      Config::from_string(detail::concat(R"({"train_batch_size": )", data_size, R"(, "tensor_parallel": {"autotp_size": )",
+                                         kTensor, R"(}, "gradient_clipping": 0.05,
           "optimizer": {"type": "SGD", "params": {"lr": 0.1}})",
                                          extra, "}"));
   Initialized init = initialize(config, model, nullptr, nullptr, groups);
@@ -192,13 +193,20 @@ TEST_CASE("turning gradient reduction off leaves each rank its own gradient (sta
                     Catch::Contains("needs zero_optimization.stage 0"));
 }
 
-TEST_CASE("checkpoints of a tensor-parallel layout are refused by name, saving and loading", "[parallel]") {
-  if (runtime().size() % kTensor != 0) return;
-  Job job = start("");
-  const std::string dir = "/tmp/fathom_tp_checkpoint_refused";
-  const std::string why = ": checkpoints of tensor- or pipeline-parallel jobs are not supported yet (their states "
-                          "would be saved in each rank's slice, not in the unsplit model's coordinates); use a "
-                          "data-parallel job";
-  CHECK(fathom::testing::error_of([&] { job.init.engine->save_checkpoint(dir); }) == "save_checkpoint" + why);
-  CHECK(fathom::testing::error_of([&] { job.init.engine->load_checkpoint(dir); }) == "load_checkpoint" + why);
+TEST_CASE("checkpoints of a pipeline-parallel layout are refused by name, saving and loading", "[parallel]") {
+  if (runtime().size() % 2 != 0) return;
+  struct One : nn::Module {
+    autograd::Variable w;
+    One() { w = register_parameter("w", Tensor::from_vector<float>({1, 2, 3})); }
+  };
+  const auto groups = runtime().groups(/*pipeline=*/2, /*tensor=*/1);
+  const Initialized init = initialize(
+      Config::from_string(detail::concat(R"({"train_batch_size": )", groups.data().size(),
+                                         R"(, "optimizer": {"type": "SGD", "params": {"lr": 1.0}}})")),
+      std::make_shared<One>(), nullptr, nullptr, groups);
+  const std::string dir = "/tmp/fathom_pp_checkpoint_refused";
+  const std::string why = ": checkpoints of pipeline-parallel jobs are not supported yet; use a data- or "
+                          "tensor-parallel job";
+  CHECK(fathom::testing::error_of([&] { init.engine->save_checkpoint(dir); }) == "save_checkpoint" + why);
+  CHECK(fathom::testing::error_of([&] { init.engine->load_checkpoint(dir); }) == "load_checkpoint" + why);
 }

@@ -1,0 +1,27 @@
+#pragma once
+// Reading a checkpoint into a layout other than the one that saved it (docs/checkpoints.md):
+// any data-parallel size and ZeRO stage (ranges of flat coordinates are read from whichever
+// saved ranks' files hold them), and any tensor-parallel size (each parameter assembled whole
+// from the saved partitions and this rank's shard cut from it). No conversion step.
+
+#include <vector>
+
+#include "engine/checkpoint_reader.h"
+#include "nn/placement.h"
+#include "zero/training_state.h"
+
+namespace fathom {
+
+// The model is the checkpoint's: the same parameters in the same order with the same unsplit
+// shapes; otherwise an error naming the first difference.
+void check_checkpoint_model(const CheckpointReader& saved, const std::vector<zero::FlatSlot>& slots,
+                            const std::vector<nn::Placement>& placements);
+
+// Reads states into the flat coordinates of this rank's parameters (`slots`, split as
+// `placements` say, at tensor-parallel rank `tensor_rank` of `tensor_size`). Saved at the same
+// tensor-parallel layout, this rank's partition is read as it lies; otherwise parameter by
+// parameter through CheckpointReader::read_whole. The reader must outlive the result.
+zero::FlatReader checkpoint_flat_reader(CheckpointReader& saved, const std::vector<zero::FlatSlot>& slots,
+                                        const std::vector<nn::Placement>& placements, int tensor_size, int tensor_rank);
+
+}  // namespace fathom
