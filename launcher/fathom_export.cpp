@@ -1,7 +1,7 @@
 // fathom-export: consolidated weights from any Fathom checkpoint, like DeepSpeed's
 // zero_to_fp32.py but with no model code and no conversion step: the checkpoint's index names
-// every tensor and its place in the flat layout, so the saved ranks' shards are read and cut
-// back into named tensors (GPT models keep GPT-2's names, so the file loads in transformers).
+// every tensor, its place in the flat layout and (tensor parallelism) which part of the unsplit
+// tensor each rank held, so the saved ranks' shards are read and assembled into whole tensors (GPT models keep GPT-2's names, so the file loads in transformers).
 //
 //   fathom-export runs/a/checkpoints --out model.safetensors [--tag global_step200] [--dtype bf16]
 #include <cstdio>
@@ -18,8 +18,8 @@ using namespace fathom;
 namespace {
 const char* kUsage = R"(usage: fathom-export DIR --out FILE [--tag TAG] [--dtype f32|bf16|f16]
 
-Writes the weights of a Fathom checkpoint (any world size, any ZeRO stage) as one safetensors
-file. The fp32 master weights are used when the checkpoint has them (mixed precision),
+Writes the weights of a Fathom checkpoint (any world size, tensor-parallel size or ZeRO stage) as
+one safetensors file. The fp32 master weights are used when the checkpoint has them (mixed precision),
 otherwise the saved parameters. --dtype: f32 (default), bf16 or f16. TAG: default `latest`.
 )";
 
@@ -49,20 +49,16 @@ int run(int argc, char** argv) {
 
   CheckpointReader reader(tag.empty() ? find_checkpoint_dir(dir) : dir, tag);
   const std::string source = reader.has("master") ? "master" : "param";
-  Tensor flat = Tensor::empty({reader.parameters()}, DType::F32);
-  reader.read(source, flat, {0, reader.parameters()});
   std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const auto& entry : reader.index().at("tensors").as_array()) {
-    Shape shape;
-    int64_t numel = 1;
-    for (const auto& d : entry.at("shape").as_array()) shape.push_back(d.as_int64()), numel *= d.as_int64();
-    tensors.emplace_back(entry.at("name").as_string(),
-                         flat.narrow(0, entry.at("offset").as_int64(), numel).view(shape).to(dtype));
-  }
+  for (const std::string& name : reader.parameter_names())
+    tensors.emplace_back(name, reader.read_whole(source, name, DType::F32).to(dtype));
   nn::save_safetensors(out, tensors, {{"fathom_checkpoint", dir + "/" + reader.tag()}});
-  std::printf("fathom-export: %s/%s (%d ranks, ZeRO stage %d, %s) -> %s: %zu tensors, %lld parameters, %s\n",
-              dir.c_str(), reader.tag().c_str(), reader.world_size(), reader.zero_stage(), source.c_str(), out.c_str(),
-              tensors.size(), static_cast<long long>(reader.parameters()), dtype_name(dtype));
+  int64_t parameters = 0;
+  for (const auto& entry : tensors) parameters += entry.second.numel();
+  std::printf("fathom-export: %s/%s (%d x %d ranks, ZeRO stage %d, %s) -> %s: %zu tensors, %lld parameters, %s\n",
+              dir.c_str(), reader.tag().c_str(), reader.world_size(), reader.tensor_parallel_size(),
+              reader.zero_stage(), source.c_str(), out.c_str(), tensors.size(), static_cast<long long>(parameters),
+              dtype_name(dtype));
   return 0;
 }
 }  // namespace

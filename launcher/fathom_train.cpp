@@ -6,7 +6,8 @@
 // It prints a progress line every steps_per_print steps, evaluates the validation loss every
 // --eval-interval steps, and writes model.safetensors (GPT-2 layout) and config.json to --out.
 // Under `mpirun -np N` (or the fathom launcher) the same command trains data-parallel on N
-// ranks with the same global batch; rank 0 prints and writes.
+// ranks with the same global batch; rank 0 prints and writes. With the config's
+// tensor_parallel.autotp_size = t, the N ranks are t-way tensor parallel x N/t data parallel.
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -29,11 +30,10 @@
 #include "launcher/train_config.h"
 #include "launcher/train_data.h"
 #include "launcher/train_memory.h"
+#include "launcher/train_model.h"
 #include "launcher/train_options.h"
 #include "launcher/train_resume.h"
-#include "models/gpt.h"
 #include "models/gpt_weights.h"
-#include "nn/loss.h"
 #include "parallel/runtime.h"
 
 using namespace fathom;
@@ -58,17 +58,18 @@ void kill_if_asked(int64_t step, const parallel::Runtime& runtime) {
 }
 
 // Mean loss over up to `max_batches` validation micro-batches, without a graph.
-double validation_loss(models::GPT& model, DataLoader& loader, int max_batches) {
+double validation_loss(const launcher::TrainModel& model, DataLoader& loader, int max_batches) {
   autograd::NoGradGuard no_grad;
-  model.eval();
+  nn::Module& module = *model.module();
+  module.eval();
   double total = 0;
   int batches = 0;
   for (const Batch& batch : loader) {
-    const Device device = model.device();
-    total += nn::cross_entropy(model(autograd::Variable(batch.inputs.to(device))), batch.targets.to(device)).item();
+    const Device device = module.device();
+    total += model.loss(module(autograd::Variable(batch.inputs.to(device))), batch.targets.to(device)).item();
     if (++batches == max_batches) break;
   }
-  model.train();
+  module.train();
   loader.load_state({0, 0});  // the same validation batches every time
   return batches ? total / batches : std::nan("");
 }
@@ -91,14 +92,24 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
   if (opt.threads > 0) set_num_threads(opt.threads);
   models::GPTConfig sizes = models::GPTConfig::preset(opt.preset);
   opt.apply_sizes(sizes);
-  Config config = resume && opt.config_path.empty()
-                      ? launcher::resumed_config(*resume, runtime.size(), &log)
-                      : launcher::train_config(opt.config_path, sizes.n_embd, opt.steps, runtime.size(), &log);
+  // The tensor-parallel size decides the data-parallel one, which the batch sizes resolve for.
+  const bool config_from_checkpoint = resume && opt.config_path.empty();
+  const int tensor_size =
+      config_from_checkpoint
+          ? static_cast<int>(Config::from_string(resume->config_json, ConfigFormat::Json).tensor_parallel_size)
+          : launcher::config_tensor_parallel_size(opt.config_path);
+  FATHOM_CHECK(runtime.size() % tensor_size == 0, "tensor_parallel.autotp_size is ", tensor_size, " but the job has ",
+               runtime.size(), runtime.size() == 1 ? " rank" : " ranks", ", which ", tensor_size,
+               " does not divide; launch a multiple of ", tensor_size, " processes or change autotp_size");
+  const int data_size = runtime.size() / tensor_size;
+  Config config = config_from_checkpoint
+                      ? launcher::resumed_config(*resume, data_size, &log)
+                      : launcher::train_config(opt.config_path, sizes.n_embd, opt.steps, data_size, &log);
   if (main_rank)
     for (const std::string& line : log) std::printf("fathom-train: %s\n", line.c_str());
   if (opt.seed) config.seed = *opt.seed;
 
-  const BatchConfig batch = resolve_batch(config.batch, runtime.size());
+  const BatchConfig batch = resolve_batch(config.batch, data_size);
   const launcher::TrainData data =
       launcher::load_train_data(opt.data_path, opt.val_data_path, sizes.block_size, opt.vocab_size,
                                 batch.train_batch_size);
@@ -108,13 +119,14 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
   const std::shared_ptr<TokenDataset>& val = data.val;
 
   const Device device = launcher::resolve_device(opt.device, runtime.device());
-  if (device.is_cpu()) launcher::check_model_fits_in_memory(model_config, config, runtime.size(), runtime.local_size());
-  auto model = std::make_shared<models::GPT>(model_config, config.seed.value_or(kDefaultSeed));
-  if (!opt.init_path.empty()) models::load_gpt2_safetensors(*model, opt.init_path);
-  model->to(device);  // before the engine: its optimizer and ZeRO buffers follow the parameters
-  const int64_t parameter_count = model->parameter_count();  // before ZeRO-3 shards the parameters
+  if (device.is_cpu())
+    launcher::check_model_fits_in_memory(model_config, config, data_size, runtime.local_size(), tensor_size);
   // The process groups: MPI for host tensors and, with a GPU per rank, NCCL for device tensors.
-  Initialized init = initialize(config, model, nullptr, train, runtime.groups());
+  const parallel::ProcessGroups groups = runtime.groups(/*pipeline=*/1, tensor_size);
+  const launcher::TrainModel model(model_config, config.seed.value_or(kDefaultSeed), opt.init_path, groups);
+  model.module()->to(device);  // before the engine: its optimizer and ZeRO buffers follow the parameters
+  const int64_t parameter_count = model.parameter_count();
+  Initialized init = initialize(config, model.module(), nullptr, train, groups);
   Engine& engine = *init.engine;
   engine.set_stop_on_non_finite(!opt.allow_non_finite);
   if (resume) {
@@ -135,10 +147,11 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
                 opt.preset.c_str(), (long long)model_config.n_layer, (long long)model_config.n_head,
                 (long long)model_config.n_embd, (long long)model_config.vocab_size, (long long)model_config.block_size,
                 parameter_count / 1e6);
-    std::printf("fathom-train: data %s: %lld train / %lld val sequences (val: %s); %lld tokens per step; %d rank%s x %s\n",
+    const std::string layout =
+        tensor_size == 1 ? "" : " (tensor " + std::to_string(tensor_size) + " x data " + std::to_string(data_size) + ")";
+    std::printf("fathom-train: data %s: %lld train / %lld val sequences (val: %s); %lld tokens per step; %d rank%s%s x %s\n",
                 data.name.c_str(), (long long)train->size(), (long long)val->size(), data.val_source.c_str(),
-                (long long)tokens_per_step,
-                runtime.size(), runtime.size() == 1 ? "" : "s",
+                (long long)tokens_per_step, runtime.size(), runtime.size() == 1 ? "" : "s", layout.c_str(),
                 device.is_cpu() ? (std::to_string(num_threads()) + " threads").c_str() : device.str().c_str());
     std::fflush(stdout);
   }
@@ -180,12 +193,12 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
   while (engine.global_steps() < opt.steps) {
     for (const Batch& batch : *init.loader) {
       const autograd::Variable logits = engine(autograd::Variable(batch.inputs.to(device)), batch.sample_index);
-      engine.backward(nn::cross_entropy(logits, batch.targets.to(device), batch.loss_normaliser));
+      engine.backward(model.loss(logits, batch.targets.to(device), batch.loss_normaliser));
       engine.step();
       if (batch.micro_step + 1 < engine.options().gradient_accumulation_steps) continue;
       const int64_t step = engine.global_steps();
       if (step == opt.steps || (opt.eval_interval > 0 && step % opt.eval_interval == 0)) {
-        last_val = validation_loss(*model, val_loader, opt.eval_batches);
+        last_val = validation_loss(model, val_loader, opt.eval_batches);
         if (Monitor* monitor = engine.monitor())
           monitor->write_events({{"Train/Samples/val_loss", last_val, engine.global_samples()}});
         if (main_rank) std::printf("step %lld/%lld | val loss %.3f\n", (long long)step, (long long)opt.steps, last_val);
@@ -223,7 +236,7 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
   if (!main_rank) return 0;
   std::filesystem::create_directories(opt.out_dir);
   const std::string model_path = (std::filesystem::path(opt.out_dir) / "model.safetensors").string();
-  models::save_gpt2_safetensors(model->config(), weights, model_path);
+  models::save_gpt2_safetensors(model.config(), weights, model_path);
   std::ofstream(std::filesystem::path(opt.out_dir) / "config.json") << config.to_json() << "\n";
   std::printf("fathom-train: done in %s: train loss %.3f, val loss %.3f; wrote %s and config.json\n",
               clock_text(elapsed()).c_str(), engine.last_report().loss, last_val, model_path.c_str());

@@ -4,6 +4,8 @@
 #include <variant>
 
 #include "core/json_writer.h"
+#include "engine/config_parse.h"
+#include "engine/config_section.h"
 
 namespace fathom::launcher {
 namespace {
@@ -74,6 +76,13 @@ AutoValues train_auto_values(const Config& defaults, int64_t hidden, int64_t ste
   if (const auto lr = v.find("optimizer.params.lr"); lr != v.end())
     v["scheduler.params.warmup_max_lr"] = {lr->second.json, builtin + " lr"};
   return v;
+}
+
+int config_tensor_parallel_size(const std::string& path) {
+  if (path.empty()) return 1;
+  const ConfigNode root = read_config_file(path);
+  const ConfigSection tensor_parallel = ConfigSection(&root, "", path).section("tensor_parallel");
+  return static_cast<int>(std::max<int64_t>(1, tensor_parallel.integer("autotp_size", 0, 0)));
 }
 
 Config train_config(const std::string& path, int64_t hidden, int64_t steps, int world,

@@ -26,6 +26,10 @@ AutoValues train_auto_values(const Config& defaults, int64_t hidden, int64_t ste
 // The config fathom-train runs from `path` (the built-in one when empty): every problem of the
 // file at once as one error, "auto" filled, and the optimizer and scheduler sections it lacks
 // taken from the built-in config. `log` gets one line per value that did not come from the file.
+// The config file's tensor_parallel.autotp_size (1 without a file, or when 0 or 1): read before
+// the rest, since it decides the data-parallel size the batch sizes resolve for.
+int config_tensor_parallel_size(const std::string& path);
+
 Config train_config(const std::string& path, int64_t hidden, int64_t steps, int world,
                     std::vector<std::string>* log);
 // The second half of train_config, for a check that passed: the "auto" lines and the missing

@@ -1,0 +1,34 @@
+#include "launcher/train_model.h"
+
+#include "models/gpt_weights.h"
+#include "nn/loss.h"
+
+namespace fathom::launcher {
+
+TrainModel::TrainModel(const models::GPTConfig& config, uint64_t seed, const std::string& init_path,
+                       const parallel::ProcessGroups& groups)
+    : config_(config) {
+  auto gpt = std::make_shared<models::GPT>(config, seed);
+  if (!init_path.empty()) models::load_gpt2_safetensors(*gpt, init_path);
+  parameter_count_ = gpt->parameter_count();
+  if (groups.tensor().size() == 1) {
+    module_ = gpt;
+    return;
+  }
+  FATHOM_CHECK(config.n_head % groups.tensor().size() == 0, "tensor_parallel.autotp_size ", groups.tensor().size(),
+               " does not divide the model's ", config.n_head,
+               " attention heads; use a tensor-parallel size that "
+               "divides ",
+               config.n_head);
+  tensor_parallel_ = std::make_shared<models::TensorParallelGPT>(config, groups.tensor_ptr());
+  tensor_parallel_->load_full(*gpt);
+  module_ = tensor_parallel_;
+}
+
+autograd::Variable TrainModel::loss(const autograd::Variable& output, const Tensor& targets,
+                                    std::optional<double> normaliser) const {
+  if (tensor_parallel_) return tensor_parallel_->loss_of_logits(output, targets, normaliser);
+  return nn::cross_entropy(output, targets, normaliser);
+}
+
+}  // namespace fathom::launcher
