@@ -73,8 +73,13 @@ Variable TensorParallelGPT::forward(const Variable& idx) {
 }
 
 Variable TensorParallelGPT::loss(const Variable& idx, const Tensor& targets, std::optional<double> normaliser) {
+  return loss_of_logits(forward(idx), targets, normaliser);
+}
+
+Variable TensorParallelGPT::loss_of_logits(const Variable& local_logits, const Tensor& targets,
+                                           std::optional<double> normaliser) const {
   const parallel::VocabParallelEmbedding& wte = *transformer->wte;
-  return parallel::vocab_parallel_cross_entropy(forward(idx), targets, {wte.local.offset, wte.local_real_rows}, group_,
+  return parallel::vocab_parallel_cross_entropy(local_logits, targets, {wte.local.offset, wte.local_real_rows}, group_,
                                                 normaliser);
 }
 

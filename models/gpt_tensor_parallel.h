@@ -31,6 +31,9 @@ class TensorParallelGPT : public nn::Module {
   // The mean cross-entropy of forward(idx) against targets (B, T), as nn::cross_entropy gives it
   // for GPT's logits: the same on every rank.
   Variable loss(const Variable& idx, const Tensor& targets, std::optional<double> normaliser = std::nullopt);
+  // The same loss of logits forward() returned (what a training loop calls after engine(idx)).
+  Variable loss_of_logits(const Variable& local_logits, const Tensor& targets,
+                          std::optional<double> normaliser = std::nullopt) const;
   std::string type_name() const override { return "TensorParallelGPT"; }
   // Takes this rank's shards of an unsharded GPT with the same config.
   void load_full(const GPT& full);
