@@ -77,9 +77,6 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
       tensor_parallel.fail(key, "true is not supported (it concerns DeepSpeed's AutoTP module injection; Fathom's "
                                 "tensor-parallel layers are built in): remove it or set false");
   c.sequence_parallel = top.boolean("sequence_parallel", false);
-  if (c.sequence_parallel)
-    top.fail("sequence_parallel", "true is not supported yet (tensor parallelism runs without it; "
-                                  "docs/tensor_parallel.md): remove it or set false");
   c.checkpoint_tag_validation =
       top.section("checkpoint").choice("tag_validation", c.checkpoint_tag_validation, {"Ignore", "Warn", "Fail"});
   c.prescale_gradients = top.boolean("prescale_gradients", c.prescale_gradients);

@@ -123,7 +123,8 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
     launcher::check_model_fits_in_memory(model_config, config, data_size, runtime.local_size(), tensor_size);
   // The process groups: MPI for host tensors and, with a GPU per rank, NCCL for device tensors.
   const parallel::ProcessGroups groups = runtime.groups(/*pipeline=*/1, tensor_size);
-  const launcher::TrainModel model(model_config, config.seed.value_or(kDefaultSeed), opt.init_path, groups);
+  const launcher::TrainModel model(model_config, config.seed.value_or(kDefaultSeed), opt.init_path, groups,
+                                   config.sequence_parallel);
   model.module()->to(device);  // before the engine: its optimizer and ZeRO buffers follow the parameters
   const int64_t parameter_count = model.parameter_count();
   Initialized init = initialize(config, model.module(), nullptr, train, groups);

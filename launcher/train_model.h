@@ -22,8 +22,9 @@ namespace fathom::launcher {
 class TrainModel {
  public:
   // `init_path`: Hugging Face GPT-2 safetensors to start from ("": the seed's initialisation).
+  // `sequence_parallel`: Megatron's sequence parallelism in the tensor-parallel model.
   TrainModel(const models::GPTConfig& config, uint64_t seed, const std::string& init_path,
-             const parallel::ProcessGroups& groups);
+             const parallel::ProcessGroups& groups, bool sequence_parallel = false);
 
   const std::shared_ptr<nn::Module>& module() const { return module_; }
   // The mean cross-entropy of the module's output against `targets`, the same on every rank.

@@ -4,13 +4,15 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/nn_functions.h"
+#include "parallel/sequence_parallel_norm.h"
 #include "parallel/tensor_parallel_regions.h"
 #include "parallel/vocab_parallel_cross_entropy.h"
 
 namespace fathom::models {
 
-TensorParallelGPT::TensorParallelGPT(const GPTConfig& config, std::shared_ptr<parallel::Communicator> group)
-    : config_(config), group_(std::move(group)) {
+TensorParallelGPT::TensorParallelGPT(const GPTConfig& config, std::shared_ptr<parallel::Communicator> group,
+                                     bool sequence_parallel)
+    : config_(config), group_(std::move(group)), sequence_parallel_(sequence_parallel) {
   config.validate();
   FATHOM_CHECK(group_ != nullptr, "TensorParallelGPT: no tensor-parallel group");
   FATHOM_CHECK(config.tied_embeddings,
@@ -26,8 +28,12 @@ TensorParallelGPT::TensorParallelGPT(const GPTConfig& config, std::shared_ptr<pa
   t.drop = t.register_module("drop", std::make_shared<nn::Dropout>(config.dropout));
   t.h = t.register_module("h", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < config.n_layer; ++i)
-    t.h->push_back(std::make_shared<parallel::TensorParallelBlock>(block, group_));
-  t.ln_f = t.register_module("ln_f", std::make_shared<nn::LayerNorm>(config.n_embd, 1e-5, config.bias, config.dtype));
+    t.h->push_back(std::make_shared<parallel::TensorParallelBlock>(block, group_, sequence_parallel));
+  if (sequence_parallel)
+    t.ln_f = t.register_module("ln_f", std::make_shared<parallel::SequenceParallelLayerNorm>(
+                                           config.n_embd, group_, 1e-5, config.bias, config.dtype));
+  else
+    t.ln_f = t.register_module("ln_f", std::make_shared<nn::LayerNorm>(config.n_embd, 1e-5, config.bias, config.dtype));
 }
 
 void TensorParallelGPT::load_full(const GPT& full) {
@@ -53,9 +59,19 @@ Variable TensorParallelGPT::forward(const Variable& idx) {
   const int64_t T = idx.size(1);
   FATHOM_CHECK(T <= config_.block_size, "TensorParallelGPT: sequence length ", T, " exceeds block_size ",
                config_.block_size);
+  const int tp = group_->size();
+  FATHOM_CHECK(!sequence_parallel_ || T % tp == 0, "TensorParallelGPT: with sequence parallelism the sequence length ",
+               T, " must be divisible by the tensor-parallel size ", tp, "; use sequences of a multiple of ", tp,
+               " tokens");
   Transformer& t = *transformer;
   const Tensor positions = Tensor::arange(T, DType::I64, idx.device());
-  Variable x = (*t.drop)(autograd::add((*t.wte)(idx), (*t.wpe)(Variable(positions))));
+  Variable x = autograd::add((*t.wte)(idx), (*t.wpe)(Variable(positions)));
+  if (sequence_parallel_) {  // from here on this rank's positions [rank T / tp, (rank + 1) T / tp)
+    x = parallel::scatter_to_sequence_region(x, group_);
+    x = t.drop->forward_sequence_shard(x, group_->rank() * (T / tp), T);
+  } else {
+    x = (*t.drop)(x);
+  }
   for (const std::shared_ptr<nn::Module>& block : t.h->modules()) {
     if (config_.activation_checkpointing && autograd::is_grad_enabled())
       x = autograd::checkpoint(
@@ -63,10 +79,13 @@ Variable TensorParallelGPT::forward(const Variable& idx) {
     else
       x = (*block)(x);
   }
-  // The tied head on this rank's vocabulary rows; the hidden state is replicated, so its
-  // gradient is summed over the ranks' vocabulary ranges.
+  // The tied head on this rank's vocabulary rows; the hidden state is replicated (all-gathered
+  // under sequence parallelism), so its gradient is summed over the ranks' vocabulary ranges
+  // (the gather's backward reduce-scatter sums it too).
   const int64_t B = idx.size(0), C = config_.n_embd;
-  const Variable hidden = parallel::copy_to_tensor_region((*t.ln_f)(x), group_);
+  const Variable normed = (*t.ln_f)(x);
+  const Variable hidden = sequence_parallel_ ? parallel::gather_from_sequence_region(normed, group_, T)
+                                             : parallel::copy_to_tensor_region(normed, group_);
   const Variable logits =
       autograd::matmul(autograd::reshape(hidden, {B * T, C}), t.wte->weight, false, /*transpose_b=*/true);
   return autograd::reshape(logits, {B, T, t.wte->local.length});

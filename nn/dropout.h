@@ -30,6 +30,9 @@ class Dropout : public Module {
  public:
   explicit Dropout(double p = 0.5);
   Variable forward(const Variable& x) override;
+  // x (B, T, C) holds positions [first_position, first_position + T) of sequences of
+  // `sequence_length` (sequence parallelism): the mask is those positions' mask in the whole.
+  Variable forward_sequence_shard(const Variable& x, int64_t first_position, int64_t sequence_length);
   std::string type_name() const override { return "Dropout"; }
 
   uint64_t stream_id() const { return stream_id_; }
@@ -38,6 +41,7 @@ class Dropout : public Module {
   const double p;
 
  private:
+  Variable forward_rows(const Variable& x, int64_t first_row, int64_t rows_per_sample);
   uint64_t stream_id_;
 };
 

@@ -10,18 +10,20 @@
 namespace fathom::parallel {
 
 ColumnParallelLinear::ColumnParallelLinear(int64_t in, int64_t out, std::shared_ptr<Communicator> group, bool with_bias,
-                                           bool gather, DType dtype, int64_t parts)
+                                           bool gather, DType dtype, int64_t parts, bool sequence)
     : in_features(in),
       out_features(out),
       fused_parts(parts),
       local(group && parts > 0 ? shard_range(out / parts, group->size(), group->rank()) : ShardRange{}),
       gather_output(gather),
+      sequence_parallel(sequence),
       group_(std::move(group)) {
   FATHOM_CHECK(group_ != nullptr, "ColumnParallelLinear: no tensor-parallel group");
   FATHOM_CHECK(in > 0 && out > 0, "ColumnParallelLinear: feature counts must be positive, got ", in, " -> ", out);
   FATHOM_CHECK(parts >= 1 && out % parts == 0, "ColumnParallelLinear: ", out, " output features do not make ", parts,
                " equal fused parts");
   FATHOM_CHECK(!(gather && parts > 1), "ColumnParallelLinear: gather_output with fused parts would interleave them");
+  FATHOM_CHECK(!(gather && sequence), "ColumnParallelLinear: gather_output with sequence parallelism is not supported");
   FATHOM_CHECK(out / parts >= group_->size(), "ColumnParallelLinear: ", out / parts,
                " output features cannot be split over ", group_->size(),
                " tensor-parallel ranks; use a tensor-parallel size of at most ", out / parts);
@@ -55,8 +57,13 @@ void ColumnParallelLinear::load_full(const Tensor& full_weight, const Tensor& fu
 Variable ColumnParallelLinear::forward(const Variable& x) {
   FATHOM_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "ColumnParallelLinear: input of shape ", shape_str(x.sizes()),
                " does not end in in_features = ", in_features);
-  const Variable replicated = copy_to_tensor_region(x, group_);
-  const Shape in_shape = x.sizes();
+  FATHOM_CHECK(!sequence_parallel || x.dim() == 3,
+               "ColumnParallelLinear: with sequence parallelism the input is "
+               "(B, T / tp, C), got ",
+               shape_str(x.sizes()));
+  const Variable replicated = sequence_parallel ? gather_from_sequence_region(x, group_, x.size(1) * group_->size())
+                                                : copy_to_tensor_region(x, group_);
+  const Shape in_shape = replicated.sizes();
   const Variable rows = x.dim() == 2 ? replicated : autograd::reshape(replicated, {-1, in_features});
   Variable y = autograd::matmul(rows, weight, false, /*transpose_b=*/true);
   if (bias.defined()) y = autograd::add(y, bias);

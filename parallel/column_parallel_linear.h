@@ -8,6 +8,10 @@
 // fused_parts p > 1: the output is p equal parts (a fused q, k, v projection: p = 3), each split
 // over the group, so a rank holds the same slice of every part — whole heads of q, k and v alike —
 // stored part after part: p × local.length rows (and the output features in that order).
+//
+// sequence_parallel: the input is this rank's part of the sequence, (B, T / tp, C); the layer
+// all-gathers it along the sequence (gather_from_sequence_region: its backward reduce-scatters,
+// which is also the input gradient's sum over the group), in place of copy_to_tensor_region.
 
 #include <memory>
 
@@ -22,7 +26,8 @@ class ColumnParallelLinear : public nn::Module {
   // Initialised as nn::Linear(in_features, out_features) would be, then sliced: the same seed
   // gives the same model at every tensor-parallel size.
   ColumnParallelLinear(int64_t in_features, int64_t out_features, std::shared_ptr<Communicator> group, bool bias = true,
-                       bool gather_output = false, DType dtype = DType::F32, int64_t fused_parts = 1);
+                       bool gather_output = false, DType dtype = DType::F32, int64_t fused_parts = 1,
+                       bool sequence_parallel = false);
   Variable forward(const Variable& x) override;
   std::string type_name() const override { return "ColumnParallelLinear"; }
   // Takes this rank's rows of the unsharded weight [out, in] and bias [out].
@@ -32,7 +37,7 @@ class ColumnParallelLinear : public nn::Module {
   Variable bias;    // [fused_parts × local.length]; undefined without bias
   const int64_t in_features, out_features, fused_parts;
   const ShardRange local;  // this rank's output features (of each part)
-  const bool gather_output;
+  const bool gather_output, sequence_parallel;
   int64_t local_out_features() const { return fused_parts * local.length; }
 
  private:

@@ -10,11 +10,12 @@
 namespace fathom::parallel {
 
 RowParallelLinear::RowParallelLinear(int64_t in, int64_t out, std::shared_ptr<Communicator> group, bool with_bias,
-                                     bool parallel_input, DType dtype)
+                                     bool parallel_input, DType dtype, bool sequence)
     : in_features(in),
       out_features(out),
       local(group ? shard_range(in, group->size(), group->rank()) : ShardRange{}),
       input_is_parallel(parallel_input),
+      sequence_parallel(sequence),
       group_(std::move(group)) {
   FATHOM_CHECK(group_ != nullptr, "RowParallelLinear: no tensor-parallel group");
   FATHOM_CHECK(in > 0 && out > 0, "RowParallelLinear: feature counts must be positive, got ", in, " -> ", out);
@@ -47,14 +48,24 @@ Variable RowParallelLinear::forward(const Variable& x) {
                shape_str(mine.sizes()), " on tensor-parallel rank ", group_->rank(), " of ", group_->size(),
                " should end in its ", local.length, " of the ", in_features, " input features",
                input_is_parallel ? " (the input is taken as already split: input_is_parallel)" : "");
+  FATHOM_CHECK(!sequence_parallel || mine.dim() == 3,
+               "RowParallelLinear: with sequence parallelism the input is "
+               "(B, T, local features), got ",
+               shape_str(mine.sizes()));
   const Shape in_shape = mine.sizes();
   const Variable rows = mine.dim() == 2 ? mine : autograd::reshape(mine, {-1, local.length});
-  Variable y = reduce_from_tensor_region(autograd::matmul(rows, weight, false, /*transpose_b=*/true), group_);
-  if (bias.defined()) y = autograd::add(y, bias);
-  if (mine.dim() == 2) return y;
-  Shape out_shape = in_shape;
-  out_shape.back() = out_features;
-  return autograd::reshape(y, out_shape);
+  Variable y = autograd::matmul(rows, weight, false, /*transpose_b=*/true);
+  if (mine.dim() != 2) {
+    Shape out_shape = in_shape;
+    out_shape.back() = out_features;
+    y = autograd::reshape(y, out_shape);
+  }
+  if (sequence_parallel) {
+    y = reduce_scatter_to_sequence_region(y, group_);
+    return bias.defined() ? autograd::add(y, copy_to_tensor_region(bias, group_)) : y;
+  }
+  y = reduce_from_tensor_region(y, group_);
+  return bias.defined() ? autograd::add(y, bias) : y;
 }
 
 }  // namespace fathom::parallel

@@ -5,6 +5,11 @@
 // layer takes its slice. The partial products are summed over the group
 // (reduce_from_tensor_region) and the bias, replicated, is added once after the sum. Megatron's
 // RowParallelLinear.
+//
+// sequence_parallel: the input is (B, T, local features) and the partial products are
+// reduce-scattered along the sequence (reduce_scatter_to_sequence_region), so the output is this
+// rank's part of the sequence, (B, T / tp, out); the bias is added to that part, and its gradient,
+// a part of the whole, is summed over the group (copy_to_tensor_region on the bias).
 
 #include <memory>
 
@@ -18,7 +23,7 @@ class RowParallelLinear : public nn::Module {
  public:
   // Initialised as nn::Linear(in_features, out_features) would be, then sliced.
   RowParallelLinear(int64_t in_features, int64_t out_features, std::shared_ptr<Communicator> group, bool bias = true,
-                    bool input_is_parallel = true, DType dtype = DType::F32);
+                    bool input_is_parallel = true, DType dtype = DType::F32, bool sequence_parallel = false);
   Variable forward(const Variable& x) override;
   std::string type_name() const override { return "RowParallelLinear"; }
   // Takes this rank's columns of the unsharded weight [out, in], and the whole bias [out].
@@ -28,7 +33,7 @@ class RowParallelLinear : public nn::Module {
   Variable bias;    // [out_features], the same on every rank; undefined without bias
   const int64_t in_features, out_features;
   const ShardRange local;  // this rank's input features
-  const bool input_is_parallel;
+  const bool input_is_parallel, sequence_parallel;
 
  private:
   std::shared_ptr<Communicator> group_;

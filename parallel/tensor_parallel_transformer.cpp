@@ -4,6 +4,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/nn_functions.h"
 #include "core/error.h"
+#include "parallel/sequence_parallel_norm.h"
 
 namespace fathom::parallel {
 namespace {
@@ -24,17 +25,36 @@ void copy_norm(const nn::LayerNorm& from, nn::LayerNorm& to) {
 
 Tensor bias_of(const nn::Linear& linear) { return linear.bias.defined() ? linear.bias.data() : Tensor(); }
 
+// Dropout of y, which is the whole sequence, or this rank's part of it under sequence parallelism.
+Variable drop(nn::Dropout& dropout, const Variable& y, const Communicator& group, bool sequence_parallel) {
+  if (!sequence_parallel) return dropout(y);
+  return dropout.forward_sequence_shard(y, group.rank() * y.size(1), group.size() * y.size(1));
+}
+
+std::shared_ptr<nn::LayerNorm> layer_norm(const nn::TransformerConfig& c, const std::shared_ptr<Communicator>& group,
+                                          bool sequence_parallel) {
+  if (sequence_parallel) return std::make_shared<SequenceParallelLayerNorm>(c.n_embd, group, 1e-5, c.bias, c.dtype);
+  return std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.dtype);
+}
+
 }  // namespace
 
-TensorParallelAttention::TensorParallelAttention(const nn::TransformerConfig& c, std::shared_ptr<Communicator> group)
-    : n_head(c.n_head), n_embd(c.n_embd), local_heads(heads_per_rank(c, group.get())), attention(c.attention) {
+TensorParallelAttention::TensorParallelAttention(const nn::TransformerConfig& c, std::shared_ptr<Communicator> group,
+                                                 bool sequence_parallel)
+    : n_head(c.n_head),
+      n_embd(c.n_embd),
+      local_heads(heads_per_rank(c, group.get())),
+      attention(c.attention),
+      group_(group),
+      sequence_parallel_(sequence_parallel) {
   FATHOM_CHECK(c.n_embd % c.n_head == 0, "TensorParallelAttention: n_embd ", c.n_embd, " is not a multiple of n_head ",
                c.n_head);
   c_attn = register_module("c_attn", std::make_shared<ColumnParallelLinear>(c.n_embd, 3 * c.n_embd, group, c.bias,
                                                                             /*gather_output=*/false, c.dtype,
-                                                                            /*fused_parts=*/3));
-  c_proj = register_module("c_proj", std::make_shared<RowParallelLinear>(c.n_embd, c.n_embd, group, c.bias,
-                                                                         /*input_is_parallel=*/true, c.dtype));
+                                                                            /*fused_parts=*/3, sequence_parallel));
+  c_proj = register_module("c_proj",
+                           std::make_shared<RowParallelLinear>(c.n_embd, c.n_embd, group, c.bias,
+                                                               /*input_is_parallel=*/true, c.dtype, sequence_parallel));
   resid_dropout = register_module("resid_dropout", std::make_shared<nn::Dropout>(c.dropout));
 }
 
@@ -46,14 +66,19 @@ void TensorParallelAttention::load_full(const nn::CausalSelfAttention& full) {
 Variable TensorParallelAttention::forward(const Variable& x) {
   FATHOM_CHECK(x.dim() == 3 && x.size(2) == n_embd, "TensorParallelAttention: expected input (B, T, ", n_embd,
                "), got ", shape_str(x.sizes()));
-  return (*resid_dropout)((*c_proj)(nn::multi_head_attention((*c_attn)(x), local_heads, attention)));
+  const Variable heads = nn::multi_head_attention((*c_attn)(x), local_heads, attention);
+  return drop(*resid_dropout, (*c_proj)(heads), *group_, sequence_parallel_);
 }
 
-TensorParallelMLP::TensorParallelMLP(const nn::TransformerConfig& c, std::shared_ptr<Communicator> group) {
+TensorParallelMLP::TensorParallelMLP(const nn::TransformerConfig& c, std::shared_ptr<Communicator> group,
+                                     bool sequence_parallel)
+    : group_(group), sequence_parallel_(sequence_parallel) {
   c_fc = register_module("c_fc", std::make_shared<ColumnParallelLinear>(c.n_embd, 4 * c.n_embd, group, c.bias,
-                                                                        /*gather_output=*/false, c.dtype));
-  c_proj = register_module("c_proj", std::make_shared<RowParallelLinear>(4 * c.n_embd, c.n_embd, group, c.bias,
-                                                                         /*input_is_parallel=*/true, c.dtype));
+                                                                        /*gather_output=*/false, c.dtype,
+                                                                        /*fused_parts=*/1, sequence_parallel));
+  c_proj = register_module("c_proj",
+                           std::make_shared<RowParallelLinear>(4 * c.n_embd, c.n_embd, group, c.bias,
+                                                               /*input_is_parallel=*/true, c.dtype, sequence_parallel));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(c.dropout));
 }
 
@@ -62,13 +87,16 @@ void TensorParallelMLP::load_full(const nn::MLP& full) {
   c_proj->load_full(full.c_proj->weight.data(), bias_of(*full.c_proj));
 }
 
-Variable TensorParallelMLP::forward(const Variable& x) { return (*dropout)((*c_proj)(autograd::gelu((*c_fc)(x)))); }
+Variable TensorParallelMLP::forward(const Variable& x) {
+  return drop(*dropout, (*c_proj)(autograd::gelu((*c_fc)(x))), *group_, sequence_parallel_);
+}
 
-TensorParallelBlock::TensorParallelBlock(const nn::TransformerConfig& c, std::shared_ptr<Communicator> group) {
-  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.dtype));
-  attn = register_module("attn", std::make_shared<TensorParallelAttention>(c, group));
-  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(c.n_embd, 1e-5, c.bias, c.dtype));
-  mlp = register_module("mlp", std::make_shared<TensorParallelMLP>(c, std::move(group)));
+TensorParallelBlock::TensorParallelBlock(const nn::TransformerConfig& c, std::shared_ptr<Communicator> group,
+                                         bool sequence_parallel) {
+  ln_1 = register_module("ln_1", layer_norm(c, group, sequence_parallel));
+  attn = register_module("attn", std::make_shared<TensorParallelAttention>(c, group, sequence_parallel));
+  ln_2 = register_module("ln_2", layer_norm(c, group, sequence_parallel));
+  mlp = register_module("mlp", std::make_shared<TensorParallelMLP>(c, group, sequence_parallel));
 }
 
 void TensorParallelBlock::load_full(const nn::TransformerBlock& full) {

@@ -160,6 +160,25 @@ TEST_CASE("dropout masks follow the global sample index, not the batch position"
   CHECK_THROWS_WITH(Dropout(1.0), Catch::Contains("p must be in [0, 1), got 1"));
 }
 
+TEST_CASE("dropout on a sequence shard draws the whole sequence's mask at those positions", "[nn]") {
+  const Variable x(Tensor::ones({2, 6, 8}));
+  for (const bool with_samples : {true, false}) {
+    INFO("sample indices given " << with_samples);
+    const Tensor samples = with_samples ? Tensor::from_vector<int64_t>({4, 9}) : Tensor();
+    Dropout drop(0.5);
+    set_dropout_context({7, 1, samples});
+    const Tensor whole = drop(x).data();
+    for (const int64_t first : {0, 2, 4}) {  // a rank of 3 holding positions [first, first + 2)
+      set_dropout_context({7, 1, samples});
+      const Tensor part = drop.forward_sequence_shard(Variable(Tensor::ones({2, 2, 8})), first, 6).data();
+      CHECK(part.to_vector<float>() == whole.narrow(1, first, 2).contiguous().to_vector<float>());
+    }
+  }
+  Dropout drop(0.5);
+  CHECK_THROWS_WITH(drop.forward_sequence_shard(Variable(Tensor::ones({2, 4, 8})), 4, 6),
+                    Catch::Contains("a sequence shard (B, T, C) at positions [4, 8) of 6"));
+}
+
 TEST_CASE("to(device) keeps the Variables; device() names a split module", "[nn]") {
   Net net;
   const Variable weight = net.first->weight;

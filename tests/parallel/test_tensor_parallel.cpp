@@ -371,6 +371,8 @@ Tensor fused_piece(const Tensor& whole, int parts, int rank, int world) {
 TEST_CASE("tensor parallel: the GPT block with split heads and MLP equals nn::TransformerBlock", "[parallel]") {
   const std::shared_ptr<Communicator>& group = runtime().world_ptr();
   const int rank = group->rank(), world = group->size();
+  for (const bool sequence_parallel : {false, true}) {
+  INFO("sequence parallel " << sequence_parallel);
   nn::TransformerConfig config;
   config.n_embd = 12;
   config.n_head = 6;  // 3 heads a rank at 2 ranks, 2 at 3
@@ -383,19 +385,21 @@ TEST_CASE("tensor parallel: the GPT block with split heads and MLP equals nn::Tr
       norm->bias.data().copy_(uniform({12}, gen, -0.5, 0.5));
     }
   }
-  TensorParallelBlock parallel(config, group);
+  TensorParallelBlock parallel(config, group, sequence_parallel);
   parallel.load_full(full);
   CHECK(parallel.attn->local_heads == 6 / world);
   CHECK(parallel.attn->c_attn->placement("weight").fused_parts == 3);
 
-  const Tensor x = of_rank(0, {2, 5, 12}), dy = of_rank(0, {2, 5, 12}, 3);
-  const Variable x_full = leaf(x), x_tp = leaf(x);
+  // Sequence parallelism: this rank's positions of the input, of the output and its gradient.
+  const Tensor x = of_rank(0, {2, 6, 12}), dy = of_rank(0, {2, 6, 12}, 3);
+  const auto mine = [&](const Tensor& t) { return sequence_parallel ? piece(t, 1, rank, world) : t; };
+  const Variable x_full = leaf(x), x_tp = leaf(mine(x));
   const Variable y_full = full.forward(x_full), y_tp = parallel.forward(x_tp);
   const double tol = 1e-5;
-  CHECK(mismatch(y_tp.data(), y_full.data(), tol, tol) == "");
+  CHECK(mismatch(y_tp.data(), mine(y_full.data()), tol, tol) == "");
   y_full.backward(dy);
-  y_tp.backward(dy);
-  CHECK(mismatch(x_tp.grad(), x_full.grad(), tol, tol) == "");
+  y_tp.backward(mine(dy));
+  CHECK(mismatch(x_tp.grad(), mine(x_full.grad()), tol, tol) == "");
   // Replicated: the unsharded gradients, on every rank.
   CHECK(mismatch(parallel.ln_1->weight.grad(), full.ln_1->weight.grad(), tol, tol) == "");
   CHECK(mismatch(parallel.ln_2->bias.grad(), full.ln_2->bias.grad(), tol, tol) == "");
@@ -416,8 +420,9 @@ TEST_CASE("tensor parallel: the GPT block with split heads and MLP equals nn::Tr
   for (const auto& [name, p] : parallel.named_parameters()) names.push_back(name);
   for (const auto& [name, p] : full.named_parameters()) full_names.push_back(name);
   CHECK(names == full_names);
+  }
 
-  nn::TransformerConfig odd = config;
+  nn::TransformerConfig odd;
   odd.n_head = 5;
   odd.n_embd = 10;
   if (world > 1)
@@ -430,6 +435,8 @@ TEST_CASE("tensor parallel: GPT with tensor parallelism equals GPT, loss and eve
           "[parallel]") {
   const std::shared_ptr<Communicator>& group = runtime().world_ptr();
   const int rank = group->rank(), world = group->size();
+  for (const bool sequence_parallel : {false, true}) {
+  INFO("sequence parallel " << sequence_parallel);
   models::GPTConfig config;
   config.n_layer = 2;
   config.n_head = 6;
@@ -438,16 +445,17 @@ TEST_CASE("tensor parallel: GPT with tensor parallelism equals GPT, loss and eve
   config.block_size = 16;
   config.dropout = 0.1;
   models::GPT full(config, /*seed=*/7);
-  models::TensorParallelGPT parallel(config, group);
+  models::TensorParallelGPT parallel(config, group, sequence_parallel);
   parallel.load_full(full);
   nn::assign_dropout_streams(full);  // as the engine does: masks follow module names
   nn::assign_dropout_streams(parallel);
 
-  std::vector<int64_t> ids(2 * 8), next(2 * 8);
-  for (int64_t i = 0; i < 16; ++i) ids[i] = (i * 97 + 13) % config.vocab_size;
-  for (int64_t i = 0; i < 16; ++i) next[i] = i % 5 == 4 ? kDefaultIgnoreIndex : ids[(i + 1) % 16];
-  const Variable idx(Tensor::from_vector(ids, {2, 8}));
-  const Tensor targets = Tensor::from_vector(next, {2, 8});
+  constexpr int64_t T = 6;  // divisible by 2 and 3, as sequence parallelism needs
+  std::vector<int64_t> ids(2 * T), next(2 * T);
+  for (int64_t i = 0; i < 2 * T; ++i) ids[i] = (i * 97 + 13) % config.vocab_size;
+  for (int64_t i = 0; i < 2 * T; ++i) next[i] = i % 5 == 4 ? kDefaultIgnoreIndex : ids[(i + 1) % (2 * T)];
+  const Variable idx(Tensor::from_vector(ids, {2, T}));
+  const Tensor targets = Tensor::from_vector(next, {2, T});
 
   nn::set_dropout_context({/*seed=*/3, /*step=*/0, {}});
   const Variable expected = nn::cross_entropy(full.forward(idx), targets);
@@ -476,5 +484,17 @@ TEST_CASE("tensor parallel: GPT with tensor parallelism equals GPT, loss and eve
     CHECK(mismatch(tp_block.mlp->c_proj->weight.grad(), piece(block.mlp->c_proj->weight.grad(), 1, rank, world), tol,
                    tol) == "");
     CHECK(mismatch(tp_block.ln_1->weight.grad(), block.ln_1->weight.grad(), tol, tol) == "");
+    CHECK(mismatch(tp_block.attn->c_proj->bias.grad(), block.attn->c_proj->bias.grad(), tol, tol) == "");
+  }
+  }
+  if (world > 1) {
+    models::GPTConfig small;
+    small.n_layer = 1, small.n_head = 6, small.n_embd = 12, small.vocab_size = 50, small.block_size = 16;
+    models::TensorParallelGPT sequence_split(small, group, /*sequence_parallel=*/true);
+    const Variable odd_length(Tensor::zeros({1, 2 * world + 1}, DType::I64));
+    CHECK(error_of([&] { sequence_split.forward(odd_length); }) ==
+          detail::concat("TensorParallelGPT: with sequence parallelism the sequence length ", 2 * world + 1,
+                         " must be divisible by the tensor-parallel size ", world, "; use sequences of a multiple of ",
+                         world, " tokens"));
   }
 }

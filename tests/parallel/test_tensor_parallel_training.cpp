@@ -1,6 +1,7 @@
 // Training GPT with tensor parallelism through the engine computes what one process computes.
 // One matrix, every axis tested where it is larger than 1: tensor 2 x data 1 at 2 ranks; at 4,
-// tensor 2 x data 2 under ZeRO stages 0-3 and tensor 4 x data 1; f32 and bf16; gradient
+// tensor 2 x data 2 under ZeRO stages 0-3 and tensor 4 x data 1; sequence parallelism on and
+// off; f32 and bf16; gradient
 // accumulation 1 and 2; dropout on, gradient clipping by the job-wide norm, AdamW (f32) and SGD
 // with momentum (bf16), a vocabulary
 // (301) that no tensor-parallel size divides. Every step's loss and every final weight (gathered
@@ -61,9 +62,10 @@ struct Case {
   int tensor = 1, stage = 0;
   bool bf16 = false;
   int accumulation = 1;
+  bool sequence_parallel = false;
   std::string str() const {
-    return detail::concat("tensor ", tensor, ", ZeRO ", stage, bf16 ? ", bf16" : ", f32", ", accumulation ",
-                          accumulation);
+    return detail::concat("tensor ", tensor, sequence_parallel ? " (sequence parallel)" : "", ", ZeRO ", stage,
+                          bf16 ? ", bf16" : ", f32", ", accumulation ", accumulation);
   }
 };
 
@@ -94,7 +96,7 @@ Span train_span(const std::shared_ptr<parallel::Communicator>& world, const Case
   std::shared_ptr<nn::Module> model = std::make_shared<models::GPT>(tiny_config(c.bf16), /*seed=*/3);
   std::shared_ptr<models::TensorParallelGPT> split;
   if (c.tensor > 1) {
-    split = std::make_shared<models::TensorParallelGPT>(tiny_config(c.bf16), groups.tensor_ptr());
+    split = std::make_shared<models::TensorParallelGPT>(tiny_config(c.bf16), groups.tensor_ptr(), c.sequence_parallel);
     split->load_full(static_cast<const models::GPT&>(*model));
     model = split;
   }
@@ -151,7 +153,12 @@ void check_same_run(const Span& run, const Span& expected, size_t first_step, do
 TEST_CASE("tensor parallel training: every step's loss and every final weight equal one process's", "[parallel]") {
   const int world = runtime().size();
   std::vector<Case> cases;
-  if (world == 2) cases = {{.tensor = 2}, {.tensor = 2, .accumulation = 2}, {.tensor = 2, .bf16 = true}};
+  if (world == 2)
+    cases = {{.tensor = 2},
+             {.tensor = 2, .accumulation = 2},
+             {.tensor = 2, .bf16 = true},
+             {.tensor = 2, .sequence_parallel = true},
+             {.tensor = 2, .bf16 = true, .accumulation = 2, .sequence_parallel = true}};
   if (world == 4)
     cases = {{.tensor = 2, .stage = 0},
              {.tensor = 2, .stage = 1},
@@ -159,8 +166,11 @@ TEST_CASE("tensor parallel training: every step's loss and every final weight eq
              {.tensor = 2, .stage = 3},
              {.tensor = 2, .stage = 2, .accumulation = 2},
              {.tensor = 2, .stage = 3, .bf16 = true, .accumulation = 2},
+             {.tensor = 2, .stage = 1, .sequence_parallel = true},
+             {.tensor = 2, .stage = 3, .accumulation = 2, .sequence_parallel = true},
              {.tensor = 4},
-             {.tensor = 4, .bf16 = true, .accumulation = 2}};
+             {.tensor = 4, .bf16 = true, .accumulation = 2},
+             {.tensor = 4, .sequence_parallel = true}};
   for (const Case& c : cases) {
     INFO(c.str() << " at " << world << " ranks");
     check_same_run(train_span(runtime().world_ptr(), c, 0, kSteps), one_process(c.bf16, c.accumulation), 0,
