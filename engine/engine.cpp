@@ -9,6 +9,8 @@
 #include "engine/memory_report.h"
 #include "engine/non_finite_check.h"
 #include "engine/schedule.h"
+#include "parallel/collective_signature.h"
+#include "parallel/rank_agreement.h"
 #include "parallel/sharded_tensor.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduction.h"
@@ -101,6 +103,16 @@ autograd::Variable Engine::operator()(const autograd::Variable& input, const Ten
   if (!cycle_started_) {
     cycle_start_ = Clock::now();
     cycle_started_ = true;
+  }
+  // Debug mode: every rank of a tensor-parallel group must feed the same batch (DeepSpeed checks
+  // "data consistency within the TP group"); another batch would silently train another function.
+  if (parallel::comm_debug_enabled()) {
+    parallel::Communicator& tensor_group = state_->groups().tensor();
+    FATHOM_CHECK(parallel::same_on_every_rank(tensor_group, input.data()) &&
+                     (!sample_index.defined() || parallel::same_on_every_rank(tensor_group, sample_index)),
+                 "engine forward (FATHOM_COMM_DEBUG): the ranks of this tensor-parallel group were given different "
+                 "batches; every rank of a tensor-parallel group must feed the same samples "
+                 "(the data loader of fathom::initialize does: it splits the batch over the data-parallel ranks only)");
   }
   nn::set_dropout_context({options_.seed, static_cast<uint64_t>(global_steps_), sample_index});
   if (!is_floating_point(input.dtype())) tokens_ += input.numel();

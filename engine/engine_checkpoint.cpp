@@ -26,7 +26,6 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "core/xxhash64.h"
 #include "engine/checkpoint_layout.h"
 #include "engine/checkpoint_partitions.h"
 #include "engine/checkpoint_reader.h"
@@ -35,6 +34,7 @@
 #include "core/json.h"
 #include "core/json_writer.h"
 #include "nn/safetensors.h"
+#include "parallel/rank_agreement.h"
 
 namespace fathom {
 namespace fs = std::filesystem;
@@ -102,20 +102,10 @@ void write_atomically(const fs::path& path, const std::string& text) {
   fsync_path(path.parent_path());
 }
 
-// Whether every rank of `group` passed the same text (by hash). Collective.
-bool same_on_every_rank(parallel::Communicator& group, const std::string& text) {
-  if (group.size() == 1) return true;
-  Tensor hash = Tensor::from_vector<int64_t>({static_cast<int64_t>(xxhash64(text.data(), text.size()))});
-  Tensor low = hash.clone();
-  group.all_reduce(hash, parallel::ReduceOp::Max);
-  group.all_reduce(low, parallel::ReduceOp::Min);
-  return hash.data<int64_t>()[0] == low.data<int64_t>()[0];
-}
-
 // checkpoint.tag_validation, as DeepSpeed checks it: every rank of the group must save under the
 // same tag (a tag with rank-specific text would not load at another world size). Collective.
 void validate_tag(parallel::Communicator& group, const std::string& tag, EngineOptions::TagValidation mode) {
-  if (mode == EngineOptions::TagValidation::Ignore || same_on_every_rank(group, tag)) return;
+  if (mode == EngineOptions::TagValidation::Ignore || parallel::same_on_every_rank(group, tag)) return;
   const std::string message = "save_checkpoint: the tag \"" + tag + "\" of rank " + std::to_string(group.rank()) +
                               " is not the tag of every rank; pass one tag on every rank (a tag with rank-specific "
                               "text does not load at another world size)";
@@ -186,7 +176,7 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   const int stage = state_->stage();
   const std::vector<TensorSlot> slots = state_->flat_slots();
   const std::string signature = model_signature(slots, state_->placements());
-  FATHOM_CHECK(same_on_every_rank(tensor_group, signature), "save_checkpoint: the tensor-parallel ranks hold "
+  FATHOM_CHECK(parallel::same_on_every_rank(tensor_group, signature), "save_checkpoint: the tensor-parallel ranks hold "
                "different models (parameter names, unsplit shapes or splits differ); build the same model on every rank");
   const std::vector<SavedTensor> table = partition_table(slots, state_->placements(), tensor_group.size());
   const std::vector<Range> partitions = partition_ranges(table, tensor_group.size());

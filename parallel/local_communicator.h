@@ -12,6 +12,8 @@ class LocalCommunicator final : public Communicator {
   LocalCommunicator() : Communicator(0, 1, "local") {}
   const char* backend() const override { return "local"; }
   Device device() const override { return kCPU; }
+  // Any device: its collectives are the identity or a copy, on the tensor's own device.
+  bool accepts(Device) const override { return true; }
   std::shared_ptr<Communicator> split(int color, int key, const std::string& name) override;
 
  protected:
