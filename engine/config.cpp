@@ -10,6 +10,30 @@
 
 namespace fathom {
 
+namespace {
+
+ActivationCheckpointingConfig parse_activation_checkpointing(const ConfigSection& s) {
+  ActivationCheckpointingConfig c;
+  if (!s.present()) return c;
+  s.check_keys({"partition_activations", "number_checkpoints", "contiguous_memory_optimization",
+                "synchronize_checkpoint_boundary", "profile", "cpu_checkpointing"});
+  c.present = true;
+  c.partition_activations = s.boolean("partition_activations", false);
+  c.synchronize_checkpoint_boundary = s.boolean("synchronize_checkpoint_boundary", false);
+  if (const ConfigNode* n = s.find("number_checkpoints"); n && !n->is_null())
+    c.number_checkpoints = s.optional_integer("number_checkpoints", 1);
+  const std::pair<const char*, const char*> refused[] = {
+      {"contiguous_memory_optimization", "Fathom's caching allocator reuses the checkpoints' blocks; there is no "
+                                         "contiguous checkpoint buffer"},
+      {"profile", "time checkpointed blocks with the flops profiler or the trace instead"},
+      {"cpu_checkpointing", "checkpointed activations stay on the model's device (offload is not built yet)"}};
+  for (const auto& [key, why] : refused)
+    if (s.boolean(key, false)) s.fail(key, std::string("true is not supported: ") + why + "; remove it or set false");
+  return c;
+}
+
+}  // namespace
+
 Config parse_config(const ConfigNode& root, const std::string& source) {
   const ConfigSection top(&root, "", source);
   std::vector<std::string> known = fathom_config_keys();
@@ -77,6 +101,7 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
       tensor_parallel.fail(key, "true is not supported (it concerns DeepSpeed's AutoTP module injection; Fathom's "
                                 "tensor-parallel layers are built in): remove it or set false");
   c.sequence_parallel = top.boolean("sequence_parallel", false);
+  c.activation_checkpointing = parse_activation_checkpointing(top.section("activation_checkpointing"));
   c.checkpoint_tag_validation =
       top.section("checkpoint").choice("tag_validation", c.checkpoint_tag_validation, {"Ignore", "Warn", "Fail"});
   c.prescale_gradients = top.boolean("prescale_gradients", c.prescale_gradients);

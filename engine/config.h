@@ -105,6 +105,16 @@ struct TraceConfig {
   int64_t first_step = 2, last_step = 3;
 };
 
+// DeepSpeed's "activation_checkpointing": how the model's checkpointed blocks behave. The section
+// configures checkpointing, it does not itself turn it on in DeepSpeed (the model calls
+// deepspeed.checkpointing.checkpoint); in fathom-train its presence checkpoints every block.
+struct ActivationCheckpointingConfig {
+  bool present = false;
+  bool partition_activations = false;             // stored split over the tensor-parallel ranks
+  bool synchronize_checkpoint_boundary = false;   // wait for the device at each block's end
+  std::optional<int64_t> number_checkpoints;      // accepted: DeepSpeed sizes contiguous buffers by it
+};
+
 struct Bf16Config {
   bool enabled = false;
   bool immediate_grad_update = false;  // DeepSpeed-only; an error when true
@@ -193,6 +203,7 @@ struct Config {
   CommsLoggerConfig comms_logger;
   TraceConfig trace;
   ZeroConfig zero;
+  ActivationCheckpointingConfig activation_checkpointing;
   // Data-parallel gradient averaging (DeepSpeed's semantics; parallel/gradient_averaging.h):
   // divide by the data-parallel size before the reduction instead of after it; or, without
   // prescaling, divide by the factor before and by (size / factor) after.

@@ -130,6 +130,13 @@ std::string Config::to_json() const {
   if (seed) w.member("seed", static_cast<long long>(*seed));
   w.key("tensor_parallel").begin_object().member("autotp_size", tensor_parallel_size).end_object();
   w.member("sequence_parallel", sequence_parallel);
+  if (activation_checkpointing.present) {
+    w.key("activation_checkpointing").begin_object();
+    w.member("partition_activations", activation_checkpointing.partition_activations);
+    if (activation_checkpointing.number_checkpoints)
+      w.member("number_checkpoints", *activation_checkpointing.number_checkpoints);
+    w.member("synchronize_checkpoint_boundary", activation_checkpointing.synchronize_checkpoint_boundary).end_object();
+  }
   w.key("checkpoint").begin_object().member("tag_validation", checkpoint_tag_validation).end_object();
   w.member("prescale_gradients", prescale_gradients);
   w.member("dataloader_drop_last", dataloader_drop_last.value_or(true));

@@ -18,10 +18,6 @@ constexpr const char* kDefaults = R"({
   "graph_harvesting": false,
   "use_data_before_expert_parallelism": false,
   "seq_parallel_comm_data_type": "fp32",
-  "activation_checkpointing": {
-    "partition_activations": false, "number_checkpoints": null, "contiguous_memory_optimization": false,
-    "synchronize_checkpoint_boundary": false, "profile": false, "cpu_checkpointing": false
-  },
   "aio": {
     "block_size": 1048576, "queue_depth": 8, "thread_count": 1, "single_submit": false,
     "overlap_events": true, "use_gds": false
@@ -82,7 +78,6 @@ std::string feature_name(const std::string& key) {
       {"graph_harvesting", "graph harvesting"},
       {"use_data_before_expert_parallelism", "expert parallelism"},
       {"seq_parallel_comm_data_type", "sequence parallelism"},
-      {"activation_checkpointing", "activation checkpointing settings (use autograd::checkpoint in the model)"},
       {"aio", "async I/O settings"},
       {"checkpoint", "checkpoint options"},
       {"pipeline", "pipeline parallelism settings"},
@@ -191,7 +186,8 @@ const std::vector<std::string>& fathom_config_keys() {
       "gradient_clipping", "steps_per_print", "wall_clock_breakdown", "seed", "fp16", "bf16", "bfloat16",
       "zero_optimization", "prescale_gradients", "gradient_predivide_factor", "communication_data_type",
       "dataloader_drop_last", "data_types", "tensorboard", "csv_monitor", "memory_breakdown",
-      "flops_profiler", "comms_logger", "trace", "tensor_parallel", "sequence_parallel"};
+      "flops_profiler", "comms_logger", "trace", "tensor_parallel", "sequence_parallel",
+      "activation_checkpointing"};
   return keys;
 }
 

@@ -115,6 +115,11 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
                                 batch.train_batch_size);
   models::GPTConfig model_config = sizes;
   model_config.vocab_size = data.vocab_size;
+  // DeepSpeed's activation_checkpointing section: fathom-train's GPT checkpoints every block.
+  if (config.activation_checkpointing.present) {
+    model_config.activation_checkpointing = true;
+    model_config.synchronize_checkpoint_boundary = config.activation_checkpointing.synchronize_checkpoint_boundary;
+  }
   const std::shared_ptr<TokenDataset>& train = data.train;
   const std::shared_ptr<TokenDataset>& val = data.val;
 
@@ -123,8 +128,11 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
     launcher::check_model_fits_in_memory(model_config, config, data_size, runtime.local_size(), tensor_size);
   // The process groups: MPI for host tensors and, with a GPU per rank, NCCL for device tensors.
   const parallel::ProcessGroups groups = runtime.groups(/*pipeline=*/1, tensor_size);
-  const launcher::TrainModel model(model_config, config.seed.value_or(kDefaultSeed), opt.init_path, groups,
-                                   config.sequence_parallel);
+  const launcher::TrainModel model(
+      model_config, config.seed.value_or(kDefaultSeed), opt.init_path, groups,
+      {.sequence_parallel = config.sequence_parallel,
+       .partition_activations = config.activation_checkpointing.partition_activations},
+      device);
   model.module()->to(device);  // before the engine: its optimizer and ZeRO buffers follow the parameters
   const int64_t parameter_count = model.parameter_count();
   Initialized init = initialize(config, model.module(), nullptr, train, groups);

@@ -6,7 +6,7 @@
 namespace fathom::launcher {
 
 TrainModel::TrainModel(const models::GPTConfig& config, uint64_t seed, const std::string& init_path,
-                       const parallel::ProcessGroups& groups, bool sequence_parallel)
+                       const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options, Device device)
     : config_(config) {
   auto gpt = std::make_shared<models::GPT>(config, seed);
   if (!init_path.empty()) models::load_gpt2_safetensors(*gpt, init_path);
@@ -20,7 +20,8 @@ TrainModel::TrainModel(const models::GPTConfig& config, uint64_t seed, const std
                " attention heads; use a tensor-parallel size that "
                "divides ",
                config.n_head);
-  tensor_parallel_ = std::make_shared<models::TensorParallelGPT>(config, groups.tensor_ptr(), sequence_parallel);
+  tensor_parallel_ =
+      std::make_shared<models::TensorParallelGPT>(config, groups.for_device(parallel::Axis::Tensor, device), options);
   tensor_parallel_->load_full(*gpt);
   module_ = tensor_parallel_;
 }

@@ -22,9 +22,11 @@ namespace fathom::launcher {
 class TrainModel {
  public:
   // `init_path`: Hugging Face GPT-2 safetensors to start from ("": the seed's initialisation).
-  // `sequence_parallel`: Megatron's sequence parallelism in the tensor-parallel model.
+  // `options`: the tensor-parallel model's (sequence parallelism, partitioned activations);
+  // `device`: where it will train, whose tensor-parallel communicator its layers use (NCCL on GPUs).
   TrainModel(const models::GPTConfig& config, uint64_t seed, const std::string& init_path,
-             const parallel::ProcessGroups& groups, bool sequence_parallel = false);
+             const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options = {},
+             Device device = kCPU);
 
   const std::shared_ptr<nn::Module>& module() const { return module_; }
   // The mean cross-entropy of the module's output against `targets`, the same on every rank.

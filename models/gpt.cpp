@@ -5,9 +5,14 @@
 #include "autograd/checkpoint.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
+#include "core/cuda/cuda_runtime.h"
 #include "nn/init.h"
 
 namespace fathom::models {
+
+void GPTConfig::at_checkpoint_boundary(Device device) const {
+  if (synchronize_checkpoint_boundary && device.is_cuda()) cuda::synchronize_device(device.index);
+}
 
 GPTConfig GPTConfig::preset(const std::string& name) {
   GPTConfig c;
@@ -93,9 +98,12 @@ Variable GPT::forward_layer(size_t layer, const Variable& x) {
   }
   if (layer == num_layers() - 1) return (*lm_head)((*transformer->ln_f)(x));  // -> logits
   const std::shared_ptr<nn::Module>& block = transformer->h->modules()[layer - 1];
-  if (config_.activation_checkpointing && autograd::is_grad_enabled())
-    return autograd::checkpoint(
+  if (config_.activation_checkpointing && autograd::is_grad_enabled()) {
+    Variable y = autograd::checkpoint(
         [&block](const autograd::VariableList& in) { return autograd::VariableList{(*block)(in[0])}; }, {x})[0];
+    config_.at_checkpoint_boundary(y.device());
+    return y;
+  }
   return (*block)(x);
 }
 

@@ -11,8 +11,9 @@
 namespace fathom::models {
 
 TensorParallelGPT::TensorParallelGPT(const GPTConfig& config, std::shared_ptr<parallel::Communicator> group,
-                                     bool sequence_parallel)
-    : config_(config), group_(std::move(group)), sequence_parallel_(sequence_parallel) {
+                                     TensorParallelGPTOptions options)
+    : config_(config), group_(std::move(group)), options_(options) {
+  const bool sequence_parallel = options.sequence_parallel;
   config.validate();
   FATHOM_CHECK(group_ != nullptr, "TensorParallelGPT: no tensor-parallel group");
   FATHOM_CHECK(config.tied_embeddings,
@@ -60,35 +61,49 @@ Variable TensorParallelGPT::forward(const Variable& idx) {
   FATHOM_CHECK(T <= config_.block_size, "TensorParallelGPT: sequence length ", T, " exceeds block_size ",
                config_.block_size);
   const int tp = group_->size();
-  FATHOM_CHECK(!sequence_parallel_ || T % tp == 0, "TensorParallelGPT: with sequence parallelism the sequence length ",
+  const bool sequence_parallel = options_.sequence_parallel;
+  FATHOM_CHECK(!sequence_parallel || T % tp == 0, "TensorParallelGPT: with sequence parallelism the sequence length ",
                T, " must be divisible by the tensor-parallel size ", tp, "; use sequences of a multiple of ", tp,
                " tokens");
   Transformer& t = *transformer;
   const Tensor positions = Tensor::arange(T, DType::I64, idx.device());
   Variable x = autograd::add((*t.wte)(idx), (*t.wpe)(Variable(positions)));
-  if (sequence_parallel_) {  // from here on this rank's positions [rank T / tp, (rank + 1) T / tp)
+  if (sequence_parallel) {  // from here on this rank's positions [rank T / tp, (rank + 1) T / tp)
     x = parallel::scatter_to_sequence_region(x, group_);
     x = t.drop->forward_sequence_shard(x, group_->rank() * (T / tp), T);
   } else {
     x = (*t.drop)(x);
   }
-  for (const std::shared_ptr<nn::Module>& block : t.h->modules()) {
-    if (config_.activation_checkpointing && autograd::is_grad_enabled())
-      x = autograd::checkpoint(
-          [&block](const autograd::VariableList& in) { return autograd::VariableList{(*block)(in[0])}; }, {x})[0];
-    else
-      x = (*block)(x);
-  }
+  for (const std::shared_ptr<nn::Module>& block : t.h->modules())
+    x = config_.activation_checkpointing && autograd::is_grad_enabled() ? checkpointed_block(*block, x) : (*block)(x);
   // The tied head on this rank's vocabulary rows; the hidden state is replicated (all-gathered
   // under sequence parallelism), so its gradient is summed over the ranks' vocabulary ranges
   // (the gather's backward reduce-scatter sums it too).
   const int64_t B = idx.size(0), C = config_.n_embd;
   const Variable normed = (*t.ln_f)(x);
-  const Variable hidden = sequence_parallel_ ? parallel::gather_from_sequence_region(normed, group_, T)
-                                             : parallel::copy_to_tensor_region(normed, group_);
+  const Variable hidden = sequence_parallel ? parallel::gather_from_sequence_region(normed, group_, T)
+                                            : parallel::copy_to_tensor_region(normed, group_);
   const Variable logits =
       autograd::matmul(autograd::reshape(hidden, {B * T, C}), t.wte->weight, false, /*transpose_b=*/true);
   return autograd::reshape(logits, {B, T, t.wte->local.length});
+}
+
+Variable TensorParallelGPT::checkpointed_block(nn::Module& block, const Variable& x) {
+  const auto run = [&block](const autograd::VariableList& in) { return autograd::VariableList{block(in[0])}; };
+  Variable y;
+  if (!options_.partition_activations || options_.sequence_parallel || group_->size() == 1) {
+    y = autograd::checkpoint(run, {x})[0];
+  } else {
+    // The checkpoint keeps this rank's slice of the input; the recompute all-gathers it. The
+    // slice's backward all-gathers and the gather's slices, so the gradient passes unchanged.
+    const int64_t width = x.size(-1);
+    const auto gathered = [run, this, width](const autograd::VariableList& in) {
+      return run({parallel::gather_from_tensor_region(in[0], group_, width)});
+    };
+    y = autograd::checkpoint(gathered, {parallel::scatter_to_tensor_region(x, group_)})[0];
+  }
+  config_.at_checkpoint_boundary(y.device());
+  return y;
 }
 
 Variable TensorParallelGPT::loss(const Variable& idx, const Tensor& targets, std::optional<double> normaliser) {

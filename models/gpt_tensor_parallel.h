@@ -7,9 +7,6 @@
 // vocabulary range; the loss is the vocabulary-parallel cross-entropy, which never gathers them.
 // Parameter names are GPT's (Hugging Face GPT-2's), each rank holding its shard.
 //
-// sequence_parallel: after the embeddings every rank keeps its part of the sequence (T must be
-// divisible by tp) through the blocks (parallel/tensor_parallel_transformer.h) and the final
-// layer norm, which is all-gathered before the LM head.
 //
 //   TensorParallelGPT model(config, groups.tensor_ptr());
 //   model.load_full(unsharded_gpt);                 // or keep the model's own initialisation
@@ -25,11 +22,22 @@
 
 namespace fathom::models {
 
+struct TensorParallelGPTOptions {
+  // Megatron's sequence parallelism: after the embeddings every rank keeps its part of the
+  // sequence (T must be divisible by tp) through the blocks (parallel/tensor_parallel_transformer.h)
+  // and the final layer norm, which is all-gathered before the LM head.
+  bool sequence_parallel = false;
+  // With config.activation_checkpointing (DeepSpeed's partition_activations): each checkpointed
+  // block's input is stored split over the tensor-parallel ranks along its width, and all-gathered
+  // again when the block is recomputed. Under sequence parallelism the input already is 1/tp.
+  bool partition_activations = false;
+};
+
 class TensorParallelGPT : public nn::Module {
  public:
   // config.n_head must be divisible by the group's size; the embeddings must be tied.
   TensorParallelGPT(const GPTConfig& config, std::shared_ptr<parallel::Communicator> group,
-                    bool sequence_parallel = false);
+                    TensorParallelGPTOptions options = {});
   // idx: (B, T) token ids, the same on every rank -> this rank's logits (B, T, padded vocab / tp);
   // columns past the real vocabulary are padding (zero rows of the table).
   Variable forward(const Variable& idx) override;
@@ -43,7 +51,7 @@ class TensorParallelGPT : public nn::Module {
   // Takes this rank's shards of an unsharded GPT with the same config.
   void load_full(const GPT& full);
   const GPTConfig& config() const { return config_; }
-  bool sequence_parallel() const { return sequence_parallel_; }
+  const TensorParallelGPTOptions& options() const { return options_; }
 
   struct Transformer : nn::Module {
     std::shared_ptr<parallel::VocabParallelEmbedding> wte;
@@ -58,7 +66,8 @@ class TensorParallelGPT : public nn::Module {
  private:
   GPTConfig config_;
   std::shared_ptr<parallel::Communicator> group_;
-  bool sequence_parallel_ = false;
+  TensorParallelGPTOptions options_;
+  Variable checkpointed_block(nn::Module& block, const Variable& x);
 };
 
 }  // namespace fathom::models

@@ -581,10 +581,24 @@ TEST_CASE("DeepSpeed keys Fathom does not implement: accepted off, errors on", "
   CHECK(parse_error(with(R"("compression_training": {"weight_quantization": {"shared_parameters": {"enabled": true}}})")) ==
         "config error at compression_training.weight_quantization.shared_parameters.enabled: true is not supported "
         "(Fathom does not implement DeepSpeed's compression training); remove the section or set it to false");
-  CHECK(parse_error(with(R"("activation_checkpointing": {"partition_activations": true})")) ==
-        "config error at activation_checkpointing.partition_activations: true is not supported (Fathom does not "
-        "implement DeepSpeed's activation checkpointing settings (use autograd::checkpoint in the model)); remove the "
-        "key or use false");
+  CHECK(parse_error(with(R"("activation_checkpointing": {"contiguous_memory_optimization": true})")) ==
+        "config error at activation_checkpointing.contiguous_memory_optimization: true is not supported: Fathom's "
+        "caching allocator reuses the checkpoints' blocks; there is no contiguous checkpoint buffer; remove it or set "
+        "false");
+  CHECK(parse_error(with(R"("activation_checkpointing": {"cpu_checkpointing": true})")) ==
+        "config error at activation_checkpointing.cpu_checkpointing: true is not supported: checkpointed activations "
+        "stay on the model's device (offload is not built yet); remove it or set false");
+  CHECK(parse_error(with(R"("activation_checkpointing": {"number_checkpoints": 0})")) ==
+        "config error at activation_checkpointing.number_checkpoints: expected an integer >= 1, got 0");
+  CHECK(parse_error(with(R"("sequence_parallel": 1)")) ==
+        "config error at sequence_parallel: expected true or false, got 1");
+  CHECK(parse_error(with(R"("tensor_parallel": {"autotp_size": -1})")) ==
+        "config error at tensor_parallel.autotp_size: expected an integer >= 0, got -1");
+  CHECK(parse_error(with(R"("tensor_parallel": {"tp_size": 2})")).rfind(
+            "config error at tensor_parallel.tp_size: unknown key", 0) == 0);
+  CHECK(parse_error(with(R"("tensor_parallel": {"keep_module_on_host": true})")) ==
+        "config error at tensor_parallel.keep_module_on_host: true is not supported (it concerns DeepSpeed's AutoTP "
+        "module injection; Fathom's tensor-parallel layers are built in): remove it or set false");
   CHECK(parse_error(with(R"("checkpoint": {"parallel_write": {"pipeline_stage": true}})")) ==
         "config error at checkpoint.parallel_write.pipeline_stage: true is not supported (Fathom does not implement "
         "DeepSpeed's checkpoint options); remove the key or use false");
@@ -656,6 +670,29 @@ TEST_CASE("to_json writes the config as used and reads back the same", "[engine]
   CHECK(again.seed == uint64_t{7});
   CHECK(again.zero.offload_param.nvme_path == "/tmp/a \"b\"");
   CHECK(again.zero.model_persistence_threshold == INT64_MAX);
+}
+
+TEST_CASE("tensor parallelism, sequence parallelism and activation checkpointing are read and written back",
+          "[engine]") {
+  const Config off = Config::from_string(R"({"train_batch_size": 8})");
+  CHECK(off.tensor_parallel_size == 1);
+  CHECK(!off.sequence_parallel);
+  CHECK(!off.activation_checkpointing.present);
+  CHECK(Config::from_string(R"({"train_batch_size": 8, "tensor_parallel": {"autotp_size": 0}})").tensor_parallel_size ==
+        1);
+  const Config on = Config::from_string(R"({"train_batch_size": 8, "tensor_parallel": {"autotp_size": 4,
+      "tp_overlap_comm": false}, "sequence_parallel": true, "activation_checkpointing": {"partition_activations": true,
+      "number_checkpoints": 12, "synchronize_checkpoint_boundary": true, "profile": false}})");
+  CHECK(on.tensor_parallel_size == 4);
+  CHECK(on.sequence_parallel);
+  CHECK(on.activation_checkpointing.present);
+  CHECK(on.activation_checkpointing.partition_activations);
+  CHECK(on.activation_checkpointing.synchronize_checkpoint_boundary);
+  CHECK(on.activation_checkpointing.number_checkpoints == int64_t{12});
+  const Config again = Config::from_string(on.to_json());
+  CHECK(again.to_json() == on.to_json());
+  CHECK(again.tensor_parallel_size == 4);
+  CHECK(again.activation_checkpointing.partition_activations);
 }
 
 TEST_CASE("gradient averaging keys: prescaling, predivision and the communication dtype", "[engine]") {
