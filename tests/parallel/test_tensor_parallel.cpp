@@ -10,7 +10,9 @@
 #include "core/generator.h"
 #include "kernels/elementwise.h"
 #include "models/gpt.h"
+#include "models/gpt_inference.h"
 #include "models/gpt_tensor_parallel.h"
+#include "models/gpt_tensor_parallel_inference.h"
 #include "mpi_test_util.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
@@ -372,54 +374,54 @@ TEST_CASE("tensor parallel: the GPT block with split heads and MLP equals nn::Tr
   const std::shared_ptr<Communicator>& group = runtime().world_ptr();
   const int rank = group->rank(), world = group->size();
   for (const bool sequence_parallel : {false, true}) {
-  INFO("sequence parallel " << sequence_parallel);
-  nn::TransformerConfig config;
-  config.n_embd = 12;
-  config.n_head = 6;  // 3 heads a rank at 2 ranks, 2 at 3
-  nn::TransformerBlock full(config);
-  {
-    // Layer norms away from 1 and 0, so their gradients and scales matter.
-    Generator gen(5);
-    for (const auto& norm : {full.ln_1, full.ln_2}) {
-      norm->weight.data().copy_(uniform({12}, gen, 0.5, 1.5));
-      norm->bias.data().copy_(uniform({12}, gen, -0.5, 0.5));
+    INFO("sequence parallel " << sequence_parallel);
+    nn::TransformerConfig config;
+    config.n_embd = 12;
+    config.n_head = 6;  // 3 heads a rank at 2 ranks, 2 at 3
+    nn::TransformerBlock full(config);
+    {
+      // Layer norms away from 1 and 0, so their gradients and scales matter.
+      Generator gen(5);
+      for (const auto& norm : {full.ln_1, full.ln_2}) {
+        norm->weight.data().copy_(uniform({12}, gen, 0.5, 1.5));
+        norm->bias.data().copy_(uniform({12}, gen, -0.5, 0.5));
+      }
     }
-  }
-  TensorParallelBlock parallel(config, group, sequence_parallel);
-  parallel.load_full(full);
-  CHECK(parallel.attn->local_heads == 6 / world);
-  CHECK(parallel.attn->c_attn->placement("weight").fused_parts == 3);
+    TensorParallelBlock parallel(config, group, sequence_parallel);
+    parallel.load_full(full);
+    CHECK(parallel.attn->local_heads == 6 / world);
+    CHECK(parallel.attn->c_attn->placement("weight").fused_parts == 3);
 
-  // Sequence parallelism: this rank's positions of the input, of the output and its gradient.
-  const Tensor x = of_rank(0, {2, 6, 12}), dy = of_rank(0, {2, 6, 12}, 3);
-  const auto mine = [&](const Tensor& t) { return sequence_parallel ? piece(t, 1, rank, world) : t; };
-  const Variable x_full = leaf(x), x_tp = leaf(mine(x));
-  const Variable y_full = full.forward(x_full), y_tp = parallel.forward(x_tp);
-  const double tol = 1e-5;
-  CHECK(mismatch(y_tp.data(), mine(y_full.data()), tol, tol) == "");
-  y_full.backward(dy);
-  y_tp.backward(mine(dy));
-  CHECK(mismatch(x_tp.grad(), mine(x_full.grad()), tol, tol) == "");
-  // Replicated: the unsharded gradients, on every rank.
-  CHECK(mismatch(parallel.ln_1->weight.grad(), full.ln_1->weight.grad(), tol, tol) == "");
-  CHECK(mismatch(parallel.ln_2->bias.grad(), full.ln_2->bias.grad(), tol, tol) == "");
-  CHECK(mismatch(parallel.attn->c_proj->bias.grad(), full.attn->c_proj->bias.grad(), tol, tol) == "");
-  // Sharded: this rank's slice of them.
-  CHECK(mismatch(parallel.attn->c_attn->weight.grad(), fused_piece(full.attn->c_attn->weight.grad(), 3, rank, world),
-                 tol, tol) == "");
-  CHECK(mismatch(parallel.attn->c_attn->bias.grad(), fused_piece(full.attn->c_attn->bias.grad(), 3, rank, world), tol,
-                 tol) == "");
-  CHECK(mismatch(parallel.attn->c_proj->weight.grad(), piece(full.attn->c_proj->weight.grad(), 1, rank, world), tol,
-                 tol) == "");
-  CHECK(mismatch(parallel.mlp->c_fc->weight.grad(), piece(full.mlp->c_fc->weight.grad(), 0, rank, world), tol, tol) ==
-        "");
-  CHECK(mismatch(parallel.mlp->c_proj->weight.grad(), piece(full.mlp->c_proj->weight.grad(), 1, rank, world), tol,
-                 tol) == "");
-  // Parameter names are the unsharded block's.
-  std::vector<std::string> names, full_names;
-  for (const auto& [name, p] : parallel.named_parameters()) names.push_back(name);
-  for (const auto& [name, p] : full.named_parameters()) full_names.push_back(name);
-  CHECK(names == full_names);
+    // Sequence parallelism: this rank's positions of the input, of the output and its gradient.
+    const Tensor x = of_rank(0, {2, 6, 12}), dy = of_rank(0, {2, 6, 12}, 3);
+    const auto mine = [&](const Tensor& t) { return sequence_parallel ? piece(t, 1, rank, world) : t; };
+    const Variable x_full = leaf(x), x_tp = leaf(mine(x));
+    const Variable y_full = full.forward(x_full), y_tp = parallel.forward(x_tp);
+    const double tol = 1e-5;
+    CHECK(mismatch(y_tp.data(), mine(y_full.data()), tol, tol) == "");
+    y_full.backward(dy);
+    y_tp.backward(mine(dy));
+    CHECK(mismatch(x_tp.grad(), mine(x_full.grad()), tol, tol) == "");
+    // Replicated: the unsharded gradients, on every rank.
+    CHECK(mismatch(parallel.ln_1->weight.grad(), full.ln_1->weight.grad(), tol, tol) == "");
+    CHECK(mismatch(parallel.ln_2->bias.grad(), full.ln_2->bias.grad(), tol, tol) == "");
+    CHECK(mismatch(parallel.attn->c_proj->bias.grad(), full.attn->c_proj->bias.grad(), tol, tol) == "");
+    // Sharded: this rank's slice of them.
+    CHECK(mismatch(parallel.attn->c_attn->weight.grad(), fused_piece(full.attn->c_attn->weight.grad(), 3, rank, world),
+                   tol, tol) == "");
+    CHECK(mismatch(parallel.attn->c_attn->bias.grad(), fused_piece(full.attn->c_attn->bias.grad(), 3, rank, world), tol,
+                   tol) == "");
+    CHECK(mismatch(parallel.attn->c_proj->weight.grad(), piece(full.attn->c_proj->weight.grad(), 1, rank, world), tol,
+                   tol) == "");
+    CHECK(mismatch(parallel.mlp->c_fc->weight.grad(), piece(full.mlp->c_fc->weight.grad(), 0, rank, world), tol, tol) ==
+          "");
+    CHECK(mismatch(parallel.mlp->c_proj->weight.grad(), piece(full.mlp->c_proj->weight.grad(), 1, rank, world), tol,
+                   tol) == "");
+    // Parameter names are the unsharded block's.
+    std::vector<std::string> names, full_names;
+    for (const auto& [name, p] : parallel.named_parameters()) names.push_back(name);
+    for (const auto& [name, p] : full.named_parameters()) full_names.push_back(name);
+    CHECK(names == full_names);
   }
 
   nn::TransformerConfig odd;
@@ -436,65 +438,96 @@ TEST_CASE("tensor parallel: GPT with tensor parallelism equals GPT, loss and eve
   const std::shared_ptr<Communicator>& group = runtime().world_ptr();
   const int rank = group->rank(), world = group->size();
   for (const bool sequence_parallel : {false, true}) {
-  INFO("sequence parallel " << sequence_parallel);
-  models::GPTConfig config;
-  config.n_layer = 2;
-  config.n_head = 6;
-  config.n_embd = 24;
-  config.vocab_size = 300;  // padded: 256 real rows on rank 0 and 44 on rank 1 at tp 2; 128, 128, 44 at 3
-  config.block_size = 16;
-  config.dropout = 0.1;
-  models::GPT full(config, /*seed=*/7);
-  models::TensorParallelGPT parallel(config, group, sequence_parallel);
-  parallel.load_full(full);
-  nn::assign_dropout_streams(full);  // as the engine does: masks follow module names
-  nn::assign_dropout_streams(parallel);
+    INFO("sequence parallel " << sequence_parallel);
+    models::GPTConfig config;
+    config.n_layer = 2;
+    config.n_head = 6;
+    config.n_embd = 24;
+    config.vocab_size = 300;  // padded: 256 real rows on rank 0 and 44 on rank 1 at tp 2; 128, 128, 44 at 3
+    config.block_size = 16;
+    config.dropout = 0.1;
+    models::GPT full(config, /*seed=*/7);
+    models::TensorParallelGPT parallel(config, group, {.sequence_parallel = sequence_parallel});
+    parallel.load_full(full);
+    nn::assign_dropout_streams(full);  // as the engine does: masks follow module names
+    nn::assign_dropout_streams(parallel);
 
-  constexpr int64_t T = 6;  // divisible by 2 and 3, as sequence parallelism needs
-  std::vector<int64_t> ids(2 * T), next(2 * T);
-  for (int64_t i = 0; i < 2 * T; ++i) ids[i] = (i * 97 + 13) % config.vocab_size;
-  for (int64_t i = 0; i < 2 * T; ++i) next[i] = i % 5 == 4 ? kDefaultIgnoreIndex : ids[(i + 1) % (2 * T)];
-  const Variable idx(Tensor::from_vector(ids, {2, T}));
-  const Tensor targets = Tensor::from_vector(next, {2, T});
+    constexpr int64_t T = 6;  // divisible by 2 and 3, as sequence parallelism needs
+    std::vector<int64_t> ids(2 * T), next(2 * T);
+    for (int64_t i = 0; i < 2 * T; ++i) ids[i] = (i * 97 + 13) % config.vocab_size;
+    for (int64_t i = 0; i < 2 * T; ++i) next[i] = i % 5 == 4 ? kDefaultIgnoreIndex : ids[(i + 1) % (2 * T)];
+    const Variable idx(Tensor::from_vector(ids, {2, T}));
+    const Tensor targets = Tensor::from_vector(next, {2, T});
 
-  nn::set_dropout_context({/*seed=*/3, /*step=*/0, {}});
-  const Variable expected = nn::cross_entropy(full.forward(idx), targets);
-  expected.backward();
-  nn::set_dropout_context({3, 0, {}});
-  const Variable loss = parallel.loss(idx, targets);
-  loss.backward();
-  const double tol = 1e-5;
-  CHECK(std::fabs(loss.data().item() - expected.data().item()) <= tol);
+    nn::set_dropout_context({/*seed=*/3, /*step=*/0, {}});
+    const Variable expected = nn::cross_entropy(full.forward(idx), targets);
+    expected.backward();
+    nn::set_dropout_context({3, 0, {}});
+    const Variable loss = parallel.loss(idx, targets);
+    loss.backward();
+    const double tol = 1e-5;
+    CHECK(std::fabs(loss.data().item() - expected.data().item()) <= tol);
 
-  const auto& wte = *parallel.transformer->wte;
-  const Tensor wte_grad = full.transformer->wte->weight.grad();  // embedding and tied head together
-  if (wte.local_real_rows > 0)
-    CHECK(mismatch(wte.weight.grad().narrow(0, 0, wte.local_real_rows),
-                   wte_grad.narrow(0, wte.local.offset, wte.local_real_rows), tol, tol) == "");
-  const int64_t padding = wte.local.length - wte.local_real_rows;
-  CHECK(mismatch(wte.weight.grad().narrow(0, wte.local_real_rows, padding), Tensor::zeros({padding, 24}), 0, 0) == "");
-  CHECK(mismatch(parallel.transformer->wpe->weight.grad(), full.transformer->wpe->weight.grad(), tol, tol) == "");
-  CHECK(mismatch(parallel.transformer->ln_f->weight.grad(), full.transformer->ln_f->weight.grad(), tol, tol) == "");
-  for (int64_t layer = 0; layer < config.n_layer; ++layer) {
-    INFO("block " << layer);
-    const auto& tp_block = *std::static_pointer_cast<TensorParallelBlock>(parallel.transformer->h->modules()[layer]);
-    const auto& block = *std::static_pointer_cast<nn::TransformerBlock>(full.transformer->h->modules()[layer]);
-    CHECK(mismatch(tp_block.attn->c_attn->weight.grad(), fused_piece(block.attn->c_attn->weight.grad(), 3, rank, world),
-                   tol, tol) == "");
-    CHECK(mismatch(tp_block.mlp->c_proj->weight.grad(), piece(block.mlp->c_proj->weight.grad(), 1, rank, world), tol,
-                   tol) == "");
-    CHECK(mismatch(tp_block.ln_1->weight.grad(), block.ln_1->weight.grad(), tol, tol) == "");
-    CHECK(mismatch(tp_block.attn->c_proj->bias.grad(), block.attn->c_proj->bias.grad(), tol, tol) == "");
-  }
+    const auto& wte = *parallel.transformer->wte;
+    const Tensor wte_grad = full.transformer->wte->weight.grad();  // embedding and tied head together
+    if (wte.local_real_rows > 0)
+      CHECK(mismatch(wte.weight.grad().narrow(0, 0, wte.local_real_rows),
+                     wte_grad.narrow(0, wte.local.offset, wte.local_real_rows), tol, tol) == "");
+    const int64_t padding = wte.local.length - wte.local_real_rows;
+    CHECK(mismatch(wte.weight.grad().narrow(0, wte.local_real_rows, padding), Tensor::zeros({padding, 24}), 0, 0) ==
+          "");
+    CHECK(mismatch(parallel.transformer->wpe->weight.grad(), full.transformer->wpe->weight.grad(), tol, tol) == "");
+    CHECK(mismatch(parallel.transformer->ln_f->weight.grad(), full.transformer->ln_f->weight.grad(), tol, tol) == "");
+    for (int64_t layer = 0; layer < config.n_layer; ++layer) {
+      INFO("block " << layer);
+      const auto& tp_block = *std::static_pointer_cast<TensorParallelBlock>(parallel.transformer->h->modules()[layer]);
+      const auto& block = *std::static_pointer_cast<nn::TransformerBlock>(full.transformer->h->modules()[layer]);
+      CHECK(mismatch(tp_block.attn->c_attn->weight.grad(),
+                     fused_piece(block.attn->c_attn->weight.grad(), 3, rank, world), tol, tol) == "");
+      CHECK(mismatch(tp_block.mlp->c_proj->weight.grad(), piece(block.mlp->c_proj->weight.grad(), 1, rank, world), tol,
+                     tol) == "");
+      CHECK(mismatch(tp_block.ln_1->weight.grad(), block.ln_1->weight.grad(), tol, tol) == "");
+      CHECK(mismatch(tp_block.attn->c_proj->bias.grad(), block.attn->c_proj->bias.grad(), tol, tol) == "");
+    }
   }
   if (world > 1) {
     models::GPTConfig small;
     small.n_layer = 1, small.n_head = 6, small.n_embd = 12, small.vocab_size = 50, small.block_size = 16;
-    models::TensorParallelGPT sequence_split(small, group, /*sequence_parallel=*/true);
+    models::TensorParallelGPT sequence_split(small, group, {.sequence_parallel = true});
     const Variable odd_length(Tensor::zeros({1, 2 * world + 1}, DType::I64));
     CHECK(error_of([&] { sequence_split.forward(odd_length); }) ==
           detail::concat("TensorParallelGPT: with sequence parallelism the sequence length ", 2 * world + 1,
                          " must be divisible by the tensor-parallel size ", world, "; use sequences of a multiple of ",
                          world, " tokens"));
   }
+}
+
+TEST_CASE("tensor parallel: decoding with each rank's heads in its cache gives GPTInference's logits", "[parallel]") {
+  const std::shared_ptr<Communicator>& group = runtime().world_ptr();
+  models::GPTConfig config;
+  config.n_layer = 2;
+  config.n_head = 6;
+  config.n_embd = 24;
+  config.vocab_size = 300;  // padded; the logits are the real vocabulary's
+  config.block_size = 16;
+  models::GPT full(config, /*seed=*/9);
+  models::TensorParallelGPT parallel(config, group);
+  parallel.load_full(full);
+  full.eval();
+  parallel.eval();
+  models::GPTInference expected(full);
+  models::TensorParallelGPTInference decoded(parallel, group);
+  const Tensor prompt = Tensor::from_vector<int64_t>({5, 17, 299, 3}, {1, 4});
+  const Tensor first = decoded.feed(prompt);
+  REQUIRE(first.sizes() == Shape{1, 300});
+  CHECK(mismatch(first, expected.feed(prompt), 1e-5, 1e-5) == "");
+  for (int64_t token : {42, 7, 250}) {
+    const Tensor next = Tensor::from_vector<int64_t>({token}, {1, 1});
+    CHECK(mismatch(decoded.feed(next), expected.feed(next), 1e-5, 1e-5) == "");
+  }
+  CHECK(decoded.position() == 7);
+  models::TensorParallelGPT sequence_split(config, group, {.sequence_parallel = true});
+  CHECK(error_of([&] { models::TensorParallelGPTInference(sequence_split, group); }) ==
+        "TensorParallelGPTInference: build the model without sequence parallelism for decoding (it feeds one position "
+        "at a time)");
 }

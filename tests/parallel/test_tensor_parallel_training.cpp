@@ -8,12 +8,15 @@
 // whole) against the one-process run of the same precision and accumulation: f32 within 1e-5,
 // bf16 within 1e-2. And a checkpoint of one layout resumed at others continues that same run.
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/allocator.h"
+#include "core/memory_stats.h"
 #include "engine/initialize.h"
 #include "models/gpt.h"
 #include "models/gpt_tensor_parallel.h"
@@ -63,8 +66,10 @@ struct Case {
   bool bf16 = false;
   int accumulation = 1;
   bool sequence_parallel = false;
+  bool partitioned_checkpoints = false;  // every block checkpointed, its input stored split over tp
   std::string str() const {
-    return detail::concat("tensor ", tensor, sequence_parallel ? " (sequence parallel)" : "", ", ZeRO ", stage,
+    return detail::concat("tensor ", tensor, sequence_parallel ? " (sequence parallel)" : "",
+                          partitioned_checkpoints ? " (partitioned activation checkpoints)" : "", ", ZeRO ", stage,
                           bf16 ? ", bf16" : ", f32", ", accumulation ", accumulation);
   }
 };
@@ -96,7 +101,12 @@ Span train_span(const std::shared_ptr<parallel::Communicator>& world, const Case
   std::shared_ptr<nn::Module> model = std::make_shared<models::GPT>(tiny_config(c.bf16), /*seed=*/3);
   std::shared_ptr<models::TensorParallelGPT> split;
   if (c.tensor > 1) {
-    split = std::make_shared<models::TensorParallelGPT>(tiny_config(c.bf16), groups.tensor_ptr(), c.sequence_parallel);
+    models::GPTConfig config = tiny_config(c.bf16);
+    config.activation_checkpointing = c.partitioned_checkpoints;
+    split = std::make_shared<models::TensorParallelGPT>(
+        config, groups.tensor_ptr(),
+        models::TensorParallelGPTOptions{.sequence_parallel = c.sequence_parallel,
+                                         .partition_activations = c.partitioned_checkpoints});
     split->load_full(static_cast<const models::GPT&>(*model));
     model = split;
   }
@@ -158,7 +168,8 @@ TEST_CASE("tensor parallel training: every step's loss and every final weight eq
              {.tensor = 2, .accumulation = 2},
              {.tensor = 2, .bf16 = true},
              {.tensor = 2, .sequence_parallel = true},
-             {.tensor = 2, .bf16 = true, .accumulation = 2, .sequence_parallel = true}};
+             {.tensor = 2, .bf16 = true, .accumulation = 2, .sequence_parallel = true},
+             {.tensor = 2, .accumulation = 2, .partitioned_checkpoints = true}};
   if (world == 4)
     cases = {{.tensor = 2, .stage = 0},
              {.tensor = 2, .stage = 1},
@@ -170,7 +181,9 @@ TEST_CASE("tensor parallel training: every step's loss and every final weight eq
              {.tensor = 2, .stage = 3, .accumulation = 2, .sequence_parallel = true},
              {.tensor = 4},
              {.tensor = 4, .bf16 = true, .accumulation = 2},
-             {.tensor = 4, .sequence_parallel = true}};
+             {.tensor = 4, .sequence_parallel = true},
+             {.tensor = 2, .stage = 2, .partitioned_checkpoints = true},
+             {.tensor = 4, .partitioned_checkpoints = true}};
   for (const Case& c : cases) {
     INFO(c.str() << " at " << world << " ranks");
     check_same_run(train_span(runtime().world_ptr(), c, 0, kSteps), one_process(c.bf16, c.accumulation), 0,
@@ -211,4 +224,71 @@ TEST_CASE("a tensor-parallel checkpoint resumes at other tensor, data and ZeRO l
       check_same_run(train_span(job, r.at, 2, kSteps, root + "/pair0"), uninterrupted, 2, 1e-5);
     runtime().world_ptr()->barrier();
   }
+}
+
+TEST_CASE("debug mode: tensor-parallel ranks fed different batches stop with an error on every rank", "[parallel]") {
+  if (runtime().size() != 2) return;
+  ::setenv("FATHOM_COMM_DEBUG", "1", 1);
+  const parallel::ProcessGroups groups(runtime().world_ptr(), parallel::Topology(2, 1, 2));
+  auto model = std::make_shared<models::TensorParallelGPT>(tiny_config(false), groups.tensor_ptr());
+  Initialized init = initialize(Config::from_string(config_json(1, {.tensor = 2})), model, nullptr, nullptr, groups);
+  const GlobalBatch same = global_batch(0), mine = global_batch(runtime().rank());
+  CHECK(fathom::testing::error_of([&] { (*init.engine)(autograd::Variable(same.inputs), same.sample_index); }) ==
+        "(no error)");
+  CHECK(fathom::testing::error_of([&] { (*init.engine)(autograd::Variable(mine.inputs), mine.sample_index); }) ==
+        "engine forward (FATHOM_COMM_DEBUG): the ranks of this tensor-parallel group were given different batches; "
+        "every rank of a tensor-parallel group must feed the same samples (the data loader of fathom::initialize "
+        "does: it splits the batch over the data-parallel ranks only)");
+  ::unsetenv("FATHOM_COMM_DEBUG");
+}
+
+namespace {
+int64_t tagged_bytes(MemoryTag tag) { return allocator_for(kCPU).stats().snapshot()[tag].current; }
+}  // namespace
+
+TEST_CASE("memory: a rank holds 1/tp of the split parameters, all of the replicated ones", "[parallel][memory]") {
+  const int tp = runtime().size();
+  models::GPTConfig config = tiny_config(false);
+  config.n_layer = 3;
+  config.n_embd = 64;
+  const models::GPT full(config, /*seed=*/1);
+  const int64_t before = tagged_bytes(MemoryTag::Parameters);
+  const models::TensorParallelGPT split(config, runtime().world_ptr());
+  const double measured = static_cast<double>(tagged_bytes(MemoryTag::Parameters) - before);
+  double expected = 0;  // the unsplit model's bytes: split ones / tp (the padded vocabulary's), replicated whole
+  for (const auto& [name, param] : full.named_parameters()) {
+    if (name == "lm_head.weight") continue;  // tied to the embedding
+    const nn::Placement p = split.placement(name);
+    const double bytes = static_cast<double>(param.numel()) * 4;
+    expected +=
+        p.sharded() ? bytes * static_cast<double>(p.stored_size) / static_cast<double>(p.full_size) / tp : bytes;
+  }
+  INFO("measured " << measured << " bytes, expected " << expected << " at tensor " << tp);
+  CHECK(std::fabs(measured - expected) <= 0.01 * expected);
+}
+
+TEST_CASE("memory: sequence parallelism keeps 1/tp of the layer norms' inputs", "[parallel][memory]") {
+  const int tp = runtime().size();
+  models::GPTConfig config = tiny_config(false);
+  config.n_layer = 3;
+  config.n_embd = 64;
+  config.block_size = 32;
+  const int64_t B = 4, T = 32, C = 64;
+  std::vector<int64_t> ids(B * T);
+  for (int64_t i = 0; i < B * T; ++i) ids[i] = (i * 131 + 7) % kVocab;
+  const autograd::Variable idx(Tensor::from_vector(ids, {B, T}));
+  // The activations the graph keeps after forward, on this rank.
+  const auto retained = [&](bool sequence_parallel) {
+    models::TensorParallelGPT model(config, runtime().world_ptr(), {.sequence_parallel = sequence_parallel});
+    const int64_t before = tagged_bytes(MemoryTag::Activations);
+    MemoryTagScope activations(MemoryTag::Activations);
+    const autograd::Variable logits = model(idx);
+    return static_cast<double>(tagged_bytes(MemoryTag::Activations) - before);
+  };
+  const double whole = retained(false), split = retained(true);
+  // Each block's two layer norms and the final one keep their input: (B, T, C) without, (B, T/tp, C) with.
+  const double layer_norm_inputs = static_cast<double>((2 * config.n_layer + 1) * B * T * C * 4);
+  INFO("kept after forward: " << whole << " bytes without sequence parallelism, " << split << " with, at tensor "
+                              << tp);
+  CHECK(whole - split >= 0.9 * layer_norm_inputs * (1.0 - 1.0 / tp));
 }
