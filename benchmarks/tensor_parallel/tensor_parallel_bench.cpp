@@ -17,10 +17,12 @@
 // bytes); the vocabulary-parallel embedding's all-reduce forward and the LM head's input-gradient
 // all-reduce backward; the cross-entropy's all-reduces of B·T values (the three of the
 // closed form: max, sum of exps, target logit); with activation checkpointing the recomputed
-// forward's two all-reduces per layer again, and partitioned (partition_activations) one more
-// all-reduce's bytes per layer for gathering the stored input. What the measurement adds:
+// forward's two all-reduces per layer again, and partitioned (partition_activations) three
+// all-gathers of the block input per layer (forward, recompute, its gradient). What the
+// measurement adds:
 // the scalars (gradient norm, overflow, loss counts) and, with sequence parallelism, the layer
-// norms' and biases' gradient sums.
+// norms' and biases' gradient sums and the all-gather of the embedding's gradient (its sum is
+// all-reduced, then sliced: Megatron reduce-scatters it instead, half an all-reduce less).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -122,9 +124,11 @@ double closed_form_bytes(const Case& c, const Options& o) {
   const double tp = c.tensor, all_reduce = 2 * (tp - 1) / tp;
   const double rows = static_cast<double>(o.batch / c.data) * static_cast<double>(o.block);
   const double s = rows * static_cast<double>(o.width) * 4;
-  // Partitioned checkpoints all-gather each block's input for the recompute, and the slice's
-  // backward all-gathers its gradient: one all-reduce's bytes more per layer.
-  const double per_layer = (c.checkpointing ? 6 : 4) * all_reduce * s + (c.partition_activations ? all_reduce * s : 0);
+  // Partitioned checkpoints all-gather each block's input in the forward (the checkpointed
+  // function runs on the gathered slice) and again for the recompute, and the slice's backward
+  // all-gathers its gradient: three all-gathers, 1.5 all-reduces' bytes, more per layer.
+  const double gathers = c.partition_activations ? 1.5 * all_reduce * s : 0;
+  const double per_layer = (c.checkpointing ? 6 : 4) * all_reduce * s + gathers;
   return static_cast<double>(o.layers) * per_layer + 2 * all_reduce * s + 3 * all_reduce * rows * 4;
 }
 
