@@ -13,6 +13,7 @@
 #include "models/gpt_inference.h"
 #include "models/gpt_tensor_parallel.h"
 #include "models/gpt_tensor_parallel_inference.h"
+#include "models/gpt_weights.h"
 #include "mpi_test_util.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
@@ -530,4 +531,27 @@ TEST_CASE("tensor parallel: decoding with each rank's heads in its cache gives G
   CHECK(error_of([&] { models::TensorParallelGPTInference(sequence_split, group); }) ==
         "TensorParallelGPTInference: build the model without sequence parallelism for decoding (it feeds one position "
         "at a time)");
+}
+
+TEST_CASE("tensor parallel: Hugging Face GPT-2 weights loaded at any tp give the unsplit logits", "[parallel]") {
+  const std::shared_ptr<Communicator>& group = runtime().world_ptr();
+  models::GPTConfig config;
+  config.n_layer = 2;
+  config.n_head = 6;
+  config.n_embd = 24;
+  config.vocab_size = 300;
+  config.block_size = 16;
+  models::GPT saved(config, /*seed=*/21);
+  const std::string path = "/tmp/fathom_tp_hf_np" + std::to_string(group->size()) + ".safetensors";
+  if (group->rank() == 0) models::save_gpt2_safetensors(saved, path);  // GPT-2's Conv1D layout
+  group->barrier();
+  models::GPT loaded(config, /*seed=*/99);  // other weights, replaced by the file's
+  models::load_gpt2_safetensors(loaded, path);
+  models::TensorParallelGPT parallel(config, group);
+  parallel.load_full(loaded);  // each rank keeps its slice of c_attn, c_proj, c_fc and the vocabulary
+  const Variable idx(Tensor::from_vector<int64_t>({1, 299, 5, 77, 140, 2}, {1, 6}));
+  const Tensor mine = parallel.forward(idx).data();  // this rank's vocabulary columns, padded
+  const Tensor logits = gather_along(mine, -1, parallel.transformer->wte->padded_num_embeddings, *group);
+  const Tensor expected = saved.forward(idx).data();
+  CHECK(mismatch(logits.narrow(2, 0, 300).contiguous(), expected, 1e-5, 1e-5) == "");
 }

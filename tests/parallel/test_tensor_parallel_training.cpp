@@ -1,12 +1,12 @@
 // Training GPT with tensor parallelism through the engine computes what one process computes.
 // One matrix, every axis tested where it is larger than 1: tensor 2 x data 1 at 2 ranks; at 4,
 // tensor 2 x data 2 under ZeRO stages 0-3 and tensor 4 x data 1; sequence parallelism on and
-// off; f32 and bf16; gradient
+// off; f32, bf16 and fp16 (dynamic loss scaling); gradient
 // accumulation 1 and 2; dropout on, gradient clipping by the job-wide norm, AdamW (f32) and SGD
-// with momentum (bf16), a vocabulary
+// with momentum (16-bit), a vocabulary
 // (301) that no tensor-parallel size divides. Every step's loss and every final weight (gathered
 // whole) against the one-process run of the same precision and accumulation: f32 within 1e-5,
-// bf16 within 1e-2. And a checkpoint of one layout resumed at others continues that same run.
+// 16-bit within 1e-2. And a checkpoint of one layout resumed at others continues that same run.
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -33,7 +33,7 @@ namespace {
 
 constexpr int kSteps = 3, kRows = 4, kLength = 8, kVocab = 301;
 
-models::GPTConfig tiny_config(bool bf16) {
+models::GPTConfig tiny_config(DType dtype) {
   models::GPTConfig c;
   c.n_layer = 2;
   c.n_head = 4;
@@ -41,7 +41,7 @@ models::GPTConfig tiny_config(bool bf16) {
   c.vocab_size = kVocab;  // padded to 512: at tp 2, 256 real rows on rank 0 and 45 on rank 1
   c.block_size = 16;
   c.dropout = 0.1;
-  c.dtype = bf16 ? DType::BF16 : DType::F32;
+  c.dtype = dtype;
   return c;
 }
 
@@ -63,28 +63,30 @@ Tensor rows_of(const Tensor& t, int64_t offset, int64_t length) { return t.narro
 // One layout of the matrix.
 struct Case {
   int tensor = 1, stage = 0;
-  bool bf16 = false;
+  DType precision = DType::F32;
   int accumulation = 1;
   bool sequence_parallel = false;
   bool partitioned_checkpoints = false;  // every block checkpointed, its input stored split over tp
   std::string str() const {
     return detail::concat("tensor ", tensor, sequence_parallel ? " (sequence parallel)" : "",
                           partitioned_checkpoints ? " (partitioned activation checkpoints)" : "", ", ZeRO ", stage,
-                          bf16 ? ", bf16" : ", f32", ", accumulation ", accumulation);
+                          ", ", dtype_name(precision), ", accumulation ", accumulation);
   }
 };
 
-// AdamW in f32. In bf16, SGD with momentum: Adam's normalised update turns the bf16 rounding
-// noise of near-zero gradients into whole ±lr steps, so two correct bf16 runs would differ by
+// AdamW in f32. In 16 bits, SGD with momentum: Adam's normalised update turns the rounding
+// noise of near-zero gradients into whole ±lr steps, so two correct 16-bit runs would differ by
 // 2 lr per step; SGD's update keeps the gradients' own (small) difference.
 constexpr const char* kOptimizer = R"({"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.1}})";
-constexpr const char* kBf16Optimizer = R"({"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9}})";
+constexpr const char* kHalfOptimizer = R"({"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9}})";
 
 std::string config_json(int data_size, const Case& c) {
   return detail::concat(R"({"train_batch_size": )", kRows, R"(, "gradient_accumulation_steps": )", c.accumulation,
                         R"(, "tensor_parallel": {"autotp_size": )", c.tensor, R"(}, "bf16": {"enabled": )",
-                        c.bf16 ? "true" : "false", R"(}, "gradient_clipping": 0.5, "zero_optimization": {"stage": )",
-                        c.stage, R"(}, "optimizer": )", c.bf16 ? kBf16Optimizer : kOptimizer, "}");
+                        c.precision == DType::BF16 ? "true" : "false", R"(}, "fp16": {"enabled": )",
+                        c.precision == DType::F16 ? "true" : "false",
+                        R"(, "initial_scale_power": 8}, "gradient_clipping": 0.5, "zero_optimization": {"stage": )",
+                        c.stage, R"(}, "optimizer": )", c.precision == DType::F32 ? kOptimizer : kHalfOptimizer, "}");
 }
 
 // Steps [from, to) of the run at `c` over the ranks of `world` (data-parallel size world /
@@ -98,10 +100,10 @@ Span train_span(const std::shared_ptr<parallel::Communicator>& world, const Case
                 const std::string& load_dir = "", const std::string& save_dir = "") {
   const parallel::ProcessGroups groups(world, parallel::Topology(world->size(), 1, c.tensor));
   const int data_size = groups.data().size(), data_rank = groups.coord().data;
-  std::shared_ptr<nn::Module> model = std::make_shared<models::GPT>(tiny_config(c.bf16), /*seed=*/3);
+  std::shared_ptr<nn::Module> model = std::make_shared<models::GPT>(tiny_config(c.precision), /*seed=*/3);
   std::shared_ptr<models::TensorParallelGPT> split;
   if (c.tensor > 1) {
-    models::GPTConfig config = tiny_config(c.bf16);
+    models::GPTConfig config = tiny_config(c.precision);
     config.activation_checkpointing = c.partitioned_checkpoints;
     split = std::make_shared<models::TensorParallelGPT>(
         config, groups.tensor_ptr(),
@@ -133,12 +135,13 @@ Span train_span(const std::shared_ptr<parallel::Communicator>& world, const Case
 }
 
 // The one-process run of the same precision and accumulation (every rank trains it alone).
-const Span& one_process(bool bf16, int accumulation) {
-  static std::map<std::pair<bool, int>, Span> runs;
-  const auto key = std::make_pair(bf16, accumulation);
+const Span& one_process(DType precision, int accumulation) {
+  static std::map<std::pair<DType, int>, Span> runs;
+  const auto key = std::make_pair(precision, accumulation);
   if (!runs.count(key))
-    runs[key] = train_span(std::make_shared<parallel::LocalCommunicator>(),
-                           Case{.tensor = 1, .stage = 0, .bf16 = bf16, .accumulation = accumulation}, 0, kSteps);
+    runs[key] =
+        train_span(std::make_shared<parallel::LocalCommunicator>(),
+                   Case{.tensor = 1, .stage = 0, .precision = precision, .accumulation = accumulation}, 0, kSteps);
   return runs.at(key);
 }
 
@@ -166,28 +169,30 @@ TEST_CASE("tensor parallel training: every step's loss and every final weight eq
   if (world == 2)
     cases = {{.tensor = 2},
              {.tensor = 2, .accumulation = 2},
-             {.tensor = 2, .bf16 = true},
+             {.tensor = 2, .precision = DType::BF16},
              {.tensor = 2, .sequence_parallel = true},
-             {.tensor = 2, .bf16 = true, .accumulation = 2, .sequence_parallel = true},
-             {.tensor = 2, .accumulation = 2, .partitioned_checkpoints = true}};
+             {.tensor = 2, .precision = DType::BF16, .accumulation = 2, .sequence_parallel = true},
+             {.tensor = 2, .accumulation = 2, .partitioned_checkpoints = true},
+             {.tensor = 2, .precision = DType::F16, .accumulation = 2}};
   if (world == 4)
     cases = {{.tensor = 2, .stage = 0},
              {.tensor = 2, .stage = 1},
              {.tensor = 2, .stage = 2},
              {.tensor = 2, .stage = 3},
              {.tensor = 2, .stage = 2, .accumulation = 2},
-             {.tensor = 2, .stage = 3, .bf16 = true, .accumulation = 2},
+             {.tensor = 2, .stage = 3, .precision = DType::BF16, .accumulation = 2},
              {.tensor = 2, .stage = 1, .sequence_parallel = true},
              {.tensor = 2, .stage = 3, .accumulation = 2, .sequence_parallel = true},
              {.tensor = 4},
-             {.tensor = 4, .bf16 = true, .accumulation = 2},
+             {.tensor = 4, .precision = DType::BF16, .accumulation = 2},
              {.tensor = 4, .sequence_parallel = true},
              {.tensor = 2, .stage = 2, .partitioned_checkpoints = true},
-             {.tensor = 4, .partitioned_checkpoints = true}};
+             {.tensor = 4, .partitioned_checkpoints = true},
+             {.tensor = 2, .stage = 2, .precision = DType::F16, .sequence_parallel = true}};
   for (const Case& c : cases) {
     INFO(c.str() << " at " << world << " ranks");
-    check_same_run(train_span(runtime().world_ptr(), c, 0, kSteps), one_process(c.bf16, c.accumulation), 0,
-                   c.bf16 ? 1e-2 : 1e-5);
+    check_same_run(train_span(runtime().world_ptr(), c, 0, kSteps), one_process(c.precision, c.accumulation), 0,
+                   c.precision == DType::F32 ? 1e-5 : 1e-2);
   }
 }
 
@@ -195,7 +200,7 @@ TEST_CASE("a tensor-parallel checkpoint resumes at other tensor, data and ZeRO l
           "[parallel][checkpoint]") {
   const int world = runtime().size();
   if (world != 2 && world != 4) return;
-  const Span& uninterrupted = one_process(false, 1);
+  const Span& uninterrupted = one_process(DType::F32, 1);
   // Saved by (tensor 2, data 1, ZeRO 2) after two steps: every pair of ranks is such a job.
   const int pair = runtime().rank() / 2;
   const auto pair_world = runtime().world_ptr()->split(pair, runtime().rank(), "pair");
@@ -224,13 +229,22 @@ TEST_CASE("a tensor-parallel checkpoint resumes at other tensor, data and ZeRO l
       check_same_run(train_span(job, r.at, 2, kSteps, root + "/pair0"), uninterrupted, 2, 1e-5);
     runtime().world_ptr()->barrier();
   }
+  // Another model (wider) refuses the checkpoint by name, on every rank of the job, at any size.
+  const parallel::ProcessGroups groups(pair_world, parallel::Topology(2, 1, 2));
+  models::GPTConfig wider = tiny_config(DType::F32);
+  wider.n_embd = 32;
+  auto model = std::make_shared<models::TensorParallelGPT>(wider, groups.tensor_ptr());
+  Initialized init = initialize(Config::from_string(config_json(1, {.tensor = 2})), model, nullptr, nullptr, groups);
+  CHECK_THAT(fathom::testing::error_of([&] { init.engine->load_checkpoint(saved); }),
+             Catch::Contains("tensor 0 is \"transformer.wte.weight\" [301, 16] but the model's is "
+                             "\"transformer.wte.weight\" [301, 32]; it was saved from another model"));
 }
 
 TEST_CASE("debug mode: tensor-parallel ranks fed different batches stop with an error on every rank", "[parallel]") {
   if (runtime().size() != 2) return;
   ::setenv("FATHOM_COMM_DEBUG", "1", 1);
   const parallel::ProcessGroups groups(runtime().world_ptr(), parallel::Topology(2, 1, 2));
-  auto model = std::make_shared<models::TensorParallelGPT>(tiny_config(false), groups.tensor_ptr());
+  auto model = std::make_shared<models::TensorParallelGPT>(tiny_config(DType::F32), groups.tensor_ptr());
   Initialized init = initialize(Config::from_string(config_json(1, {.tensor = 2})), model, nullptr, nullptr, groups);
   const GlobalBatch same = global_batch(0), mine = global_batch(runtime().rank());
   CHECK(fathom::testing::error_of([&] { (*init.engine)(autograd::Variable(same.inputs), same.sample_index); }) ==
@@ -248,7 +262,7 @@ int64_t tagged_bytes(MemoryTag tag) { return allocator_for(kCPU).stats().snapsho
 
 TEST_CASE("memory: a rank holds 1/tp of the split parameters, all of the replicated ones", "[parallel][memory]") {
   const int tp = runtime().size();
-  models::GPTConfig config = tiny_config(false);
+  models::GPTConfig config = tiny_config(DType::F32);
   config.n_layer = 3;
   config.n_embd = 64;
   const models::GPT full(config, /*seed=*/1);
@@ -269,7 +283,7 @@ TEST_CASE("memory: a rank holds 1/tp of the split parameters, all of the replica
 
 TEST_CASE("memory: sequence parallelism keeps 1/tp of the layer norms' inputs", "[parallel][memory]") {
   const int tp = runtime().size();
-  models::GPTConfig config = tiny_config(false);
+  models::GPTConfig config = tiny_config(DType::F32);
   config.n_layer = 3;
   config.n_embd = 64;
   config.block_size = 32;
