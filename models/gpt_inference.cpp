@@ -38,25 +38,13 @@ Tensor GPTInference::block_forward(size_t layer, const Tensor& x) {
   const auto& block = static_cast<const nn::TransformerBlock&>((*model_.transformer->h)[layer]);
   const GPTConfig& c = model_.config();
   const int64_t B = x.size(0), n = x.size(1), NH = c.n_head, HS = c.n_embd / c.n_head;
-  const int64_t end = position_ + n;
 
   // Attention: new queries against every cached position up to their own.
   const Tensor qkv = linear(layernorm(x, *block.ln_1), *block.attn->c_attn);  // [B, n, 3C]
-  auto heads = [&](int64_t part) {  // [B, n, C] slice -> [B, NH, n, HS]
+  auto heads = [&](int64_t part) {                                            // [B, n, C] slice -> [B, NH, n, HS]
     return qkv.narrow(2, part * c.n_embd, c.n_embd).reshape({B, n, NH, HS}).permute({0, 2, 1, 3});
   };
-  keys_[layer].narrow(2, position_, n).copy_(heads(1));
-  values_[layer].narrow(2, position_, n).copy_(heads(2));
-  const Tensor k = keys_[layer].narrow(2, 0, end), v = values_[layer].narrow(2, 0, end);
-  Tensor scores = mul(matmul(heads(0), k, false, true), 1.0 / std::sqrt(static_cast<double>(HS)));  // [B,NH,n,end]
-  if (n > 1) {  // causal mask among the new positions
-    Tensor mask = Tensor::zeros({n, end});
-    float* m = mask.data<float>();
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = position_ + i + 1; j < end; ++j) m[i * end + j] = -INFINITY;
-    scores = add(scores, mask.to(scores.dtype()).to(device_));
-  }
-  const Tensor attended = matmul(softmax(scores), v);  // [B, NH, n, HS]
+  const Tensor attended = cached_attention(heads(0), heads(1), heads(2), keys_[layer], values_[layer], position_);
   const Tensor merged = attended.permute({0, 2, 1, 3}).contiguous().reshape({B, n, c.n_embd});
   const Tensor h = add(x, linear(merged, *block.attn->c_proj));
   const Tensor mlp = linear(gelu(linear(layernorm(h, *block.ln_2), *block.mlp->c_fc)), *block.mlp->c_proj);
@@ -78,6 +66,23 @@ Tensor GPTInference::feed(const Tensor& tokens) {
   position_ += n;
   const Tensor last = layernorm(x.narrow(1, n - 1, 1), *model_.transformer->ln_f);  // [B, 1, C]
   return linear(last, *model_.lm_head).reshape({batch_, c.vocab_size}).to(DType::F32);
+}
+
+Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_cache,
+                        const Tensor& value_cache, int64_t position) {
+  const int64_t n = q.size(2), end = position + n, HS = q.size(3);
+  key_cache.narrow(2, position, n).copy_(k);
+  value_cache.narrow(2, position, n).copy_(v);
+  const Tensor keys = key_cache.narrow(2, 0, end), values = value_cache.narrow(2, 0, end);
+  Tensor scores = mul(matmul(q, keys, false, true), 1.0 / std::sqrt(static_cast<double>(HS)));  // [B, H, n, end]
+  if (n > 1) {  // causal mask among the new positions
+    Tensor mask = Tensor::zeros({n, end});
+    float* m = mask.data<float>();
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = position + i + 1; j < end; ++j) m[i * end + j] = -INFINITY;
+    scores = add(scores, mask.to(scores.dtype()).to(q.device()));
+  }
+  return matmul(softmax(scores), values);
 }
 
 int64_t sample_token(const Tensor& logits, double temperature, int64_t top_k, Generator& gen) {

@@ -30,6 +30,13 @@ class GPTInference {
   std::vector<Tensor> keys_, values_;  // per layer: [B, NH, block_size, HS]
 };
 
+// One layer's attention of n new positions against its key/value cache (each [B, H, block, HS]):
+// writes the new keys and values (q, k, v: [B, H, n, HS]) at [position, position + n) and returns
+// what the queries attend to, causally, [B, H, n, HS]. Shared by the tensor-parallel decoder,
+// whose cache holds its own heads.
+Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_cache,
+                        const Tensor& value_cache, int64_t position);
+
 // Draws the next token from logits [vocab] (f32): temperature 0 means greedy; top_k 0 means all.
 int64_t sample_token(const Tensor& logits, double temperature, int64_t top_k, Generator& gen);
 

@@ -1,11 +1,9 @@
 #include "models/gpt_tensor_parallel_inference.h"
 
-#include <cmath>
-
 #include "autograd/grad_mode.h"
 #include "kernels/elementwise.h"
 #include "kernels/matmul.h"
-#include "kernels/softmax.h"
+#include "models/gpt_inference.h"
 #include "parallel/tensor_parallel_regions.h"
 
 namespace fathom::models {
@@ -33,24 +31,14 @@ Tensor TensorParallelGPTInference::block_forward(size_t layer, const Tensor& x) 
   auto& block = static_cast<parallel::TensorParallelBlock&>((*model_.transformer->h)[layer]);
   const GPTConfig& c = model_.config();
   const int64_t B = x.size(0), n = x.size(1), NH = block.attn->local_heads, HS = c.n_embd / c.n_head;
-  const int64_t width = NH * HS, end = position_ + n;
+  const int64_t width = NH * HS;
   // This rank's heads: q, k and v of them, part after part ([B, n, 3 width]).
   const Tensor qkv = run(*block.attn->c_attn, run(*block.ln_1, x));
   auto heads = [&](int64_t part) {  // [B, n, width] -> [B, NH, n, HS]
     return qkv.narrow(2, part * width, width).reshape({B, n, NH, HS}).permute({0, 2, 1, 3});
   };
-  keys_[layer].narrow(2, position_, n).copy_(heads(1));
-  values_[layer].narrow(2, position_, n).copy_(heads(2));
-  const Tensor k = keys_[layer].narrow(2, 0, end), v = values_[layer].narrow(2, 0, end);
-  Tensor scores = mul(matmul(heads(0), k, false, true), 1.0 / std::sqrt(static_cast<double>(HS)));
-  if (n > 1) {  // causal mask among the new positions
-    Tensor mask = Tensor::zeros({n, end});
-    float* m = mask.data<float>();
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = position_ + i + 1; j < end; ++j) m[i * end + j] = -INFINITY;
-    scores = add(scores, mask.to(scores.dtype()).to(device_));
-  }
-  const Tensor merged = matmul(softmax(scores), v).permute({0, 2, 1, 3}).contiguous().reshape({B, n, width});
+  const Tensor attended = cached_attention(heads(0), heads(1), heads(2), keys_[layer], values_[layer], position_);
+  const Tensor merged = attended.permute({0, 2, 1, 3}).contiguous().reshape({B, n, width});
   const Tensor h = add(x, run(*block.attn->c_proj, merged));  // row-parallel: summed over the group
   return add(h, run(*block.mlp, run(*block.ln_2, h)));
 }

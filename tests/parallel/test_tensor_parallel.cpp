@@ -59,6 +59,18 @@ Tensor piece(const Tensor& whole, int64_t dim, int rank, int world) {
 
 Variable leaf(const Tensor& t) { return Variable(t.clone(), /*requires_grad=*/true); }
 
+// 6 heads (3 a rank at 2 ranks, 2 at 3) and a vocabulary of 300, padded: 256 real rows on rank 0
+// and 44 on rank 1 at tp 2; 128, 128 and 44 at 3.
+models::GPTConfig small_gpt() {
+  models::GPTConfig config;
+  config.n_layer = 2;
+  config.n_head = 6;
+  config.n_embd = 24;
+  config.vocab_size = 300;
+  config.block_size = 16;
+  return config;
+}
+
 }  // namespace
 
 TEST_CASE("tensor parallel: shard_range splits sizes tp does not divide, the extra on the first ranks", "[parallel]") {
@@ -440,12 +452,7 @@ TEST_CASE("tensor parallel: GPT with tensor parallelism equals GPT, loss and eve
   const int rank = group->rank(), world = group->size();
   for (const bool sequence_parallel : {false, true}) {
     INFO("sequence parallel " << sequence_parallel);
-    models::GPTConfig config;
-    config.n_layer = 2;
-    config.n_head = 6;
-    config.n_embd = 24;
-    config.vocab_size = 300;  // padded: 256 real rows on rank 0 and 44 on rank 1 at tp 2; 128, 128, 44 at 3
-    config.block_size = 16;
+    models::GPTConfig config = small_gpt();
     config.dropout = 0.1;
     models::GPT full(config, /*seed=*/7);
     models::TensorParallelGPT parallel(config, group, {.sequence_parallel = sequence_parallel});
@@ -505,12 +512,7 @@ TEST_CASE("tensor parallel: GPT with tensor parallelism equals GPT, loss and eve
 
 TEST_CASE("tensor parallel: decoding with each rank's heads in its cache gives GPTInference's logits", "[parallel]") {
   const std::shared_ptr<Communicator>& group = runtime().world_ptr();
-  models::GPTConfig config;
-  config.n_layer = 2;
-  config.n_head = 6;
-  config.n_embd = 24;
-  config.vocab_size = 300;  // padded; the logits are the real vocabulary's
-  config.block_size = 16;
+  const models::GPTConfig config = small_gpt();
   models::GPT full(config, /*seed=*/9);
   models::TensorParallelGPT parallel(config, group);
   parallel.load_full(full);
@@ -535,12 +537,7 @@ TEST_CASE("tensor parallel: decoding with each rank's heads in its cache gives G
 
 TEST_CASE("tensor parallel: Hugging Face GPT-2 weights loaded at any tp give the unsplit logits", "[parallel]") {
   const std::shared_ptr<Communicator>& group = runtime().world_ptr();
-  models::GPTConfig config;
-  config.n_layer = 2;
-  config.n_head = 6;
-  config.n_embd = 24;
-  config.vocab_size = 300;
-  config.block_size = 16;
+  const models::GPTConfig config = small_gpt();
   models::GPT saved(config, /*seed=*/21);
   const std::string path = "/tmp/fathom_tp_hf_np" + std::to_string(group->size()) + ".safetensors";
   if (group->rank() == 0) models::save_gpt2_safetensors(saved, path);  // GPT-2's Conv1D layout
