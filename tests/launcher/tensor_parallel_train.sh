@@ -3,10 +3,10 @@
 # off and on, trains the run one process trains (final train and val losses within 2e-3 as
 # printed; the engine's tests check every step and weight within 1e-5), its checkpoint resumes at
 # tensor 1 on one process and ends as the one-process run does, and fathom-export assembles the
-# tensor-parallel checkpoint.
-#   tensor_parallel_train.sh FATHOM_TRAIN FATHOM_EXPORT MPIEXEC WORK_DIR
+# tensor-parallel checkpoint; its model.safetensors is whole (fathom-generate loads it).
+#   tensor_parallel_train.sh FATHOM_TRAIN FATHOM_EXPORT FATHOM_GENERATE MPIEXEC WORK_DIR
 set -eu
-train=$1 export=$2 mpiexec=$3 work=$4
+train=$1 export=$2 generate=$3 mpiexec=$4 work=$5
 rm -rf "$work" && mkdir -p "$work"
 for tp in 1 2; do
   printf '{"train_batch_size": 8, "tensor_parallel": {"autotp_size": %s}}\n' "$tp" >"$work/tp$tp.json"
@@ -20,6 +20,8 @@ printf '{"train_batch_size": 8, "tensor_parallel": {"autotp_size": 2}, "sequence
 "$train" --resume "$work/tp2/checkpoints" --tag global_step2 --config "$work/tp1.json" --out "$work/resumed" \
   >"$work/resumed.log"
 "$export" "$work/tp2/checkpoints" --out "$work/export.safetensors" >"$work/export.log"
+# The tensor-parallel run's model.safetensors is the whole, unpadded GPT-2 layout: it loads.
+"$generate" --model "$work/tp2/model.safetensors" --prompt "int " --max-tokens 8 --temperature 0 >"$work/generated.txt"
 cat "$work/tp2.log" "$work/resumed.log" "$work/export.log"
 grep -q "2 ranks (tensor 2 x data 1)" "$work/tp2.log" || { echo "the job did not run at tensor 2 x data 1"; exit 1; }
 final() { sed -n 's/^fathom-train: done in [0-9:]*: train loss \([0-9.]*\), val loss \([0-9.]*\).*/\1 \2/p' "$1"; }
