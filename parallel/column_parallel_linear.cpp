@@ -58,8 +58,7 @@ Variable ColumnParallelLinear::forward(const Variable& x) {
   FATHOM_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "ColumnParallelLinear: input of shape ", shape_str(x.sizes()),
                " does not end in in_features = ", in_features);
   FATHOM_CHECK(!sequence_parallel || x.dim() == 3,
-               "ColumnParallelLinear: with sequence parallelism the input is "
-               "(B, T / tp, C), got ",
+               "ColumnParallelLinear: with sequence parallelism the input is (B, T / tp, C), got ",
                shape_str(x.sizes()));
   const Variable replicated = sequence_parallel ? gather_from_sequence_region(x, group_, x.size(1) * group_->size())
                                                 : copy_to_tensor_region(x, group_);

@@ -49,8 +49,7 @@ Variable RowParallelLinear::forward(const Variable& x) {
                " should end in its ", local.length, " of the ", in_features, " input features",
                input_is_parallel ? " (the input is taken as already split: input_is_parallel)" : "");
   FATHOM_CHECK(!sequence_parallel || mine.dim() == 3,
-               "RowParallelLinear: with sequence parallelism the input is "
-               "(B, T, local features), got ",
+               "RowParallelLinear: with sequence parallelism the input is (B, T, local features), got ",
                shape_str(mine.sizes()));
   const Shape in_shape = mine.sizes();
   const Variable rows = mine.dim() == 2 ? mine : autograd::reshape(mine, {-1, local.length});

@@ -15,8 +15,9 @@
 // rank, an all-gather or reduce-scatter (tp−1)/tp): per layer two all-reduces of s forward and
 // two backward (an all-gather and a reduce-scatter each with sequence parallelism: the same
 // bytes); the vocabulary-parallel embedding's all-reduce forward and the LM head's input-gradient
-// all-reduce backward; the cross-entropy's all-reduces of B·T values (the three of the
-// closed form: max, sum of exps, target logit); with activation checkpointing the recomputed
+// all-reduce backward; the cross-entropy's two all-reduces of B·T values (the rows' largest
+// log-sum-exp; the sum of exps, with the targets' summed logit riding along: B·T + 1); with
+// activation checkpointing the recomputed
 // forward's two all-reduces per layer again, and partitioned (partition_activations) three
 // all-gathers of the block input per layer (forward, recompute, its gradient). What the
 // measurement adds:
@@ -129,7 +130,7 @@ double closed_form_bytes(const Case& c, const Options& o) {
   // all-gathers its gradient: three all-gathers, 1.5 all-reduces' bytes, more per layer.
   const double gathers = c.partition_activations ? 1.5 * all_reduce * s : 0;
   const double per_layer = (c.checkpointing ? 6 : 4) * all_reduce * s + gathers;
-  return static_cast<double>(o.layers) * per_layer + 2 * all_reduce * s + 3 * all_reduce * rows * 4;
+  return static_cast<double>(o.layers) * per_layer + 2 * all_reduce * s + all_reduce * (2 * rows + 1) * 4;
 }
 
 Result run_case(const parallel::Runtime& runtime, const Case& c, const Options& o,
