@@ -9,14 +9,12 @@
 #include "engine/memory_report.h"
 #include "engine/non_finite_check.h"
 #include "engine/schedule.h"
-#include "parallel/collective_signature.h"
-#include "parallel/rank_agreement.h"
-#include "parallel/sharded_tensor.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduction.h"
 #include "nn/dropout.h"
 #include "nn/loss.h"
 #include "parallel/comms_logger.h"
+#include "parallel/rank_agreement.h"
 #include "zero/replicated_state.h"
 
 namespace fathom {
@@ -104,16 +102,7 @@ autograd::Variable Engine::operator()(const autograd::Variable& input, const Ten
     cycle_start_ = Clock::now();
     cycle_started_ = true;
   }
-  // Debug mode: every rank of a tensor-parallel group must feed the same batch (DeepSpeed checks
-  // "data consistency within the TP group"); another batch would silently train another function.
-  if (parallel::comm_debug_enabled()) {
-    parallel::Communicator& tensor_group = state_->groups().tensor();
-    FATHOM_CHECK(parallel::same_on_every_rank(tensor_group, input.data()) &&
-                     (!sample_index.defined() || parallel::same_on_every_rank(tensor_group, sample_index)),
-                 "engine forward (FATHOM_COMM_DEBUG): the ranks of this tensor-parallel group were given different "
-                 "batches; every rank of a tensor-parallel group must feed the same samples "
-                 "(the data loader of fathom::initialize does: it splits the batch over the data-parallel ranks only)");
-  }
+  parallel::check_same_batch(state_->groups().tensor(), input.data(), sample_index);  // debug mode only
   nn::set_dropout_context({options_.seed, static_cast<uint64_t>(global_steps_), sample_index});
   if (!is_floating_point(input.dtype())) tokens_ += input.numel();
   const int64_t step_number = global_steps_ + 1;
@@ -251,17 +240,9 @@ void Engine::set_schedule(std::unique_ptr<Schedule> schedule) {
 nn::NamedTensors Engine::consolidated_state_dict() {
   state_->gather_full_parameters();
   nn::NamedTensors out;
-  const std::vector<nn::Placement>& placements = state_->placements();
   size_t i = 0;
-  for (const auto& [name, param] : model_->named_parameters()) {
-    const Tensor& mine = param.data();
-    const nn::Placement& placement = placements.at(i++);
-    const Tensor whole =
-        placement.sharded()
-            ? parallel::gather_shards(mine, placement, *state_->groups().for_device(parallel::Axis::Tensor, mine.device()))
-            : mine;
-    out.emplace_back(name, whole.to(kCPU).clone());
-  }
+  for (const auto& [name, param] : model_->named_parameters())
+    out.emplace_back(name, state_->whole_parameter(i++, param.data()).to(kCPU).clone());
   state_->release_full_parameters();
   return out;
 }
@@ -308,11 +289,11 @@ void Engine::finish_cycle(StepReport& report) {
                                         {"Train/Samples/lr", report.lr, global_samples_}};
     if (scaler_) events.push_back({"Train/Samples/loss_scale", report.loss_scale, global_samples_});
     if (options_.wall_clock_breakdown)
-      for (const auto& [name, ms] : {std::pair{"forward", report.times.forward_ms},
-                                     std::pair{"backward", report.times.backward_ms},
-                                     std::pair{"backward_inner", report.times.backward_inner_ms},
-                                     std::pair{"backward_allreduce", report.times.backward_allreduce_ms},
-                                     std::pair{"step", report.times.step_ms}})
+      for (const auto& [name, ms] :
+           {std::pair{"forward", report.times.forward_ms}, std::pair{"backward", report.times.backward_ms},
+            std::pair{"backward_inner", report.times.backward_inner_ms},
+            std::pair{"backward_allreduce", report.times.backward_allreduce_ms},
+            std::pair{"step", report.times.step_ms}})
         events.push_back({std::string("Train/Samples/elapsed_time_ms_") + name, ms, global_samples_});
     monitor_->write_events(events);
   }

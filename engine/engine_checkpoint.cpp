@@ -143,8 +143,7 @@ void write_shard_table(JsonWriter& w, const Tensor& sums, const std::vector<std:
     for (int r = 0; r < world; ++r) {
       const Range local = checkpoint_saved_range(partitions[t].size(), world, r, stage);
       const Range range{partitions[t].begin + local.begin, partitions[t].begin + local.end};
-      w.begin_object(JsonWriter::Layout::Inline).member("rank", r);
-      if (partitions.size() > 1) w.member("tensor_rank", static_cast<int>(t));
+      w.begin_object(JsonWriter::Layout::Inline).member("rank", r).member("tensor_rank", static_cast<int>(t));
       w.member("begin", range.begin).member("end", range.end);
       w.key("states").begin_object();
       for (size_t i = 0; i < states.size(); ++i, at += 2) {
@@ -239,12 +238,9 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   std::vector<std::string> states = {"param"};
   if (has_master) states.push_back("master");
   for (const std::string& state : state_names) states.push_back("optim." + state);
-  Tensor sums = gathered_checksums(group, tensors, states);  // [data rank][state]
-  if (tensor_group.size() > 1) {
-    Tensor all = Tensor::empty({tensor_group.size(), sums.numel()}, DType::I64);
-    tensor_group.all_gather(sums.view({-1}), all.view({-1}));
-    sums = all;
-  }
+  const Tensor mine_sums = gathered_checksums(group, tensors, states);  // [data rank][state]
+  const Tensor sums = Tensor::empty({tensor_group.size(), mine_sums.numel()}, DType::I64);  // [partition]...
+  tensor_group.all_gather(mine_sums.view({-1}), sums.view({-1}));
   job.barrier();
 
   if (writes_index) {
@@ -252,7 +248,7 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
     JsonWriter w;
     w.begin_object();
     w.member("format", kCheckpointFormat).member("tag", tag).member("world_size", world).member("zero_stage", stage);
-    if (tensor_group.size() > 1) w.member("tensor_parallel_size", tensor_group.size());
+    w.member("tensor_parallel_size", tensor_group.size());
     w.member("dtype", dtype_name(param_dtype)).member("mixed_precision", has_master);
     w.member("parameters", partitions.back().end).member("checksum", kCheckpointChecksum);
     write_shard_table(w.key("shards"), sums, states, partitions, world, stage, file_of);

@@ -1,12 +1,12 @@
 #include "zero/training_state.h"
 
-#include "zero/flat_optimizer_state.h"
-
 #include <cmath>
 
 #include "kernels/elementwise.h"
 #include "kernels/optimizer_kernels.h"
 #include "parallel/local_communicator.h"
+#include "parallel/sharded_tensor.h"
+#include "zero/flat_optimizer_state.h"
 
 namespace fathom::zero {
 
@@ -57,6 +57,12 @@ double TrainingState::mean_over_replicas(double value) const {
 void TrainingState::check_checkpointable(const char* action) const {
   FATHOM_CHECK(layout_.groups.pipeline().size() == 1, action,
                ": checkpoints of pipeline-parallel jobs are not supported yet; use a data- or tensor-parallel job");
+}
+
+Tensor TrainingState::whole_parameter(size_t index, const Tensor& mine) const {
+  const nn::Placement& placement = layout_.placements.at(index);
+  if (!placement.sharded()) return mine;
+  return parallel::gather_shards(mine, placement, *layout_.groups.for_device(Axis::Tensor, mine.device()));
 }
 
 void broadcast_initial_weights(const NamedParameters& params, const ParallelLayout& layout) {

@@ -139,6 +139,10 @@ class TrainingState {
   // stage 0 can (ZeRO shards gradients by reducing them).
   virtual void set_gradient_reduction(bool on) = 0;
 
+  // Parameter `index` (named order) as the unsplit model holds it, from this rank's `mine`: the
+  // tensor itself, or a tensor-parallel shard assembled from every rank's (collective over the
+  // tensor group; padding dropped).
+  Tensor whole_parameter(size_t index, const Tensor& mine) const;
   // Every parameter whole in the model (stage 3 gathers; collective), and back. No-ops below.
   virtual void gather_full_parameters() {}
   virtual void release_full_parameters() {}
