@@ -56,9 +56,47 @@ struct ReadyOrder {  // newest node first
   }
 };
 
+// The backward pass; `defer_except` non-null: leaves' AccumulateGrad nodes other than those of
+// the listed variables are held in `deferred` instead of run.
+void run_backward(const VariableList& outputs, const TensorList& grad_outputs, bool retain_graph,
+                  const VariableList* defer_except, DeferredAccumulation::Pending* deferred);
 }  // namespace
 
 void backward(const VariableList& outputs, const TensorList& grad_outputs, bool retain_graph) {
+  run_backward(outputs, grad_outputs, retain_graph, nullptr, nullptr);
+}
+
+void backward_deferring(const VariableList& outputs, const TensorList& grad_outputs, const VariableList& now,
+                        DeferredAccumulation& deferred) {
+  run_backward(outputs, grad_outputs, false, &now, &deferred.pending_);
+}
+
+void DeferredAccumulation::run() {
+  FATHOM_CHECK(t_current == nullptr, "DeferredAccumulation::run: called from inside a backward");
+  BackwardState state;
+  t_current = &state;  // hooks may queue callbacks, as in a backward
+  try {
+    for (auto& [node, grads] : pending_) node->apply(std::move(grads));
+    pending_.clear();
+    for (size_t i = 0; i < state.queued_callbacks.size(); ++i) state.queued_callbacks[i]();
+  } catch (...) {
+    t_current = nullptr;
+    throw;
+  }
+  t_current = nullptr;
+}
+
+namespace {
+bool deferred_leaf(const Node& node, const VariableList& keep) {
+  const auto* accumulate = dynamic_cast<const AccumulateGrad*>(&node);
+  if (accumulate == nullptr) return false;
+  for (const Variable& v : keep)
+    if (v.impl() == accumulate->leaf()) return false;
+  return true;
+}
+
+void run_backward(const VariableList& outputs, const TensorList& grad_outputs, bool retain_graph,
+                  const VariableList* defer_except, DeferredAccumulation::Pending* deferred) {
   FATHOM_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: ", outputs.size(),
                " outputs but ", grad_outputs.size(), " gradients");
   FATHOM_CHECK(t_current == nullptr, "backward: called from inside another backward on the same thread");
@@ -107,6 +145,10 @@ void backward(const VariableList& outputs, const TensorList& grad_outputs, bool 
       incoming.erase(node.get());
       grads.resize(node->num_outputs());
       for (const NodePreHook& hook : node->pre_hooks()) hook(grads);
+      if (defer_except != nullptr && deferred_leaf(*node, *defer_except)) {
+        deferred->emplace_back(node, std::move(grads));
+        continue;  // a leaf: no edges to follow
+      }
       TensorList input_grads = node->apply(std::move(grads));
       if (!retain_graph) node->release_saved();
       const std::vector<Edge>& edges = node->next_edges();
@@ -132,6 +174,7 @@ void backward(const VariableList& outputs, const TensorList& grad_outputs, bool 
   }
   t_current = nullptr;
 }
+}  // namespace
 
 void queue_backward_callback(std::function<void()> callback) {
   FATHOM_CHECK(t_current != nullptr, "queue_backward_callback: no backward is running on this thread");

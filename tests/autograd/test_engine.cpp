@@ -85,3 +85,28 @@ TEST_CASE("backward rejects bad requests", "[autograd]") {
   CHECK_THROWS_WITH(Variable(Tensor::ones({1})).backward(), Catch::Contains("does not require grad"));
   CHECK_THROWS_WITH(backward({y}, {Tensor(), Tensor()}), Catch::Contains("1 outputs but 2 gradients"));
 }
+
+TEST_CASE("zero bubble's split backward: the input gradient now, the weights' held until run()", "[autograd]") {
+  const Variable x = leaf({1.0, 2.0, 3.0}, "x");  // a received activation
+  const Variable w = leaf({0.5, -1.0, 2.0}, "w");  // a parameter, used twice
+  const Variable b = leaf({0.25}, "b");
+  const auto loss_of = [&] { return sum(tanh(x * w) * w + b); };
+  loss_of().backward();
+  const std::vector<double> dx = x.grad().to_vector<double>(), dw = w.grad().to_vector<double>();
+  x.zero_grad(), w.zero_grad(), b.zero_grad();
+
+  int hooks = 0;
+  HookHandle hook = w.add_grad_ready_hook([&](const Variable&) { ++hooks; });
+  DeferredAccumulation weights;
+  backward_deferring({loss_of()}, {}, {x}, weights);
+  CHECK(x.grad().to_vector<double>() == dx);  // B: the input's gradient, at once
+  CHECK(!w.grad().defined());
+  CHECK(!b.grad().defined());
+  CHECK(hooks == 0);
+  CHECK(!weights.empty());
+  weights.run();  // W
+  CHECK(w.grad().to_vector<double>() == dw);
+  CHECK(b.grad().item() == 3.0);  // broadcast over three elements
+  CHECK(hooks == 1);
+  CHECK(weights.empty());
+}
