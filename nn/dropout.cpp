@@ -1,7 +1,9 @@
 #include "nn/dropout.h"
 
 #include <atomic>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "autograd/checkpoint.h"
 #include "autograd/nn_functions.h"
@@ -13,10 +15,12 @@ std::atomic<uint64_t> g_next_module_id{0};
 thread_local DropoutContext t_context;
 thread_local std::unordered_map<uint64_t, uint64_t> t_calls;  // stream id -> calls this step
 
-// The call counts are state a checkpoint recomputation must replay.
+// The context and the call counts are state a checkpoint recomputation must replay: a pipeline
+// schedule runs other micro-batches' forwards (other sample indices) before this one's backward.
+using DropoutState = std::pair<DropoutContext, std::unordered_map<uint64_t, uint64_t>>;
 const int kCheckpointState = autograd::register_checkpoint_state(
-    {[] { return std::any(t_calls); },
-     [](const std::any& saved) { t_calls = std::any_cast<std::unordered_map<uint64_t, uint64_t>>(saved); }});
+    {[] { return std::any(DropoutState{t_context, t_calls}); },
+     [](const std::any& saved) { std::tie(t_context, t_calls) = std::any_cast<DropoutState>(saved); }});
 
 uint64_t mix(uint64_t x) {  // splitmix64's finaliser: spreads (step, module, call) over 64 bits
   x += 0x9e3779b97f4a7c15ull;

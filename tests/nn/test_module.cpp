@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "autograd/checkpoint.h"
 #include "autograd/functions.h"
 #include "core/cuda/cuda_runtime.h"
 #include "core/generator.h"
@@ -158,6 +159,24 @@ TEST_CASE("dropout masks follow the global sample index, not the batch position"
   drop.eval();
   CHECK(drop(x).data().shares_storage(x.data()));
   CHECK_THROWS_WITH(Dropout(1.0), Catch::Contains("p must be in [0, 1), got 1"));
+}
+
+TEST_CASE("a checkpointed dropout recomputes its own micro-batch's mask after another forward", "[nn]") {
+  Dropout drop(0.5);
+  const auto segment = [&](const autograd::VariableList& in) {
+    return autograd::VariableList{autograd::mul(drop(in[0]), in[0])};
+  };
+  const auto gradient = [&](bool checkpointed) {
+    const Variable x(Tensor::arange(16).to(DType::F32).reshape({2, 8}), true);
+    set_dropout_context({7, 1, Tensor::from_vector<int64_t>({10, 11})});
+    const Variable y = checkpointed ? autograd::checkpoint(segment, {x})[0] : segment({x})[0];
+    // A pipeline runs the next micro-batch's forward before this one's backward.
+    set_dropout_context({7, 1, Tensor::from_vector<int64_t>({12, 13})});
+    (void)drop(Variable(Tensor::ones({2, 8})));
+    autograd::sum(y).backward();
+    return x.grad().to_vector<float>();
+  };
+  CHECK(gradient(true) == gradient(false));
 }
 
 TEST_CASE("dropout on a sequence shard draws the whole sequence's mask at those positions", "[nn]") {
