@@ -120,30 +120,55 @@ autograd::Variable Engine::operator()(const autograd::Variable& input, const Ten
   return out;
 }
 
-void Engine::backward(const autograd::Variable& loss) {
+void Engine::record_loss(const autograd::Variable& loss) {
   FATHOM_CHECK(loss.numel() == 1, "engine.backward: the loss must be a scalar, got shape ", shape_str(loss.sizes()),
                "; for other outputs pass their gradients: backward(outputs, grad_outputs)");
   const Tensor loss_value = loss.data().reshape({1}).to(DType::F64);
   loss_sum_ = loss_sum_.defined() ? add(loss_sum_, loss_value) : loss_value.clone();
-  run_backward({loss}, {Tensor()});
+}
+
+autograd::Variable Engine::scaled_loss(const autograd::Variable& loss) const {
+  const double scale = loss_scale() / static_cast<double>(options_.gradient_accumulation_steps);
+  return scale == 1.0 ? loss : autograd::mul(loss, scale);
+}
+
+void Engine::backward(const autograd::Variable& loss) {
+  record_loss(loss);
+  run_backward([&] { autograd::backward({scaled_loss(loss)}); });
 }
 
 void Engine::backward(const autograd::VariableList& outputs, const autograd::TensorList& grad_outputs) {
   FATHOM_CHECK(!outputs.empty() && outputs.size() == grad_outputs.size(), "engine.backward: ", outputs.size(),
                " outputs but ", grad_outputs.size(), " gradients; pass one gradient per output");
-  run_backward(outputs, grad_outputs);
+  autograd::VariableList scaled;
+  for (const autograd::Variable& output : outputs) scaled.push_back(scaled_loss(output));
+  run_backward([&] { autograd::backward(scaled, grad_outputs); });
 }
 
-void Engine::run_backward(const autograd::VariableList& outputs, const autograd::TensorList& grad_outputs) {
+void Engine::backward_stage(const autograd::Variable& output, const Tensor& received_gradient,
+                            const autograd::Variable& input, autograd::DeferredAccumulation* weights) {
+  const bool from_loss = !received_gradient.defined();
+  if (from_loss) record_loss(output);
+  const autograd::Variable start = from_loss ? scaled_loss(output) : output;
+  if (weights == nullptr) return run_backward([&] { autograd::backward({start}, {received_gradient}); });
+  // B: no parameter gradient appears, so the training state has nothing to see yet.
+  autograd::VariableList now;
+  if (input.defined()) now.push_back(input);
+  timers_.start(Phase::BackwardInner);
+  autograd::backward_deferring({start}, {received_gradient}, now, *weights);
+  timers_.stop(Phase::BackwardInner);
+}
+
+void Engine::backward_weights(autograd::DeferredAccumulation& weights) {
+  run_backward([&] { weights.run(); });
+}
+
+void Engine::run_backward(const std::function<void()>& pass) {
   const int64_t step_number = global_steps_ + 1;
   for (auto& instrument : instruments_) instrument->before_backward(*this, step_number);
   timers_.start(Phase::BackwardInner);
-  const double scale = loss_scale() / static_cast<double>(options_.gradient_accumulation_steps);
   state_->begin_backward(is_gradient_accumulation_boundary());
-  autograd::VariableList scaled;
-  for (const autograd::Variable& output : outputs)
-    scaled.push_back(scale == 1.0 ? output : autograd::mul(output, scale));
-  autograd::backward(scaled, grad_outputs);
+  pass();
   timers_.stop(Phase::BackwardInner);
   timers_.start(Phase::BackwardAllreduce);
   state_->end_backward();  // waits for the reductions backward left in flight

@@ -32,6 +32,7 @@
 #include <memory>
 #include <string>
 
+#include "autograd/engine.h"
 #include "core/generator.h"
 #include "engine/data_loader.h"
 #include "engine/loss_scaler.h"
@@ -121,6 +122,15 @@ class Engine {
   // Backward from outputs with given gradients (a pipeline stage's output and the gradient the
   // next stage sent), scaled like the loss would be. Records no loss.
   void backward(const autograd::VariableList& outputs, const autograd::TensorList& grad_outputs);
+  // A pipeline stage's backward of one micro-batch (engine/pipeline_executor.h): on the last
+  // stage from its loss (scaled and recorded as backward(loss) does), elsewhere from the stage's
+  // output with the gradient the next stage sent (scaled there already). `input`: the received
+  // activation, whose gradient goes upstream (undefined on the first stage). `weights` non-null:
+  // zero bubble's B — the input gradient now, the parameters' gradients held in `weights` until
+  // backward_weights(*weights), W, hands them to the training state.
+  void backward_stage(const autograd::Variable& output, const Tensor& received_gradient,
+                      const autograd::Variable& input, autograd::DeferredAccumulation* weights = nullptr);
+  void backward_weights(autograd::DeferredAccumulation& weights);
   // After every micro-batch: counts it and, at an accumulation boundary, runs optimizer_step().
   void step();
   // The boundary's body: overflow check (fp16), unscale, clip by the global norm, optimizer
@@ -202,7 +212,11 @@ class Engine {
   double step_loss() const;
   void load_rank_local_state(const CheckpointReader& saved);  // load_checkpoint's part
   void note_memory(const char* point);  // memory_breakdown  // the mean loss of this cycle over the data group (collective)
-  void run_backward(const autograd::VariableList& outputs, const autograd::TensorList& grad_outputs);
+  // `pass` between the training state's begin_backward and end_backward, timed and instrumented.
+  void run_backward(const std::function<void()>& pass);
+  void record_loss(const autograd::Variable& loss);
+  // The loss times the fp16 loss scale over gradient_accumulation_steps: what backward starts from.
+  autograd::Variable scaled_loss(const autograd::Variable& loss) const;
   void finish_cycle(StepReport& report);
 
   std::shared_ptr<nn::Module> model_;

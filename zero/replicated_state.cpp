@@ -110,6 +110,17 @@ void ReplicatedState::step() {
   scale_multi(pairs, 1.0);
 }
 
+void ReplicatedState::sum_tied_gradients(parallel::Communicator& tie, const std::vector<size_t>& parameters) {
+  for (const size_t i : parameters) {
+    const autograd::Variable& holder = updated().at(i).second;
+    if (!holder.grad().defined()) {
+      MemoryTagScope tag(MemoryTag::Gradients);
+      holder.set_grad(Tensor::zeros(holder.sizes(), holder.dtype(), holder.device()));
+    }
+    tie.all_reduce(holder.grad());
+  }
+}
+
 void ReplicatedState::zero_grad() {
   for (const auto& [name, param] : params_) param.zero_grad();
   for (const auto& [name, master] : masters_) master.zero_grad();

@@ -46,6 +46,7 @@ class ReplicatedState final : public TrainingState {
   void set_gradient_reduction(bool on) override { reduce_gradients_ = on; }
   void step() override;
   void zero_grad() override;
+  void sum_tied_gradients(parallel::Communicator& tie, const std::vector<size_t>& parameters) override;
   std::vector<FlatSlot> flat_slots() const override { return slots_; }
   DType parameter_dtype() const override;
   std::vector<FlatRange> flat_ranges(Range wanted) const override;

@@ -227,6 +227,29 @@ double ShardedState::local_norm() const {
   return global_norm(counted);
 }
 
+// Each copy's gradient is spread over its own stage's shards, laid out differently on each
+// stage: gathered whole over the data group, summed over the tie, and this rank's part kept.
+void ShardedState::sum_tied_gradients(parallel::Communicator& tie, const std::vector<size_t>& parameters) {
+  FATHOM_CHECK(master_.grad().defined(), "ZeRO: sum_tied_gradients before the boundary's reductions");
+  const Partition& partition = flat_.partition();
+  for (const size_t s : parameters) {
+    const Range slot = flat_.slots().at(s).range();
+    const std::vector<int64_t> counts = partition.counts_within(slot);
+    const Range mine{std::max(slot.begin, owned_.begin), std::min(slot.end, owned_.end)};
+    Tensor part = mine.size() > 0 ? master_.grad().narrow(0, mine.begin - owned_.begin, mine.size()).contiguous()
+                                  : Tensor::empty({0}, DType::F32, flat_.device());
+    Tensor whole;
+    {
+      MemoryTagScope tag(MemoryTag::Communication);
+      whole = Tensor::empty({slot.size()}, DType::F32, flat_.device());
+    }
+    group_->all_gather_v(part, whole, counts);
+    tie.all_reduce(whole);
+    if (mine.size() > 0)
+      master_.grad().narrow(0, mine.begin - owned_.begin, mine.size()).copy_(whole.narrow(0, mine.begin - slot.begin, mine.size()));
+  }
+}
+
 void ShardedState::scale_gradients(double factor) {
   if (master_.grad().defined()) scale_tensors({master_.grad()}, factor);
 }

@@ -64,6 +64,7 @@ class ShardedState final : public TrainingState {
   void set_gradient_reduction(bool on) override;
   void step() override;  // optimizer step on the shard, then all-gather the parameters (stages 1-2)
   void zero_grad() override;
+  void sum_tied_gradients(parallel::Communicator& tie, const std::vector<size_t>& parameters) override;
   std::vector<FlatSlot> flat_slots() const override;
   DType parameter_dtype() const override { return flat_.dtype(); }
   std::vector<FlatRange> flat_ranges(Range wanted) const override;

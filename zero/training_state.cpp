@@ -51,7 +51,11 @@ std::vector<std::string> TrainingState::optimizer_state_names() const {
 
 double TrainingState::mean_over_replicas(double value) const {
   parallel::Communicator& data = layout_.groups.data();
-  return data.size() > 1 ? data.all_reduce_scalar(value, ReduceOp::Avg) : value;
+  if (data.size() > 1) value = data.all_reduce_scalar(value, ReduceOp::Avg);
+  parallel::Communicator& pipeline = layout_.groups.pipeline();
+  if (pipeline.size() == 1) return value;
+  const bool last_stage = pipeline.rank() == pipeline.size() - 1;  // the only stage with a loss
+  return pipeline.all_reduce_scalar(last_stage ? value : 0.0, ReduceOp::Sum);
 }
 
 void TrainingState::check_checkpointable(const char* action) const {

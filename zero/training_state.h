@@ -118,8 +118,14 @@ class TrainingState {
   virtual void zero_grad() = 0;
 
   // The mean of a per-rank value (the step's loss) over the ranks that each hold one: the data
-  // group (a pipeline's last stage, once there is one).
+  // group of the pipeline's last stage, whose value every stage then gets.
   double mean_over_replicas(double value) const;
+
+  // After the accumulation boundary's reductions, before the overflow check and the norm: the
+  // gradients of `parameters` (indices in named order) summed over `tie`, the ranks that hold
+  // copies of one parameter (a pipeline's tied embedding on its first and last stages), so that
+  // every copy takes the same step. Collective over `tie` (and, at ZeRO, the data group).
+  virtual void sum_tied_gradients(parallel::Communicator& tie, const std::vector<size_t>& parameters) = 0;
 
   // Checkpoints can be written and read for this layout; throws naming `action` otherwise.
   void check_checkpointable(const char* action) const;
