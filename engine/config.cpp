@@ -32,6 +32,34 @@ ActivationCheckpointingConfig parse_activation_checkpointing(const ConfigSection
   return c;
 }
 
+PipelineConfig parse_pipeline(const ConfigSection& s) {
+  PipelineConfig c;
+  if (!s.present()) return c;
+  s.check_keys({"stages", "partition", "seed_layers", "activation_checkpoint_interval", "pipe_partitioned",
+                "grad_partitioned", "schedule", "virtual_stages"});
+  if (const ConfigNode* stages = s.find("stages"); stages && !(stages->is_scalar() && stages->text == "auto"))
+    c.stages = s.integer("stages", 0, 1);
+  const std::string partition = s.string("partition", "best");
+  if (partition != "best") {
+    if (partition != "parameters" && partition != "uniform" && partition.rfind("type:", 0) != 0)
+      s.fail("partition", "\"" + partition + "\" is not a partition method; use \"parameters\" (\"best\" means "
+                          "it), \"uniform\" or \"type:REGEX\"");
+    c.partition = partition;
+  }
+  c.schedule = s.choice("schedule", c.schedule, {"gpipe", "1f1b", "interleaved", "zero_bubble"});
+  c.virtual_stages = s.integer("virtual_stages", 1, 1);
+  if (c.virtual_stages > 1 && c.schedule != "interleaved")
+    s.fail("virtual_stages", std::to_string(c.virtual_stages) + " model chunks per stage need \"schedule\": "
+                             "\"interleaved\"; the " + c.schedule + " schedule runs one chunk per stage");
+  c.activation_checkpoint_interval = s.integer("activation_checkpoint_interval", 0, 0);
+  c.pipe_partitioned = s.boolean("pipe_partitioned", true);
+  c.grad_partitioned = s.boolean("grad_partitioned", true);
+  if (s.boolean("seed_layers", false))
+    s.fail("seed_layers", "true is not supported (every layer is initialised as in the one-process model, which "
+                          "checkpoints and equivalence rely on): remove it or set false");
+  return c;
+}
+
 }  // namespace
 
 Config parse_config(const ConfigNode& root, const std::string& source) {
@@ -102,6 +130,7 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
                                 "tensor-parallel layers are built in): remove it or set false");
   c.sequence_parallel = top.boolean("sequence_parallel", false);
   c.activation_checkpointing = parse_activation_checkpointing(top.section("activation_checkpointing"));
+  c.pipeline = parse_pipeline(top.section("pipeline"));
   c.checkpoint_tag_validation =
       top.section("checkpoint").choice("tag_validation", c.checkpoint_tag_validation, {"Ignore", "Warn", "Fail"});
   c.prescale_gradients = top.boolean("prescale_gradients", c.prescale_gradients);

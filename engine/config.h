@@ -115,6 +115,19 @@ struct ActivationCheckpointingConfig {
   std::optional<int64_t> number_checkpoints;      // accepted: DeepSpeed sizes contiguous buffers by it
 };
 
+// DeepSpeed's "pipeline" section (docs/pipeline_parallel.md). DeepSpeed never reads "stages" and
+// "partition" (its PipelineModule takes them in code), so real configs carry their defaults,
+// "auto" and "best"; Fathom reads an integer "stages" as the pipeline degree and "partition" as
+// the partition method. "schedule" and "virtual_stages" are Fathom's.
+struct PipelineConfig {
+  int64_t stages = 0;                          // 0: "auto" (the program's choice; fathom-train: 1)
+  std::string partition = "parameters";        // "best" (DeepSpeed's default): "parameters"
+  std::string schedule = "1f1b";               // "gpipe", "1f1b", "interleaved", "zero_bubble"
+  int64_t virtual_stages = 1;                  // model chunks per stage (interleaved)
+  int64_t activation_checkpoint_interval = 0;  // checkpoint every N layers; 0: off
+  bool pipe_partitioned = true, grad_partitioned = true;  // with tensor parallelism
+};
+
 struct Bf16Config {
   bool enabled = false;
   bool immediate_grad_update = false;  // DeepSpeed-only; an error when true
@@ -204,6 +217,7 @@ struct Config {
   TraceConfig trace;
   ZeroConfig zero;
   ActivationCheckpointingConfig activation_checkpointing;
+  PipelineConfig pipeline;
   // Data-parallel gradient averaging (DeepSpeed's semantics; parallel/gradient_averaging.h):
   // divide by the data-parallel size before the reduction instead of after it; or, without
   // prescaling, divide by the factor before and by (size / factor) after.

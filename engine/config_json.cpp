@@ -137,6 +137,13 @@ std::string Config::to_json() const {
       w.member("number_checkpoints", *activation_checkpointing.number_checkpoints);
     w.member("synchronize_checkpoint_boundary", activation_checkpointing.synchronize_checkpoint_boundary).end_object();
   }
+  w.key("pipeline").begin_object();
+  if (pipeline.stages > 0) w.member("stages", pipeline.stages);
+  w.member("partition", pipeline.partition).member("schedule", pipeline.schedule);
+  w.member("virtual_stages", pipeline.virtual_stages);
+  w.member("activation_checkpoint_interval", pipeline.activation_checkpoint_interval);
+  w.member("pipe_partitioned", pipeline.pipe_partitioned).member("grad_partitioned", pipeline.grad_partitioned);
+  w.end_object();
   w.key("checkpoint").begin_object().member("tag_validation", checkpoint_tag_validation).end_object();
   w.member("prescale_gradients", prescale_gradients);
   w.member("dataloader_drop_last", dataloader_drop_last.value_or(true));

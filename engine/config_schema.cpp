@@ -25,10 +25,6 @@ constexpr const char* kDefaults = R"({
   "checkpoint": {
     "tag_validation": "WARN", "load_universal": false, "use_node_local_storage": false,
     "parallel_write": {"pipeline_stage": false}
-  },
-  "pipeline": {
-    "stages": "auto", "partition": "best", "seed_layers": false, "activation_checkpoint_interval": 0,
-    "pipe_partitioned": true, "grad_partitioned": true
   }
 })";
 
@@ -187,7 +183,7 @@ const std::vector<std::string>& fathom_config_keys() {
       "zero_optimization", "prescale_gradients", "gradient_predivide_factor", "communication_data_type",
       "dataloader_drop_last", "data_types", "tensorboard", "csv_monitor", "memory_breakdown",
       "flops_profiler", "comms_logger", "trace", "tensor_parallel", "sequence_parallel",
-      "activation_checkpointing"};
+      "activation_checkpointing", "pipeline"};
   return keys;
 }
 

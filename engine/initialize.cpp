@@ -4,10 +4,12 @@
 
 #include "core/logging.h"
 #include "engine/monitor.h"
+#include "engine/pipeline_executor.h"
 #include "engine/profilers.h"
 #include "nn/optimizer_factory.h"
 #include "parallel/compressed_optimizers.h"
 #include "parallel/local_communicator.h"
+#include "parallel/pipeline_module.h"
 #include "zero/replicated_state.h"
 #include "zero/sharded_state.h"
 
@@ -77,6 +79,25 @@ zero::ParallelLayout prepare(Config& config, nn::Module& model, const parallel::
                "tensor_parallel.autotp_size is ", config.tensor_parallel_size, " but the process groups' tensor axis has ",
                groups.tensor().size(), " ranks; build the groups as runtime.groups(1, ", config.tensor_parallel_size,
                ") (fathom-train does) or set autotp_size to ", groups.tensor().size());
+  const int pipeline_size = groups.pipeline().size();
+  FATHOM_CHECK(config.pipeline.stages == 0 || config.pipeline.stages == pipeline_size, "initialize: the config's "
+               "pipeline.stages is ", config.pipeline.stages, " but the process groups' pipeline axis has ",
+               pipeline_size, " ranks; build the groups as runtime.groups(", config.pipeline.stages,
+               ", tp) (fathom-train does) or set stages to ", pipeline_size);
+  if (auto* stage = dynamic_cast<parallel::PipelineModule*>(&model)) {
+    FATHOM_CHECK(config.pipeline.virtual_stages == stage->chunks(), "initialize: the config's pipeline.virtual_stages "
+                 "is ", config.pipeline.virtual_stages, " but the PipelineModule was cut into ", stage->chunks(),
+                 " chunks per stage; pass PipelineOptions{.chunks = ", config.pipeline.virtual_stages, "}");
+    FATHOM_CHECK(config.zero.stage <= 2, "config error at zero_optimization.stage: ZeRO stage 3 with a pipeline is "
+                 "not supported: stage 3 gathers each module's parameters around its forward and its backward in the "
+                 "order of the first step's trace, while a pipeline keeps several micro-batches' graphs alive and "
+                 "interleaves their forwards and backwards; use stage 2 (gradients and optimizer state sharded, "
+                 "reduce-scattered after every micro-batch)");
+  } else {
+    FATHOM_CHECK(pipeline_size == 1, "initialize: the process groups have ", pipeline_size, " pipeline stages but the "
+                 "model is a ", model.type_name(), "; wrap it in a parallel::PipelineModule (a model given as an "
+                 "nn::LayerSequence) to cut it into stages");
+  }
   config.resolve_batch(groups.data().size());
   zero::ParallelLayout layout{groups, {}};
   for (const auto& [name, param] : model.named_parameters()) layout.placements.push_back(model.placement(name));
@@ -146,7 +167,11 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
   const EngineOptions options = engine_options(config, dp_world_size);
   std::optional<LossScalerOptions> fp16;
   if (config.fp16.enabled) fp16 = from_config(config.fp16);
+  auto* pipeline = dynamic_cast<parallel::PipelineModule*>(model.get());
   out.engine = std::make_shared<Engine>(std::move(model), std::move(state), out.scheduler, options, fp16);
+  if (pipeline)
+    out.engine->set_schedule(std::make_unique<PipelineExecutor>(parallel::parse_pipe_schedule(config.pipeline.schedule),
+                                                                *pipeline, static_cast<int>(options.gradient_accumulation_steps)));
   out.engine->set_config_json(config.to_json());
   // The job's first rank writes the monitors' files.
   const bool first_rank = groups.data().rank() == 0 && groups.tensor().rank() == 0 && groups.pipeline().rank() == 0;

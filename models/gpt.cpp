@@ -121,6 +121,11 @@ std::vector<std::string> GPT::layer_parameters(size_t layer) const {
   return names;
 }
 
+std::string GPT::layer_type(size_t layer) const {
+  FATHOM_CHECK(layer < num_layers(), "GPT: layer ", layer, " of ", num_layers(), " does not exist");
+  return layer == 0 ? "GPTEmbedding" : layer == num_layers() - 1 ? "GPTHead" : "TransformerBlock";
+}
+
 std::vector<nn::Tie> GPT::ties() const {
   if (!config_.tied_embeddings) return {};
   return {{"embedding", "transformer.wte.weight", {0, num_layers() - 1}}};

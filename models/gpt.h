@@ -65,6 +65,8 @@ class GPT : public nn::Module, public nn::LayerSequence {
   size_t num_layers() const override { return static_cast<size_t>(config_.n_layer) + 2; }
   Variable forward_layer(size_t layer, const Variable& input) override;
   std::vector<std::string> layer_parameters(size_t layer) const override;
+  // "GPTEmbedding", "TransformerBlock" (each block), "GPTHead".
+  std::string layer_type(size_t layer) const override;
   // With tied_embeddings: "embedding", transformer.wte.weight, used by the first and last layers.
   std::vector<nn::Tie> ties() const override;
 

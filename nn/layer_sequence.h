@@ -35,6 +35,9 @@ class LayerSequence {
   virtual autograd::Variable forward_layer(size_t layer, const autograd::Variable& input) = 0;
   virtual std::vector<std::string> layer_parameters(size_t layer) const = 0;
   virtual std::vector<Tie> ties() const { return {}; }
+  // The layer's type name, which "type:REGEX" pipeline partitions match (DeepSpeed matches the
+  // layer's class name).
+  virtual std::string layer_type(size_t /*layer*/) const { return "Layer"; }
 
   // Layers [begin, end) in order; the whole model by default.
   autograd::Variable forward_layers(const autograd::Variable& input, size_t begin = 0,

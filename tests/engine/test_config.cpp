@@ -695,6 +695,44 @@ TEST_CASE("tensor parallelism, sequence parallelism and activation checkpointing
   CHECK(again.activation_checkpointing.partition_activations);
 }
 
+TEST_CASE("the pipeline section: DeepSpeed's defaults accepted, Fathom's reading of stages and partition",
+          "[engine]") {
+  const Config absent = Config::from_string(R"({"train_batch_size": 8})");
+  CHECK(absent.pipeline.stages == 0);
+  CHECK(absent.pipeline.partition == "parameters");
+  CHECK(absent.pipeline.schedule == "1f1b");
+  // A real DeepSpeed config carries the defaults DeepSpeed itself never reads.
+  const Config deepspeed = Config::from_string(with(R"("pipeline": {"stages": "auto", "partition": "best",
+      "seed_layers": false, "activation_checkpoint_interval": 0, "pipe_partitioned": true, "grad_partitioned": true})"));
+  CHECK(deepspeed.pipeline.stages == 0);
+  CHECK(deepspeed.pipeline.partition == "parameters");
+  const Config on = Config::from_string(with(R"("pipeline": {"stages": 4, "partition": "type:TransformerBlock",
+      "schedule": "interleaved", "virtual_stages": 2, "activation_checkpoint_interval": 1})"));
+  CHECK(on.pipeline.stages == 4);
+  CHECK(on.pipeline.partition == "type:TransformerBlock");
+  CHECK(on.pipeline.schedule == "interleaved");
+  CHECK(on.pipeline.virtual_stages == 2);
+  CHECK(on.pipeline.activation_checkpoint_interval == 1);
+  const Config again = Config::from_string(on.to_json());
+  CHECK(again.to_json() == on.to_json());
+  CHECK(again.pipeline.virtual_stages == 2);
+
+  CHECK(parse_error(with(R"("pipeline": {"schedule": "1f1b_interleaved"})")).rfind(
+            "config error at pipeline.schedule: ", 0) == 0);
+  CHECK(parse_error(with(R"("pipeline": {"virtual_stages": 2})")) ==
+        "config error at pipeline.virtual_stages: 2 model chunks per stage need \"schedule\": \"interleaved\"; the "
+        "1f1b schedule runs one chunk per stage");
+  CHECK(parse_error(with(R"("pipeline": {"partition": "balanced"})")) ==
+        "config error at pipeline.partition: \"balanced\" is not a partition method; use \"parameters\" (\"best\" "
+        "means it), \"uniform\" or \"type:REGEX\"");
+  CHECK(parse_error(with(R"("pipeline": {"stages": 0})")) ==
+        "config error at pipeline.stages: expected an integer >= 1, got 0");
+  CHECK(parse_error(with(R"("pipeline": {"seed_layers": true})")).rfind(
+            "config error at pipeline.seed_layers: true is not supported", 0) == 0);
+  CHECK(parse_error(with(R"("pipeline": {"num_stages": 2})")).rfind(
+            "config error at pipeline.num_stages: unknown key", 0) == 0);
+}
+
 TEST_CASE("gradient averaging keys: prescaling, predivision and the communication dtype", "[engine]") {
   const auto with = [](const std::string& extra) {
     return R"({"train_batch_size": 8, "optimizer": {"type": "SGD", "params": {"lr": 0.1}}, )" + extra + "}";

@@ -1,0 +1,57 @@
+#pragma once
+// PipelineExecutor: the Schedule (engine/engine.h) that runs one optimizer step of a pipelined
+// model — this rank's instruction list (parallel/pipeline_schedule.h), checked for deadlock
+// freedom when it is made — through the engine's micro-step API:
+//
+//   forward            engine(input) on the stage's chunk; the first stage reads the batch, the
+//                      last one computes the loss from the batch's targets
+//   backward           engine.backward_stage from the loss, or from the output with the
+//                      gradient the next stage sent; zero bubble: B then W (backward_weights)
+//   send/recv          activations forward and gradients backward between neighbouring stages,
+//                      consecutive ones posted together; the stage waits for the receives and
+//                      lets the sends complete in the background (all done before the step)
+//   reduce_tied        the tied copies' gradients summed over their group
+//   optimizer_step     engine.optimizer_step()
+//
+// Only the first and last stages call the batch source. What crosses a stage boundary is agreed
+// once per step per boundary: a small header (dtype, shape, whether it needs a gradient, the
+// rows' sample indices follow) precedes its first activation, so the receiver allocates the
+// right buffer; an activation that needs no gradient gets none back. The gradient accumulation
+// boundary is the last backward that touches this stage's parameters.
+//
+// Errors: a layer that cannot take what the previous stage sent names both stages, the
+// micro-batch and the tensor; a transfer that does not complete within FATHOM_COMM_TIMEOUT ends
+// the job naming the stage, the micro-batch and the direction.
+
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+#include "parallel/pipeline_schedule.h"
+
+namespace fathom {
+
+namespace parallel {
+class PipelineModule;
+}
+
+class PipelineExecutor final : public Schedule {
+ public:
+  // `micro_batches`: gradient_accumulation_steps (DeepSpeed's rule).
+  PipelineExecutor(parallel::PipeScheduleKind kind, const parallel::PipelineModule& module, int micro_batches);
+  ~PipelineExecutor() override;
+  void run(Engine& engine, const NextBatch& next, const LossFunction& loss) override;
+
+  const parallel::StageProgram& program() const { return program_; }
+  const parallel::PipeShape& shape() const { return shape_; }
+  parallel::PipeScheduleKind kind() const { return kind_; }
+
+ private:
+  parallel::PipeScheduleKind kind_;
+  parallel::PipeShape shape_;
+  int stage_ = 0;
+  parallel::StageProgram program_;
+  size_t last_parameter_backward_ = 0;  // the program's index of the accumulation boundary
+};
+
+}  // namespace fathom

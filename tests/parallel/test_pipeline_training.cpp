@@ -1,0 +1,290 @@
+// Pipeline parallelism trains what one process trains. Every schedule (GPipe, 1F1B, interleaved,
+// zero bubble) at 2 and 4 stages with 4 and 8 micro-batches, pipeline x data with ZeRO 0-2,
+// bf16 and fp16, activation checkpointing, uneven and type-based partitions, a tied embedding on
+// the first and last stages, dropout on: every step's loss and, on the rank that holds it, every
+// final weight (both copies of the tied embedding) against the one-process run of the same
+// precision and micro-batches: f32 within 1e-5 and 16-bit within 1e-2, per step |Δloss|/|loss| and
+// per tensor ‖Δw‖/‖w‖. And the errors for bad layouts, on every rank.
+#include <cmath>
+#include <map>
+#include <tuple>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/initialize.h"
+#include "engine/pipeline_executor.h"
+#include "models/gpt.h"
+#include "mpi_test_util.h"
+#include "nn/loss.h"
+#include "parallel/local_communicator.h"
+#include "parallel/pipeline_module.h"
+#include "test_util.h"
+
+using namespace fathom;
+using fathom::testing::error_of;
+using fathom::testing::runtime;
+
+namespace {
+
+constexpr int kSteps = 3, kRows = 8, kLength = 8, kVocab = 301;
+
+models::GPTConfig tiny_config(int layers) {
+  models::GPTConfig c;
+  c.n_layer = layers;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.vocab_size = kVocab;
+  c.block_size = 16;
+  c.dropout = 0.1;
+  return c;
+}
+
+struct GlobalBatch {
+  Tensor inputs, targets, sample_index;
+};
+GlobalBatch global_batch(int step) {
+  std::vector<int64_t> ids(kRows * kLength), next(kRows * kLength), index(kRows);
+  for (int64_t i = 0; i < kRows * kLength; ++i) ids[i] = (i * 131 + step * 17 + 5) % kVocab;
+  for (int64_t i = 0; i < kRows * kLength; ++i) next[i] = (ids[i] * 7 + 1) % kVocab;
+  for (int64_t r = 0; r < kRows; ++r) index[r] = step * kRows + r;
+  return {Tensor::from_vector(ids, {kRows, kLength}), Tensor::from_vector(next, {kRows, kLength}),
+          Tensor::from_vector(index, {kRows})};
+}
+
+Tensor rows_of(const Tensor& t, int64_t offset, int64_t length) { return t.narrow(0, offset, length).contiguous(); }
+
+struct Case {
+  int stages = 2, data = 1, micro_batches = 4, chunks = 1, zero = 0, layers = 4, checkpoint_interval = 0;
+  std::string schedule = "1f1b", partition = "parameters";
+  DType precision = DType::F32;
+  std::string str() const {
+    return detail::concat("pipe ", stages, " x data ", data, ", ", schedule, chunks > 1 ? " v " : "",
+                          chunks > 1 ? std::to_string(chunks) : "", ", m ", micro_batches, ", ZeRO ", zero, ", ",
+                          dtype_name(precision), ", ", layers, " blocks, partition ", partition,
+                          checkpoint_interval ? ", checkpoint every " + std::to_string(checkpoint_interval) : "");
+  }
+};
+
+// The attention's key bias has a zero gradient in exact arithmetic (softmax ignores a constant
+// added to every score), so its computed gradient is rounding noise; Adam's eps keeps that noise
+// from being normalised into whole ±lr steps that differ from run to run.
+constexpr const char* kOptimizer = R"({"type": "AdamW", "params": {"lr": 0.01, "weight_decay": 0.1, "eps": 1e-6}})";
+constexpr const char* kHalfOptimizer = R"({"type": "SGD", "params": {"lr": 0.1, "momentum": 0.9}})";
+
+std::string config_json(const Case& c) {
+  return detail::concat(
+      R"({"train_batch_size": )", kRows, R"(, "gradient_accumulation_steps": )", c.micro_batches,
+      R"(, "pipeline": {"stages": )", c.stages, R"(, "schedule": ")", c.schedule, R"(", "virtual_stages": )",
+      c.chunks, R"(, "partition": ")", c.partition, R"(", "activation_checkpoint_interval": )", c.checkpoint_interval,
+      R"(}, "bf16": {"enabled": )", c.precision == DType::BF16 ? "true" : "false", R"(}, "fp16": {"enabled": )",
+      c.precision == DType::F16 ? "true" : "false",
+      R"(, "initial_scale_power": 8}, "gradient_clipping": 0.5, "zero_optimization": {"stage": )", c.zero,
+      R"(}, "optimizer": )", c.precision == DType::F32 ? kOptimizer : kHalfOptimizer, "}");
+}
+
+struct Run {
+  std::vector<double> losses;
+  nn::NamedTensors weights;  // this rank's parameters (its stage's), by their names in the whole model
+};
+
+Run train_pipelined(const std::shared_ptr<parallel::Communicator>& world, const Case& c) {
+  const parallel::ProcessGroups groups(world, parallel::Topology(world->size(), c.stages, 1));
+  auto gpt = std::make_shared<models::GPT>(tiny_config(c.layers), /*seed=*/3);
+  auto stage = std::make_shared<parallel::PipelineModule>(
+      gpt, groups,
+      parallel::PipelineOptions{
+          .partition = c.partition, .chunks = c.chunks, .activation_checkpoint_interval = c.checkpoint_interval});
+  Initialized init = initialize(Config::from_string(config_json(c)), stage, nullptr, nullptr, groups);
+  Engine& engine = *init.engine;
+  const int data_rank = groups.coord().data;
+  const int64_t rank_rows = kRows / c.data, micro_rows = rank_rows / c.micro_batches;
+  Run run;
+  for (int s = 0; s < kSteps; ++s) {
+    const GlobalBatch b = global_batch(s);
+    int micro = 0;
+    const NextBatch next = [&] {
+      const int64_t first = data_rank * rank_rows + micro++ * micro_rows;
+      Batch batch;
+      batch.inputs = rows_of(b.inputs, first, micro_rows);
+      batch.targets = rows_of(b.targets, first, micro_rows);
+      batch.sample_index = rows_of(b.sample_index, first, micro_rows);
+      return batch;
+    };
+    const StepReport& report = engine.train_batch(next, [](const autograd::Variable& logits, const Batch& batch) {
+      return nn::cross_entropy(logits, batch.targets);
+    });
+    run.losses.push_back(report.loss);
+    const bool reads_data = groups.coord().pipeline == 0 || groups.coord().pipeline == c.stages - 1;
+    CHECK(micro == (reads_data ? c.micro_batches : 0));  // only the first and last stages read data
+  }
+  for (const auto& [name, parameter] : engine.module().named_parameters())
+    run.weights.emplace_back(name, parameter.data().to(DType::F64).clone());
+  return run;
+}
+
+// The one-process run of the same model, precision and micro-batches (gradient accumulation
+// over the global batch cut into `micro_batches` pieces): AdamW turns the rounding differences
+// of other cuts into visible weight differences.
+const Run& one_process(DType precision, int layers, int micro_batches) {
+  static std::map<std::tuple<DType, int, int>, Run> runs;
+  const auto key = std::make_tuple(precision, layers, micro_batches);
+  if (!runs.count(key)) {
+    Case c{.stages = 1, .micro_batches = micro_batches, .layers = layers};
+    c.precision = precision;
+    auto model = std::make_shared<models::GPT>(tiny_config(layers), /*seed=*/3);
+    std::string json = config_json(c);
+    Initialized init = initialize(Config::from_string(json), model, nullptr, nullptr,
+                                  std::make_shared<parallel::LocalCommunicator>());
+    Run run;
+    const int64_t rows = kRows / micro_batches;
+    for (int s = 0; s < kSteps; ++s) {
+      const GlobalBatch b = global_batch(s);
+      for (int k = 0; k < micro_batches; ++k) {
+        const autograd::Variable logits = (*init.engine)(autograd::Variable(rows_of(b.inputs, k * rows, rows)),
+                                                         rows_of(b.sample_index, k * rows, rows));
+        init.engine->backward(nn::cross_entropy(logits, rows_of(b.targets, k * rows, rows)));
+        init.engine->step();
+      }
+      run.losses.push_back(init.engine->last_report().loss);
+    }
+    for (const auto& [name, parameter] : model->named_parameters())
+      run.weights.emplace_back(name, parameter.data().to(DType::F64).clone());
+    runs[key] = run;
+  }
+  return runs.at(key);
+}
+
+// ‖a − b‖ / ‖b‖ (docs/architecture.md, "Equivalence"): elementwise bounds would judge the
+// rounding that AdamW's normalised update magnifies in near-zero gradients.
+double relative_difference(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  REQUIRE(x.size() == y.size());
+  double diff = 0, norm = 0;
+  for (size_t k = 0; k < x.size(); ++k) {
+    diff += (x[k] - y[k]) * (x[k] - y[k]);
+    norm += y[k] * y[k];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+void check_same_run(const Run& run, const Run& expected, double tolerance) {
+  REQUIRE(run.losses.size() == expected.losses.size());
+  for (size_t s = 0; s < run.losses.size(); ++s) {
+    INFO("step " << s << ": " << run.losses[s] << " vs one process " << expected.losses[s]);
+    CHECK(std::fabs(run.losses[s] - expected.losses[s]) <= tolerance * std::fabs(expected.losses[s]));
+  }
+  REQUIRE(!run.weights.empty());
+  for (const auto& [name, mine] : run.weights) {
+    INFO(name);
+    const Tensor* want = nullptr;
+    for (const auto& [n, t] : expected.weights)
+      if (n == name) want = &t;
+    REQUIRE(want != nullptr);
+    CHECK(relative_difference(mine, *want) <= tolerance);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("pipeline training: every step's loss and every final weight equal one process's", "[parallel]") {
+  const int world = runtime().size();
+  std::vector<Case> cases;
+  if (world == 2)
+    cases = {{.micro_batches = 4},
+             {.micro_batches = 8},
+             {.micro_batches = 4, .schedule = "gpipe"},
+             {.micro_batches = 8, .schedule = "zero_bubble"},
+             {.micro_batches = 4, .chunks = 2, .schedule = "interleaved"},
+             {.micro_batches = 8, .chunks = 3, .layers = 6, .schedule = "interleaved"},
+             {.micro_batches = 1},  // fewer micro-batches than stages: allowed, with a warning
+             {.micro_batches = 4, .layers = 3, .partition = "uniform"},  // 5 layers: uneven
+             {.micro_batches = 4, .layers = 3, .partition = "type:TransformerBlock"},
+             {.micro_batches = 4, .checkpoint_interval = 2},
+             {.micro_batches = 4, .zero = 1},
+             {.micro_batches = 4, .zero = 2, .schedule = "zero_bubble"},
+             {.micro_batches = 4, .precision = DType::BF16},
+             {.micro_batches = 4, .schedule = "zero_bubble", .precision = DType::BF16},
+             {.micro_batches = 4, .precision = DType::F16}};
+  if (world == 4)
+    cases = {{.stages = 4, .micro_batches = 4},
+             {.stages = 4, .micro_batches = 8},
+             {.stages = 4, .micro_batches = 8, .schedule = "gpipe"},
+             {.stages = 4, .micro_batches = 8, .schedule = "zero_bubble"},
+             {.stages = 4, .micro_batches = 4, .chunks = 2, .layers = 6, .schedule = "interleaved"},
+             {.stages = 4, .micro_batches = 4, .layers = 2},  // a stage with one layer, 4 layers in all
+             {.stages = 2, .data = 2, .micro_batches = 4, .zero = 0},
+             {.stages = 2, .data = 2, .micro_batches = 4, .zero = 1},
+             {.stages = 2, .data = 2, .micro_batches = 4, .zero = 2},
+             {.stages = 2, .data = 2, .micro_batches = 4, .zero = 2, .schedule = "zero_bubble"},
+             {.stages = 2, .data = 2, .micro_batches = 2, .chunks = 2, .zero = 1, .schedule = "interleaved"},
+             {.stages = 2, .data = 2, .micro_batches = 4, .zero = 1, .precision = DType::BF16}};
+  for (Case c : cases) {
+    c.data = world / c.stages;
+    INFO(c.str() << " at " << world << " ranks");
+    check_same_run(train_pipelined(runtime().world_ptr(), c), one_process(c.precision, c.layers, c.micro_batches * c.data),
+                   c.precision == DType::F32 ? 1e-5 : 1e-2);
+  }
+}
+
+TEST_CASE("pipeline: a stage holds only its layers' parameters, named as in the whole model", "[parallel]") {
+  const int world = runtime().size();
+  const parallel::ProcessGroups groups(runtime().world_ptr(), parallel::Topology(world, world, 1));
+  auto gpt = std::make_shared<models::GPT>(tiny_config(2 * world), 3);
+  const parallel::PipelineModule stage(gpt, groups, {.partition = "uniform"});
+  const int s = groups.coord().pipeline;
+  std::vector<std::string> names;
+  for (const auto& [name, parameter] : stage.named_parameters()) names.push_back(name);
+  // Uniform over 2·world + 2 layers: stage 0 takes the embedding and a block (plus the remainder).
+  CHECK(stage.boundaries().front() == 0);
+  CHECK(stage.boundaries().back() == gpt->num_layers());
+  for (const std::string& name : names) {
+    INFO(name);
+    bool of_this_stage = false;
+    for (size_t layer = stage.boundaries()[s]; layer < stage.boundaries()[s + 1]; ++layer)
+      for (const std::string& own : gpt->layer_parameters(layer)) of_this_stage = of_this_stage || own == name;
+    CHECK(of_this_stage);
+  }
+  const bool first = s == 0, last = s == world - 1;
+  CHECK((std::find(names.begin(), names.end(), "transformer.wte.weight") != names.end()) == (first || last));
+  CHECK(stage.ties().size() == (first || last ? 1u : 0u));
+  if (first || last) {
+    CHECK(stage.placement("transformer.wte.weight").tie == "embedding");
+    CHECK(stage.placement("transformer.wte.weight").tie_leader == first);  // counted once, on the first stage
+  }
+  // The other stages' parameters are released.
+  int64_t kept = 0;
+  for (const auto& [name, parameter] : gpt->named_parameters()) kept += parameter.numel();
+  CHECK(kept == stage.parameter_count());
+}
+
+TEST_CASE("pipeline: bad layouts are refused on every rank", "[parallel]") {
+  const int world = runtime().size();
+  const parallel::ProcessGroups groups(runtime().world_ptr(), parallel::Topology(world, world, 1));
+  const auto gpt = [&] { return std::make_shared<models::GPT>(tiny_config(world), 3); };  // world + 2 layers
+  const auto three_layers = std::make_shared<models::GPT>(tiny_config(1), 3);
+  CHECK(error_of([&] { parallel::PipelineModule(three_layers, groups, {.chunks = 2}); }) ==
+        detail::concat("pipeline: ", 2 * world, " virtual stages (stages x virtual_stages) but the model has 3 layers; "
+                       "use at most 3 virtual stages"));
+  CHECK(error_of([&] { parallel::PipelineModule(gpt(), groups, {.partition = "balanced"}); })
+            .find("unknown pipeline partition method \"balanced\"") == 0);
+  // The config's degree must be the groups'.
+  Case c{.stages = world + 1};
+  auto stage = std::make_shared<parallel::PipelineModule>(gpt(), groups);
+  CHECK(error_of([&] { initialize(Config::from_string(config_json(c)), stage, nullptr, nullptr, groups); })
+            .find(detail::concat("initialize: the config's pipeline.stages is ", world + 1,
+                                 " but the process groups' pipeline axis has ", world, " ranks")) == 0);
+  c = Case{.stages = world, .zero = 3};
+  CHECK(error_of([&] { initialize(Config::from_string(config_json(c)), stage, nullptr, nullptr, groups); })
+            .find("config error at zero_optimization.stage: ZeRO stage 3 with a pipeline is not supported") == 0);
+  // Megatron's interleaved schedule takes micro-batches in groups of p.
+  c = Case{.stages = world, .micro_batches = world / 2, .schedule = "interleaved"};
+  CHECK(error_of([&] { initialize(Config::from_string(config_json(c)), stage, nullptr, nullptr, groups); })
+            .find("must be a multiple of the stages") != std::string::npos);
+  // A model that is not a list of layers cannot be cut.
+  CHECK(error_of([&] { parallel::PipelineModule(std::make_shared<nn::Linear>(4, 4), groups); })
+            .find("PipelineModule: Linear is not a list of layers") == 0);
+  // Without a PipelineModule, a pipeline axis is an error naming the fix.
+  CHECK(error_of([&] { initialize(Config::from_string(config_json({.stages = world})), gpt(), nullptr, nullptr, groups); })
+            .find("wrap it in a parallel::PipelineModule") != std::string::npos);
+}
