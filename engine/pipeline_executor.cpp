@@ -9,7 +9,9 @@
 #include "core/logging.h"
 #include "parallel/comm_worker.h"
 #include "parallel/job_abort.h"
+#include "autograd/grad_mode.h"
 #include "parallel/pipeline_module.h"
+#include "parallel/pipeline_transport.h"
 
 namespace fathom {
 
@@ -304,6 +306,26 @@ void PipelineExecutor::run(Engine& engine, const NextBatch& next, const LossFunc
     }
     ++k;
   }
+}
+
+double pipeline_loss(parallel::PipelineModule& module, const Batch& batch, const LossFunction& loss) {
+  autograd::NoGradGuard no_grad;
+  parallel::Communicator& pipeline = module.groups().pipeline();
+  const int stages = module.num_stages(), last = module.num_virtual_stages() - 1;
+  const Device device = module.device();
+  constexpr int kTag = 12;
+  double value = 0;
+  autograd::Variable x;
+  for (int v = 0; v <= last; ++v) {
+    if (v % stages != module.stage()) continue;
+    x = v == 0 ? autograd::Variable(batch.inputs.to(device))
+               : autograd::Variable(parallel::recv_tensor(pipeline, (v - 1) % stages, kTag).to(device));
+    module.set_chunk(v / stages);
+    const autograd::Variable out = module(x);
+    if (v == last) value = loss(out, batch).item();
+    else parallel::send_tensor(pipeline, out.data(), (v + 1) % stages, kTag);
+  }
+  return pipeline.all_reduce_scalar(module.stage() == last % stages ? value : 0.0, parallel::ReduceOp::Sum);
 }
 
 }  // namespace fathom

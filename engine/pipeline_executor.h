@@ -54,4 +54,9 @@ class PipelineExecutor final : public Schedule {
   size_t last_parameter_backward_ = 0;  // the program's index of the accumulation boundary
 };
 
+// The loss of `batch` through every stage's layers, without gradients, the same on every rank of
+// the pipeline group (collective over it; each rank passes the batch, which only the first and
+// last stages read): validation of a pipelined model.
+double pipeline_loss(parallel::PipelineModule& module, const Batch& batch, const LossFunction& loss);
+
 }  // namespace fathom

@@ -7,7 +7,8 @@
 // --eval-interval steps, and writes model.safetensors (GPT-2 layout) and config.json to --out.
 // Under `mpirun -np N` (or the fathom launcher) the same command trains data-parallel on N
 // ranks with the same global batch; rank 0 prints and writes. With the config's
-// tensor_parallel.autotp_size = t, the N ranks are t-way tensor parallel x N/t data parallel.
+// tensor_parallel.autotp_size = t, the N ranks are t-way tensor parallel x N/t data parallel;
+// with pipeline.stages = p, p pipeline stages x N/p data parallel (docs/pipeline_parallel.md).
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -25,6 +26,7 @@
 #include "core/threads.h"
 #include "engine/initialize.h"
 #include "engine/memory_report.h"
+#include "engine/pipeline_executor.h"
 #include "engine/stop_signals.h"
 #include "engine/token_dataset.h"
 #include "launcher/train_config.h"
@@ -34,6 +36,7 @@
 #include "launcher/train_options.h"
 #include "launcher/train_resume.h"
 #include "models/gpt_weights.h"
+#include "parallel/pipeline_transport.h"
 #include "parallel/runtime.h"
 
 using namespace fathom;
@@ -57,16 +60,21 @@ void kill_if_asked(int64_t step, const parallel::Runtime& runtime) {
     std::raise(SIGKILL);
 }
 
-// Mean loss over up to `max_batches` validation micro-batches, without a graph.
+// Mean loss over up to `max_batches` validation micro-batches, without a graph (through every
+// stage of a pipelined model, each rank getting the same value).
 double validation_loss(const launcher::TrainModel& model, DataLoader& loader, int max_batches) {
   autograd::NoGradGuard no_grad;
   nn::Module& module = *model.module();
   module.eval();
+  const Device device = module.device();
+  const LossFunction loss = [&](const autograd::Variable& output, const Batch& batch) {
+    return model.loss(output, batch.targets.to(device));
+  };
   double total = 0;
   int batches = 0;
   for (const Batch& batch : loader) {
-    const Device device = module.device();
-    total += model.loss(module(autograd::Variable(batch.inputs.to(device))), batch.targets.to(device)).item();
+    total += model.pipeline() ? pipeline_loss(*model.pipeline(), batch, loss)
+                              : loss(module(autograd::Variable(batch.inputs.to(device))), batch).item();
     if (++batches == max_batches) break;
   }
   module.train();
@@ -101,7 +109,16 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
   FATHOM_CHECK(runtime.size() % tensor_size == 0, "tensor_parallel.autotp_size is ", tensor_size, " but the job has ",
                runtime.size(), runtime.size() == 1 ? " rank" : " ranks", ", which ", tensor_size,
                " does not divide; launch a multiple of ", tensor_size, " processes or change autotp_size");
-  const int data_size = runtime.size() / tensor_size;
+  const int pipeline_size =
+      config_from_checkpoint
+          ? static_cast<int>(std::max<int64_t>(1, Config::from_string(resume->config_json, ConfigFormat::Json).pipeline.stages))
+          : launcher::config_pipeline_stages(opt.config_path);
+  FATHOM_CHECK(runtime.size() % (tensor_size * pipeline_size) == 0, "pipeline.stages is ", pipeline_size,
+               tensor_size > 1 ? detail::concat(" and tensor_parallel.autotp_size ", tensor_size) : std::string(),
+               " but the job has ", runtime.size(), runtime.size() == 1 ? " rank" : " ranks", ", which ",
+               pipeline_size * tensor_size, " does not divide; launch a multiple of ", pipeline_size * tensor_size,
+               " processes or change the config");
+  const int data_size = runtime.size() / (tensor_size * pipeline_size);
   Config config = config_from_checkpoint
                       ? launcher::resumed_config(*resume, data_size, &log)
                       : launcher::train_config(opt.config_path, sizes.n_embd, opt.steps, data_size, &log);
@@ -125,14 +142,18 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
 
   const Device device = launcher::resolve_device(opt.device, runtime.device());
   if (device.is_cpu())
-    launcher::check_model_fits_in_memory(model_config, config, data_size, runtime.local_size(), tensor_size);
+    launcher::check_model_fits_in_memory(model_config, config, data_size, runtime.local_size(),
+                                         tensor_size * pipeline_size);
   // The process groups: MPI for host tensors and, with a GPU per rank, NCCL for device tensors.
-  const parallel::ProcessGroups groups = runtime.groups(/*pipeline=*/1, tensor_size);
+  const parallel::ProcessGroups groups = runtime.groups(pipeline_size, tensor_size);
   const launcher::TrainModel model(
       model_config, config.seed.value_or(kDefaultSeed), opt.init_path, groups,
       {.sequence_parallel = config.sequence_parallel,
        .partition_activations = config.activation_checkpointing.partition_activations},
-      device);
+      device,
+      {.partition = config.pipeline.partition,
+       .chunks = static_cast<int>(config.pipeline.virtual_stages),
+       .activation_checkpoint_interval = static_cast<int>(config.pipeline.activation_checkpoint_interval)});
   model.module()->to(device);  // before the engine: its optimizer and ZeRO buffers follow the parameters
   const int64_t parameter_count = model.parameter_count();
   Initialized init = initialize(config, model.module(), nullptr, train, groups);
@@ -157,7 +178,10 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
                 (long long)model_config.n_embd, (long long)model_config.vocab_size, (long long)model_config.block_size,
                 parameter_count / 1e6);
     const std::string layout =
-        tensor_size == 1 ? "" : " (tensor " + std::to_string(tensor_size) + " x data " + std::to_string(data_size) + ")";
+        pipeline_size > 1 ? " (pipeline " + std::to_string(pipeline_size) + " x data " + std::to_string(data_size) + ", " +
+                                config.pipeline.schedule + ")"
+        : tensor_size > 1 ? " (tensor " + std::to_string(tensor_size) + " x data " + std::to_string(data_size) + ")"
+                          : "";
     std::printf("fathom-train: data %s: %lld train / %lld val sequences (val: %s); %lld tokens per step; %d rank%s%s x %s\n",
                 data.name.c_str(), (long long)train->size(), (long long)val->size(), data.val_source.c_str(),
                 (long long)tokens_per_step, runtime.size(), runtime.size() == 1 ? "" : "s", layout.c_str(),
@@ -199,49 +223,74 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
 
   double last_val = std::nan("");
   StopSignals stop_signals;  // SIGTERM / SIGINT: stop after the current step (engine/stop_signals.h)
+  // After each optimizer step: validation, checkpoints, stop requests. An exit code ends the run.
+  const auto after_step = [&]() -> std::optional<int> {
+    const int64_t step = engine.global_steps();
+    if (step == opt.steps || (opt.eval_interval > 0 && step % opt.eval_interval == 0)) {
+      last_val = validation_loss(model, val_loader, opt.eval_batches);
+      if (Monitor* monitor = engine.monitor())
+        monitor->write_events({{"Train/Samples/val_loss", last_val, engine.global_samples()}});
+      if (main_rank) std::printf("step %lld/%lld | val loss %.3f\n", (long long)step, (long long)opt.steps, last_val);
+      std::fflush(stdout);
+    }
+    const auto save = [&] {
+      engine.save_checkpoint(checkpoint_dir, "", client_state);
+      if (main_rank)
+        std::printf("step %lld/%lld | checkpoint %s/global_step%lld\n", (long long)step, (long long)opt.steps,
+                    checkpoint_dir.c_str(), (long long)step);
+    };
+    const bool saving = opt.save_every > 0;
+    if (saving && (step % opt.save_every == 0 || step == opt.steps)) save();
+    kill_if_asked(step, runtime);
+    // Preemption: every rank has finished this step; all stop here or none does. After a signal
+    // a rank has two steps' time (and 5 s) to get here, or it exits (a peer of it died).
+    stop_signals.set_boundary_timeout(5 + 2 * engine.last_report().seconds);
+    if (const int signal = stop_signals.stop_requested(runtime.world_ptr().get()); signal && step < opt.steps) {
+      if (saving && step % opt.save_every != 0) save();
+      if (main_rank) {
+        std::printf("fathom-train: stopped by %s after step %lld/%lld; ", StopSignals::name(signal), (long long)step,
+                    (long long)opt.steps);
+        if (saving) std::printf("continue with --resume %s\n", opt.out_dir.c_str());
+        else std::printf("no checkpoint was saved (--save-every N saves one on a stop too)\n");
+        std::fflush(stdout);
+      }
+      return 128 + signal;  // the shell's status for a process ended by that signal
+    }
+    return std::nullopt;
+  };
+
+  if (model.pipeline()) {
+    // One whole step per train_batch: the schedule draws the micro-batches (first and last stages).
+    std::optional<DataLoader::Iterator> position;
+    const NextBatch next = [&] {
+      if (!position || *position == std::default_sentinel) position.emplace(init.loader->begin());
+      Batch batch = **position;
+      ++*position;
+      return batch;
+    };
+    const LossFunction loss = [&](const autograd::Variable& output, const Batch& batch) {
+      return model.loss(output, batch.targets.to(device), batch.loss_normaliser);
+    };
+    while (engine.global_steps() < opt.steps) {
+      engine.train_batch(next, loss);
+      if (const std::optional<int> code = after_step()) return *code;
+    }
+  }
   while (engine.global_steps() < opt.steps) {
     for (const Batch& batch : *init.loader) {
       const autograd::Variable logits = engine(autograd::Variable(batch.inputs.to(device)), batch.sample_index);
       engine.backward(model.loss(logits, batch.targets.to(device), batch.loss_normaliser));
       engine.step();
       if (batch.micro_step + 1 < engine.options().gradient_accumulation_steps) continue;
-      const int64_t step = engine.global_steps();
-      if (step == opt.steps || (opt.eval_interval > 0 && step % opt.eval_interval == 0)) {
-        last_val = validation_loss(model, val_loader, opt.eval_batches);
-        if (Monitor* monitor = engine.monitor())
-          monitor->write_events({{"Train/Samples/val_loss", last_val, engine.global_samples()}});
-        if (main_rank) std::printf("step %lld/%lld | val loss %.3f\n", (long long)step, (long long)opt.steps, last_val);
-        std::fflush(stdout);
-      }
-      const auto save = [&] {
-        engine.save_checkpoint(checkpoint_dir, "", client_state);
-        if (main_rank)
-          std::printf("step %lld/%lld | checkpoint %s/global_step%lld\n", (long long)step, (long long)opt.steps,
-                      checkpoint_dir.c_str(), (long long)step);
-      };
-      const bool saving = opt.save_every > 0;
-      if (saving && (step % opt.save_every == 0 || step == opt.steps)) save();
-      kill_if_asked(step, runtime);
-      // Preemption: every rank has finished this step; all stop here or none does. After a signal
-      // a rank has two steps' time (and 5 s) to get here, or it exits (a peer of it died).
-      stop_signals.set_boundary_timeout(5 + 2 * engine.last_report().seconds);
-      if (const int signal = stop_signals.stop_requested(runtime.world_ptr().get()); signal && step < opt.steps) {
-        if (saving && step % opt.save_every != 0) save();
-        if (main_rank) {
-          std::printf("fathom-train: stopped by %s after step %lld/%lld; ", StopSignals::name(signal), (long long)step,
-                      (long long)opt.steps);
-          if (saving) std::printf("continue with --resume %s\n", opt.out_dir.c_str());
-          else std::printf("no checkpoint was saved (--save-every N saves one on a stop too)\n");
-          std::fflush(stdout);
-        }
-        return 128 + signal;  // the shell's status for a process ended by that signal
-      }
-      if (step >= opt.steps) break;
+      if (const std::optional<int> code = after_step()) return *code;
+      if (engine.global_steps() >= opt.steps) break;
     }
   }
 
-  // Every rank joins the consolidation (ZeRO-3 gathers its shards); rank 0 writes the model.
-  const nn::NamedTensors weights = engine.consolidated_state_dict();
+  // Every rank joins the consolidation (ZeRO-3 gathers its shards, a pipeline's stages send
+  // theirs to the first); rank 0 writes the model.
+  nn::NamedTensors weights = engine.consolidated_state_dict();
+  if (model.pipeline()) weights = parallel::gather_to_first_stage(*model.pipeline(), weights);
   if (!main_rank) return 0;
   std::filesystem::create_directories(opt.out_dir);
   const std::string model_path = (std::filesystem::path(opt.out_dir) / "model.safetensors").string();

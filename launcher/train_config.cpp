@@ -85,6 +85,15 @@ int config_tensor_parallel_size(const std::string& path) {
   return static_cast<int>(std::max<int64_t>(1, tensor_parallel.integer("autotp_size", 0, 0)));
 }
 
+int config_pipeline_stages(const std::string& path) {
+  if (path.empty()) return 1;
+  const ConfigNode root = read_config_file(path);
+  const ConfigSection pipeline = ConfigSection(&root, "", path).section("pipeline");
+  const ConfigNode* stages = pipeline.find("stages");
+  if (!stages || (stages->is_scalar() && stages->text == "auto")) return 1;
+  return static_cast<int>(pipeline.integer("stages", 1, 1));
+}
+
 Config train_config(const std::string& path, int64_t hidden, int64_t steps, int world,
                     std::vector<std::string>* log) {
   const Config defaults = builtin_train_config(steps);

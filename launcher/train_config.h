@@ -29,6 +29,8 @@ AutoValues train_auto_values(const Config& defaults, int64_t hidden, int64_t ste
 // The config file's tensor_parallel.autotp_size (1 without a file, or when 0 or 1): read before
 // the rest, since it decides the data-parallel size the batch sizes resolve for.
 int config_tensor_parallel_size(const std::string& path);
+// Likewise pipeline.stages (1 without a file, or when "auto", DeepSpeed's default).
+int config_pipeline_stages(const std::string& path);
 
 Config train_config(const std::string& path, int64_t hidden, int64_t steps, int world,
                     std::vector<std::string>* log);

@@ -6,11 +6,20 @@
 namespace fathom::launcher {
 
 TrainModel::TrainModel(const models::GPTConfig& config, uint64_t seed, const std::string& init_path,
-                       const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options, Device device)
+                       const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options, Device device,
+                       parallel::PipelineOptions pipeline)
     : config_(config) {
   auto gpt = std::make_shared<models::GPT>(config, seed);
   if (!init_path.empty()) models::load_gpt2_safetensors(*gpt, init_path);
   parameter_count_ = gpt->parameter_count();
+  if (groups.pipeline().size() > 1) {
+    FATHOM_CHECK(groups.tensor().size() == 1, "fathom-train: pipeline.stages ", groups.pipeline().size(),
+                 " with tensor_parallel.autotp_size ", groups.tensor().size(), " is not supported yet; use one of "
+                 "them (pipeline x data or tensor x data)");
+    pipeline_ = std::make_shared<parallel::PipelineModule>(gpt, groups, pipeline);
+    module_ = pipeline_;
+    return;
+  }
   if (groups.tensor().size() == 1) {
     module_ = gpt;
     return;

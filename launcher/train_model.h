@@ -1,7 +1,9 @@
 #pragma once
 // The model fathom-train trains: a models::GPT, or with tensor parallelism
 // (tensor_parallel.autotp_size > 1) a models::TensorParallelGPT over the tensor-parallel group,
-// and the loss of what the model returns (all logits, or this rank's vocabulary slice of them).
+// or with pipeline parallelism (pipeline.stages > 1) this rank's stage of the GPT
+// (parallel::PipelineModule); and the loss of what the model returns (all logits, or this
+// rank's vocabulary slice of them).
 //
 // The tensor-parallel model starts from the very weights the unsplit GPT of the same seed (or
 // --init file) has: every rank builds that GPT on the host once and keeps its shards, so one
@@ -15,6 +17,7 @@
 
 #include "models/gpt.h"
 #include "models/gpt_tensor_parallel.h"
+#include "parallel/pipeline_module.h"
 #include "parallel/topology.h"
 
 namespace fathom::launcher {
@@ -26,9 +29,11 @@ class TrainModel {
   // `device`: where it will train, whose tensor-parallel communicator its layers use (NCCL on GPUs).
   TrainModel(const models::GPTConfig& config, uint64_t seed, const std::string& init_path,
              const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options = {},
-             Device device = kCPU);
+             Device device = kCPU, parallel::PipelineOptions pipeline = {});
 
   const std::shared_ptr<nn::Module>& module() const { return module_; }
+  // This rank's pipeline stage (null without pipeline parallelism).
+  const std::shared_ptr<parallel::PipelineModule>& pipeline() const { return pipeline_; }
   // The mean cross-entropy of the module's output against `targets`, the same on every rank.
   autograd::Variable loss(const autograd::Variable& output, const Tensor& targets,
                           std::optional<double> normaliser = std::nullopt) const;
@@ -38,6 +43,7 @@ class TrainModel {
  private:
   models::GPTConfig config_;
   std::shared_ptr<models::TensorParallelGPT> tensor_parallel_;  // null without tensor parallelism
+  std::shared_ptr<parallel::PipelineModule> pipeline_;          // null without pipeline parallelism
   std::shared_ptr<nn::Module> module_;
   int64_t parameter_count_ = 0;
 };

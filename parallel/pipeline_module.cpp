@@ -109,9 +109,11 @@ PipelineModule::PipelineModule(std::shared_ptr<nn::Module> model, const ProcessG
   adopt(*this, *model_, owned);
   place_parameters(layers_->ties(), layer_stage);
   // The other stages' parameters are not this rank's to keep.
-  for (const auto& [name, parameter] : model_->named_parameters())
+  for (const auto& [name, parameter] : model_->named_parameters()) {
+    model_names_.push_back(name);
     if (!owned.count(parameter.impl().get()))
       parameter.set_data(Tensor::empty({0}, parameter.dtype(), parameter.device()));
+  }
 
   const GridCoord coord = groups.coord();
   if (coord.pipeline == 0 && coord.data == 0 && coord.tensor == 0)

@@ -68,6 +68,8 @@ class PipelineModule : public nn::Module {
   // The ties this rank holds a copy of whose layers live on more than one stage.
   const std::vector<TiedCopies>& ties() const { return ties_; }
   const ProcessGroups& groups() const { return groups_; }
+  // The whole model's parameter names, in its order (every stage knows them).
+  const std::vector<std::string>& model_parameter_names() const { return model_names_; }
 
  private:
   void adopt_owned_modules(const std::vector<const void*>& owned);
@@ -80,6 +82,7 @@ class PipelineModule : public nn::Module {
   std::vector<size_t> boundaries_;
   std::vector<int64_t> layer_parameters_;
   std::vector<TiedCopies> ties_;
+  std::vector<std::string> model_names_;
 };
 
 }  // namespace fathom::parallel
