@@ -1,6 +1,9 @@
 #include "engine/checkpoint_partitions.h"
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "parallel/pipeline_transport.h"
 
 namespace fathom {
 
@@ -28,12 +31,32 @@ std::vector<SavedTensor> partition_table(const std::vector<zero::FlatSlot>& slot
   return table;
 }
 
-std::vector<zero::Range> partition_ranges(const std::vector<SavedTensor>& table, int tensor_size) {
-  std::vector<zero::Range> ranges(tensor_size);
-  for (int t = 0; t < tensor_size; ++t) {
+std::vector<SavedTensor> pipeline_table(parallel::Communicator& pipeline, const std::vector<SavedTensor>& stage_table) {
+  if (pipeline.size() == 1) return stage_table;
+  JsonWriter w;
+  write_tensor_table(w, stage_table, DType::F32);
+  const std::vector<std::string> tables = parallel::all_gather_text(pipeline, w.str());
+  std::vector<SavedTensor> whole;
+  int64_t offset = 0;
+  for (int stage = 0; stage < pipeline.size(); ++stage) {
+    int64_t end = offset;
+    for (SavedTensor& entry : read_tensor_table(parse_json(tables[stage], "a stage's tensor table"), "")) {
+      entry.pipeline_stage = stage;
+      entry.offset += offset;
+      end = std::max(end, entry.range().end);
+      whole.push_back(std::move(entry));
+    }
+    offset = end;
+  }
+  return whole;
+}
+
+std::vector<zero::Range> partition_ranges(const std::vector<SavedTensor>& table, int pipeline_size, int tensor_size) {
+  std::vector<zero::Range> ranges(pipeline_size * tensor_size);
+  for (int t = 0; t < static_cast<int>(ranges.size()); ++t) {
     bool first = true;
     for (const SavedTensor& entry : table) {
-      if (entry.tensor_rank != t) continue;
+      if (entry.partition(tensor_size) != t) continue;
       if (first) ranges[t] = {entry.offset, entry.offset};
       first = false;
       ranges[t].end = entry.range().end;
@@ -53,6 +76,7 @@ void write_tensor_table(JsonWriter& w, const std::vector<SavedTensor>& table, DT
     w.end_array().member("dtype", dtype_name(dtype)).member("offset", entry.offset);
     const nn::Placement& p = entry.placement;
     if (entry.tensor_rank > 0 || p.sharded()) w.member("tensor_rank", entry.tensor_rank);
+    if (entry.pipeline_stage > 0) w.member("pipeline_stage", entry.pipeline_stage);
     if (p.sharded()) {
       w.key("split").begin_object(Layout::Inline).member("dim", p.sharded_dim).member("shards", p.num_shards);
       w.member("full", p.full_size).member("stored", p.stored_size).member("parts", p.fused_parts).end_object();
@@ -70,6 +94,7 @@ std::vector<SavedTensor> read_tensor_table(const JsonValue& tensors, const std::
     for (const JsonValue& d : item.at("shape").as_array()) entry.shape.push_back(d.as_int64());
     entry.offset = item.at("offset").as_int64();
     if (const JsonValue* t = item.find("tensor_rank")) entry.tensor_rank = static_cast<int>(t->as_int64());
+    if (const JsonValue* s = item.find("pipeline_stage")) entry.pipeline_stage = static_cast<int>(s->as_int64());
     if (const JsonValue* split = item.find("split")) {
       entry.placement = nn::Placement::shard(static_cast<int>(split->at("dim").as_int64()),
                                              static_cast<int>(split->at("shards").as_int64()), entry.tensor_rank,

@@ -56,10 +56,11 @@ CheckpointReader::CheckpointReader(const std::string& dir, std::string tag) : di
   stage_ = static_cast<int>(index_.at("zero_stage").as_int64());
   numel_ = index_.at("parameters").as_int64();
   if (const JsonValue* tp = index_.find("tensor_parallel_size")) tensor_size_ = static_cast<int>(tp->as_int64());
+  if (const JsonValue* pp = index_.find("pipeline_parallel_size")) pipeline_size_ = static_cast<int>(pp->as_int64());
   const auto& shards = index_.at("shards").as_array();
-  FATHOM_CHECK(static_cast<int>(shards.size()) == world_ * tensor_size_, "checkpoint ", index_path_, ": ",
-               shards.size(), " shards listed for ", world_, " data-parallel x ", tensor_size_,
-               " tensor-parallel ranks; the index is damaged");
+  FATHOM_CHECK(static_cast<int>(shards.size()) == world_ * tensor_size_ * pipeline_size_, "checkpoint ", index_path_,
+               ": ", shards.size(), " shards listed for ", world_, " data-parallel x ", tensor_size_,
+               " tensor-parallel x ", pipeline_size_, " pipeline ranks; the index is damaged");
   tensors_ = read_tensor_table(index_.at("tensors"), index_path_);
   for (const auto& entry : shards) {
     Shard shard;
@@ -113,14 +114,17 @@ void CheckpointReader::read(const std::string& name, const Tensor& target, zero:
 std::vector<std::string> CheckpointReader::parameter_names() const {
   std::vector<std::string> names;
   for (const SavedTensor& entry : tensors_)
-    if (entry.tensor_rank == 0) names.push_back(entry.name);
+    if (entry.tensor_rank == 0 && std::find(names.begin(), names.end(), entry.name) == names.end())
+      names.push_back(entry.name);
   return names;
 }
 
 Tensor CheckpointReader::read_whole(const std::string& state, const std::string& name, DType dtype) {
   Tensor whole;
+  int stage = -1;  // a tied copy is read from the first stage that holds it
   for (const SavedTensor& entry : tensors_) {
-    if (entry.name != name) continue;
+    if (entry.name != name || (stage >= 0 && entry.pipeline_stage != stage)) continue;
+    stage = entry.pipeline_stage;
     if (!whole.defined()) whole = Tensor::zeros(entry.full_shape(), dtype);
     Tensor part = Tensor::empty(entry.shape, dtype);
     read(state, part.view({-1}), entry.range());

@@ -33,14 +33,15 @@ class CheckpointReader {
   const std::string& tag() const { return tag_; }
   const JsonValue& index() const { return index_; }
   const std::string& index_path() const { return index_path_; }
-  // The data-parallel size, the tensor-parallel size (partitions) and ZeRO stage it was saved at.
+  // The data-parallel, tensor-parallel and pipeline sizes and ZeRO stage it was saved at.
   int world_size() const { return world_; }
   int tensor_parallel_size() const { return tensor_size_; }
+  int pipeline_parallel_size() const { return pipeline_size_; }
   int zero_stage() const { return stage_; }
   int64_t parameters() const { return numel_; }  // flat coordinates, over every partition
   // Every parameter of every partition (engine/checkpoint_partitions.h).
   const std::vector<SavedTensor>& tensors() const { return tensors_; }
-  // The parameters' names, each once, in the model's order.
+  // The parameters' names, each once (a tied copy on two stages too), in the model's order.
   std::vector<std::string> parameter_names() const;
 
   // True when the checkpoint has per-element state `name`.
@@ -62,7 +63,7 @@ class CheckpointReader {
 
   std::string dir_, tag_, index_path_;
   JsonValue index_;
-  int world_ = 1, tensor_size_ = 1, stage_ = 0;
+  int world_ = 1, tensor_size_ = 1, pipeline_size_ = 1, stage_ = 0;
   int64_t numel_ = 0;
   std::vector<Shard> shards_;
   std::vector<SavedTensor> tensors_;

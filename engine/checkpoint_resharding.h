@@ -12,16 +12,22 @@
 
 namespace fathom {
 
-// The model is the checkpoint's: the same parameters in the same order with the same unsplit
-// shapes; otherwise an error naming the first difference.
+// The model is the checkpoint's: every parameter of this rank in it with the same unsplit shape
+// and, when this rank holds the whole model (`whole_model`: no pipeline), the same parameters in
+// the same order; otherwise an error naming the first difference.
 void check_checkpoint_model(const CheckpointReader& saved, const std::vector<zero::FlatSlot>& slots,
-                            const std::vector<nn::Placement>& placements);
+                            const std::vector<nn::Placement>& placements, bool whole_model);
+
+// Where this rank's parameters sit in the model-parallel grid.
+struct PartitionOf {
+  int pipeline_size = 1, pipeline_stage = 0, tensor_size = 1, tensor_rank = 0;
+};
 
 // Reads states into the flat coordinates of this rank's parameters (`slots`, split as
-// `placements` say, at tensor-parallel rank `tensor_rank` of `tensor_size`). Saved at the same
-// tensor-parallel layout, this rank's partition is read as it lies; otherwise parameter by
-// parameter through CheckpointReader::read_whole. The reader must outlive the result.
+// `placements` say, in partition `at`). Saved at the same pipeline and tensor-parallel layout,
+// this rank's partition is read as it lies; otherwise parameter by parameter through
+// CheckpointReader::read_whole. The reader must outlive the result.
 zero::FlatReader checkpoint_flat_reader(CheckpointReader& saved, const std::vector<zero::FlatSlot>& slots,
-                                        const std::vector<nn::Placement>& placements, int tensor_size, int tensor_rank);
+                                        const std::vector<nn::Placement>& placements, PartitionOf at);
 
 }  // namespace fathom

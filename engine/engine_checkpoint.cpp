@@ -133,23 +133,26 @@ Tensor gathered_checksums(parallel::Communicator* group, const std::vector<std::
 }
 
 // index.json's "shards": per partition and saved data rank its flat range and, per state, file
-// and checksum. `sums` is [partition][data rank][state].
+// and checksum. `sums` is [partition][data rank][state]; partition p is tensor rank p % tensor_size
+// of pipeline stage p / tensor_size.
 void write_shard_table(JsonWriter& w, const Tensor& sums, const std::vector<std::string>& states,
-                       const std::vector<Range>& partitions, int world, int stage,
-                       const std::function<std::string(int, int, const std::string&)>& file_of) {
+                       const std::vector<Range>& partitions, int tensor_size, int world, int stage,
+                       const std::function<std::string(int, int, int, const std::string&)>& file_of) {
   const int64_t* at = sums.data<int64_t>();
   w.begin_array();
-  for (size_t t = 0; t < partitions.size(); ++t)
+  for (size_t p = 0; p < partitions.size(); ++p)
     for (int r = 0; r < world; ++r) {
-      const Range local = checkpoint_saved_range(partitions[t].size(), world, r, stage);
-      const Range range{partitions[t].begin + local.begin, partitions[t].begin + local.end};
-      w.begin_object(JsonWriter::Layout::Inline).member("rank", r).member("tensor_rank", static_cast<int>(t));
+      const int pipe = static_cast<int>(p) / tensor_size, tensor = static_cast<int>(p) % tensor_size;
+      const Range local = checkpoint_saved_range(partitions[p].size(), world, r, stage);
+      const Range range{partitions[p].begin + local.begin, partitions[p].begin + local.end};
+      w.begin_object(JsonWriter::Layout::Inline).member("rank", r).member("tensor_rank", tensor);
+      if (pipe > 0) w.member("pipeline_stage", pipe);
       w.member("begin", range.begin).member("end", range.end);
       w.key("states").begin_object();
       for (size_t i = 0; i < states.size(); ++i, at += 2) {
         if (at[0] == 0) continue;
         w.key(states[i]).begin_object();
-        w.member("file", file_of(static_cast<int>(t), r, checkpoint_state_kind(states[i])));
+        w.member("file", file_of(pipe, tensor, r, checkpoint_state_kind(states[i])));
         w.member("checksum", checksum_hex(static_cast<uint64_t>(at[1]))).end_object();
       }
       w.end_object().end_object();
@@ -165,10 +168,10 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   if (tag.empty()) tag = "global_step" + std::to_string(global_steps_);
   FATHOM_CHECK(tag.find('/') == std::string::npos && tag != "latest" && !tag.empty(),
                "save_checkpoint: tag \"", tag, "\" must be a plain folder name (no '/', not \"latest\")");
-  state_->check_checkpointable("save_checkpoint");
   const parallel::ProcessGroups& groups = state_->groups();
   parallel::Communicator* group = &state_->data_group();
   parallel::Communicator& tensor_group = groups.tensor();
+  parallel::Communicator& pipeline_group = groups.pipeline();
   parallel::Communicator& job = *groups.world_ptr();
   const int rank = group->rank(), world = group->size();
   const bool writes_index = job.rank() == 0;
@@ -177,22 +180,21 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   const std::string signature = model_signature(slots, state_->placements());
   FATHOM_CHECK(parallel::same_on_every_rank(tensor_group, signature), "save_checkpoint: the tensor-parallel ranks hold "
                "different models (parameter names, unsplit shapes or splits differ); build the same model on every rank");
-  const std::vector<SavedTensor> table = partition_table(slots, state_->placements(), tensor_group.size());
-  const std::vector<Range> partitions = partition_ranges(table, tensor_group.size());
-  const int64_t numel = partitions[tensor_group.rank()].size();  // this rank's partition
+  const std::vector<SavedTensor> table =
+      pipeline_table(pipeline_group, partition_table(slots, state_->placements(), tensor_group.size()));
+  const std::vector<Range> partitions = partition_ranges(table, pipeline_group.size(), tensor_group.size());
+  const int64_t numel = partitions[pipeline_group.rank() * tensor_group.size() + tensor_group.rank()].size();
   const Range mine = checkpoint_saved_range(numel, world, rank, stage);
   const DType param_dtype = state_->parameter_dtype();
   const bool has_master = state_->keeps_masters();
   const fs::path final_dir = fs::path(dir) / tag, tmp_dir = fs::path(dir) / (tag + ".tmp");
-  // The file of one kind of state of tensor rank t's partition at data rank r, named by this
-  // rank's other coordinates too.
-  const auto file_of = [&](int tensor_rank, int data_rank, const std::string& kind) {
-    parallel::GridCoord coord = groups.coord();
-    coord.tensor = tensor_rank;
-    coord.data = data_rank;
-    return checkpoint_file_name(coord, groups.topology(), kind);
+  // The file of one kind of state of a partition (pipeline stage, tensor rank) at a data rank.
+  const auto file_of = [&](int pipeline_stage, int tensor_rank, int data_rank, const std::string& kind) {
+    return checkpoint_file_name({pipeline_stage, data_rank, tensor_rank}, groups.topology(), kind);
   };
-  const auto my_file = [&](const std::string& kind) { return file_of(tensor_group.rank(), rank, kind); };
+  const auto my_file = [&](const std::string& kind) {
+    return file_of(pipeline_group.rank(), tensor_group.rank(), rank, kind);
+  };
 
   validate_tag(job, tag, options_.tag_validation);
 
@@ -239,8 +241,10 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   if (has_master) states.push_back("master");
   for (const std::string& state : state_names) states.push_back("optim." + state);
   const Tensor mine_sums = gathered_checksums(group, tensors, states);  // [data rank][state]
-  const Tensor sums = Tensor::empty({tensor_group.size(), mine_sums.numel()}, DType::I64);  // [partition]...
-  tensor_group.all_gather(mine_sums.view({-1}), sums.view({-1}));
+  const Tensor stage_sums = Tensor::empty({tensor_group.size(), mine_sums.numel()}, DType::I64);  // [tensor rank]...
+  tensor_group.all_gather(mine_sums.view({-1}), stage_sums.view({-1}));
+  const Tensor sums = Tensor::empty({pipeline_group.size(), stage_sums.numel()}, DType::I64);  // [stage]...
+  pipeline_group.all_gather(stage_sums.view({-1}), sums.view({-1}));
   job.barrier();
 
   if (writes_index) {
@@ -248,10 +252,10 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
     JsonWriter w;
     w.begin_object();
     w.member("format", kCheckpointFormat).member("tag", tag).member("world_size", world).member("zero_stage", stage);
-    w.member("tensor_parallel_size", tensor_group.size());
+    w.member("tensor_parallel_size", tensor_group.size()).member("pipeline_parallel_size", pipeline_group.size());
     w.member("dtype", dtype_name(param_dtype)).member("mixed_precision", has_master);
     w.member("parameters", partitions.back().end).member("checksum", kCheckpointChecksum);
-    write_shard_table(w.key("shards"), sums, states, partitions, world, stage, file_of);
+    write_shard_table(w.key("shards"), sums, states, partitions, tensor_group.size(), world, stage, file_of);
     write_tensor_table(w.key("tensors"), table, param_dtype);
     w.key("optimizer").begin_object(Layout::Inline).member("type", optimizer()->type()).member("step", optimizer_step);
     w.key("states").begin_array();
@@ -332,13 +336,24 @@ void Engine::load_rank_local_state(const CheckpointReader& saved) {
 std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
   FATHOM_CHECK(optimizer() != nullptr, "load_checkpoint: this engine has no optimizer (it evaluates only); load "
                "the model's weights with Module::load_state_dict instead");
-  state_->check_checkpointable("load_checkpoint");
   CheckpointReader saved(dir, tag);
   const JsonValue& index = saved.index();
   const std::string index_path = saved.index_path();
   const std::vector<TensorSlot> slots = state_->flat_slots();
-  // The model must be the one saved: same tensors, same unsplit shapes, same order.
-  check_checkpoint_model(saved, slots, state_->placements());
+  // The model must be the one saved: same tensors, same unsplit shapes (same order, when this
+  // rank holds the whole model).
+  const parallel::Communicator& pipeline_group = state_->groups().pipeline();
+  std::string mismatch;  // a pipeline stage checks its own parameters: every rank stops if one fails
+  try {
+    check_checkpoint_model(saved, slots, state_->placements(), /*whole_model=*/pipeline_group.size() == 1);
+  } catch (const Error& e) {
+    mismatch = e.message();
+  }
+  const bool everywhere = state_->groups().world_ptr()->all_reduce_scalar(mismatch.empty() ? 0.0 : 1.0,
+                                                                          parallel::ReduceOp::Max) == 0.0;
+  FATHOM_CHECK(mismatch.empty(), mismatch);
+  FATHOM_CHECK(everywhere, "checkpoint ", saved.index_path(), " does not hold another pipeline stage's parameters (that "
+               "stage's ranks name them); it was saved from another model");
   const JsonValue& optimizer_index = index.at("optimizer");
   nn::Optimizer& opt = *optimizer();
   const auto& lrs = optimizer_index.at("lr").as_array();
@@ -361,7 +376,8 @@ std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
   // Parameters, fp32 masters and optimizer states, resharded for this rank's layout.
   const parallel::Communicator& tensor_group = state_->groups().tensor();
   state_->load_flat_ranges(
-      checkpoint_flat_reader(saved, slots, state_->placements(), tensor_group.size(), tensor_group.rank()),
+      checkpoint_flat_reader(saved, slots, state_->placements(),
+                             {pipeline_group.size(), pipeline_group.rank(), tensor_group.size(), tensor_group.rank()}),
       saved_states);
 
   load_rank_local_state(saved);

@@ -55,8 +55,11 @@ int run(int argc, char** argv) {
   nn::save_safetensors(out, tensors, {{"fathom_checkpoint", dir + "/" + reader.tag()}});
   int64_t parameters = 0;
   for (const auto& entry : tensors) parameters += entry.second.numel();
-  std::printf("fathom-export: %s/%s (%d x %d ranks, ZeRO stage %d, %s) -> %s: %zu tensors, %lld parameters, %s\n",
-              dir.c_str(), reader.tag().c_str(), reader.world_size(), reader.tensor_parallel_size(),
+  // The layout: data x tensor ranks, then "x N stages" for a pipeline.
+  const std::string stages =
+      reader.pipeline_parallel_size() > 1 ? " x " + std::to_string(reader.pipeline_parallel_size()) + " stages" : "";
+  std::printf("fathom-export: %s/%s (%d x %d ranks%s, ZeRO stage %d, %s) -> %s: %zu tensors, %lld parameters, %s\n",
+              dir.c_str(), reader.tag().c_str(), reader.world_size(), reader.tensor_parallel_size(), stages.c_str(),
               reader.zero_stage(), source.c_str(), out.c_str(), tensors.size(), static_cast<long long>(parameters),
               dtype_name(dtype));
   return 0;

@@ -49,6 +49,20 @@ Tensor recv_tensor(Communicator& comm, int peer, int tag) {
   return out;
 }
 
+std::vector<std::string> all_gather_text(Communicator& comm, const std::string& text) {
+  Tensor lengths = Tensor::empty({comm.size()}, DType::I64);
+  comm.all_gather(Tensor::from_vector<int64_t>({static_cast<int64_t>(text.size())}), lengths);
+  const std::vector<int64_t> counts = lengths.to_vector<int64_t>();
+  int64_t total = 0;
+  for (const int64_t n : counts) total += n;
+  Tensor all = Tensor::empty({total}, DType::I64);
+  comm.all_gather_v(text_tensor(text), all, counts);
+  const std::string joined = text_of(all);
+  std::vector<std::string> texts;
+  for (int64_t begin = 0, r = 0; r < comm.size(); begin += counts[r++]) texts.push_back(joined.substr(begin, counts[r]));
+  return texts;
+}
+
 nn::NamedTensors gather_to_first_stage(const PipelineModule& module, const nn::NamedTensors& tensors) {
   Communicator& pipeline = module.groups().pipeline();
   constexpr int kTag = 11;

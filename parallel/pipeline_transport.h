@@ -6,6 +6,9 @@
 // know nothing in advance. The training schedule's transfers (engine/pipeline_executor.h) agree
 // on shapes once per step instead.
 
+#include <string>
+#include <vector>
+
 #include "nn/module.h"
 #include "parallel/pipeline_module.h"
 
@@ -13,6 +16,8 @@ namespace fathom::parallel {
 
 void send_tensor(Communicator& comm, const Tensor& tensor, int peer, int tag);
 Tensor recv_tensor(Communicator& comm, int peer, int tag);
+// Every rank's `text`, in rank order, on every rank (collective): the stages' checkpoint tables.
+std::vector<std::string> all_gather_text(Communicator& comm, const std::string& text);
 
 // Every stage's `tensors` (named as in the whole model) on the first stage, in the whole model's
 // parameter order, tied copies once; the other stages get an empty list. Collective over the

@@ -58,11 +58,6 @@ double TrainingState::mean_over_replicas(double value) const {
   return pipeline.all_reduce_scalar(last_stage ? value : 0.0, ReduceOp::Sum);
 }
 
-void TrainingState::check_checkpointable(const char* action) const {
-  FATHOM_CHECK(layout_.groups.pipeline().size() == 1, action,
-               ": checkpoints of pipeline-parallel jobs are not supported yet; use a data- or tensor-parallel job");
-}
-
 Tensor TrainingState::whole_parameter(size_t index, const Tensor& mine) const {
   const nn::Placement& placement = layout_.placements.at(index);
   if (!placement.sharded()) return mine;

@@ -127,8 +127,6 @@ class TrainingState {
   // every copy takes the same step. Collective over `tie` (and, at ZeRO, the data group).
   virtual void sum_tied_gradients(parallel::Communicator& tie, const std::vector<size_t>& parameters) = 0;
 
-  // Checkpoints can be written and read for this layout; throws naming `action` otherwise.
-  void check_checkpointable(const char* action) const;
   // Checkpoints: the model's tensor table, this rank's per-element states restricted to
   // `wanted` (flat coordinates), and loading them back from any saved layout.
   virtual std::vector<FlatSlot> flat_slots() const = 0;

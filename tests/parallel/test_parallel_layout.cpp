@@ -10,8 +10,6 @@
 
 #include "autograd/functions.h"
 #include "engine/initialize.h"
-#include "models/gpt.h"
-#include "parallel/pipeline_module.h"
 #include "mpi_test_util.h"
 #include "nn/module.h"
 #include "test_util.h"
@@ -193,21 +191,4 @@ TEST_CASE("turning gradient reduction off leaves each rank its own gradient (sta
       model, nullptr, nullptr, runtime().world_ptr());
   CHECK_THROWS_WITH(sharded.engine->training_state().set_gradient_reduction(false),
                     Catch::Contains("needs zero_optimization.stage 0"));
-}
-
-TEST_CASE("checkpoints of a pipeline-parallel layout are refused by name, saving and loading", "[parallel]") {
-  if (runtime().size() % 2 != 0) return;
-  const auto groups = runtime().groups(/*pipeline=*/2, /*tensor=*/1);
-  auto stage = std::make_shared<parallel::PipelineModule>(
-      std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 1), groups);
-  const Initialized init = initialize(
-      Config::from_string(detail::concat(R"({"train_batch_size": )", 2 * groups.data().size(),
-                                         R"(, "gradient_accumulation_steps": 2, "optimizer": {"type": "SGD", "params": )"
-                                         R"({"lr": 1.0}}})")),
-      stage, nullptr, nullptr, groups);
-  const std::string dir = "/tmp/fathom_pp_checkpoint_refused";
-  const std::string why = ": checkpoints of pipeline-parallel jobs are not supported yet; use a data- or "
-                          "tensor-parallel job";
-  CHECK(fathom::testing::error_of([&] { init.engine->save_checkpoint(dir); }) == "save_checkpoint" + why);
-  CHECK(fathom::testing::error_of([&] { init.engine->load_checkpoint(dir); }) == "load_checkpoint" + why);
 }

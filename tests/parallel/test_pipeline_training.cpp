@@ -6,6 +6,7 @@
 // precision and micro-batches: f32 within 1e-5 and 16-bit within 1e-2, per step |Δloss|/|loss| and
 // per tensor ‖Δw‖/‖w‖. And the errors for bad layouts, on every rank.
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <tuple>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "engine/initialize.h"
 #include "engine/pipeline_executor.h"
 #include "models/gpt.h"
+#include "models/gpt_tensor_parallel.h"
 #include "mpi_test_util.h"
 #include "nn/loss.h"
 #include "parallel/local_communicator.h"
@@ -88,7 +90,10 @@ struct Run {
   nn::NamedTensors weights;  // this rank's parameters (its stage's), by their names in the whole model
 };
 
-Run train_pipelined(const std::shared_ptr<parallel::Communicator>& world, const Case& c) {
+// Steps [from, to) of the run at `c` over the ranks of `world`: loaded from `load_dir` first and
+// saved to `save_dir` at the end, when given.
+Run train_pipelined(const std::shared_ptr<parallel::Communicator>& world, const Case& c, int from = 0,
+                    int to = kSteps, const std::string& load_dir = "", const std::string& save_dir = "") {
   const parallel::ProcessGroups groups(world, parallel::Topology(world->size(), c.stages, 1));
   auto gpt = std::make_shared<models::GPT>(tiny_config(c.layers), /*seed=*/3);
   auto stage = std::make_shared<parallel::PipelineModule>(
@@ -97,10 +102,11 @@ Run train_pipelined(const std::shared_ptr<parallel::Communicator>& world, const 
           .partition = c.partition, .chunks = c.chunks, .activation_checkpoint_interval = c.checkpoint_interval});
   Initialized init = initialize(Config::from_string(config_json(c)), stage, nullptr, nullptr, groups);
   Engine& engine = *init.engine;
+  if (!load_dir.empty()) engine.load_checkpoint(load_dir);
   const int data_rank = groups.coord().data;
   const int64_t rank_rows = kRows / c.data, micro_rows = rank_rows / c.micro_batches;
   Run run;
-  for (int s = 0; s < kSteps; ++s) {
+  for (int s = from; s < to; ++s) {
     const GlobalBatch b = global_batch(s);
     int micro = 0;
     const NextBatch next = [&] {
@@ -118,6 +124,7 @@ Run train_pipelined(const std::shared_ptr<parallel::Communicator>& world, const 
     const bool reads_data = groups.coord().pipeline == 0 || groups.coord().pipeline == c.stages - 1;
     CHECK(micro == (reads_data ? c.micro_batches : 0));  // only the first and last stages read data
   }
+  if (!save_dir.empty()) engine.save_checkpoint(save_dir);
   for (const auto& [name, parameter] : engine.module().named_parameters())
     run.weights.emplace_back(name, parameter.data().to(DType::F64).clone());
   return run;
@@ -168,11 +175,13 @@ double relative_difference(const Tensor& a, const Tensor& b) {
   return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
-void check_same_run(const Run& run, const Run& expected, double tolerance) {
-  REQUIRE(run.losses.size() == expected.losses.size());
+// `run` holds steps [first_step, ...) of the run `expected` holds from step 0.
+void check_same_run(const Run& run, const Run& expected, double tolerance, size_t first_step = 0) {
+  REQUIRE(first_step + run.losses.size() == expected.losses.size());
   for (size_t s = 0; s < run.losses.size(); ++s) {
-    INFO("step " << s << ": " << run.losses[s] << " vs one process " << expected.losses[s]);
-    CHECK(std::fabs(run.losses[s] - expected.losses[s]) <= tolerance * std::fabs(expected.losses[s]));
+    const double want = expected.losses[first_step + s];
+    INFO("step " << first_step + s << ": " << run.losses[s] << " vs one process " << want);
+    CHECK(std::fabs(run.losses[s] - want) <= tolerance * std::fabs(want));
   }
   REQUIRE(!run.weights.empty());
   for (const auto& [name, mine] : run.weights) {
@@ -225,6 +234,70 @@ TEST_CASE("pipeline training: every step's loss and every final weight equal one
     check_same_run(train_pipelined(runtime().world_ptr(), c), one_process(c.precision, c.layers, c.micro_batches * c.data),
                    c.precision == DType::F32 ? 1e-5 : 1e-2);
   }
+}
+
+// The tensor-parallel GPT at (tensor `tensor`, data world / tensor, ZeRO `zero`), steps [from, to)
+// after loading `load_dir`.
+Run train_tensor_parallel(const std::shared_ptr<parallel::Communicator>& world, int tensor, int zero, int micro_batches,
+                          int from, int to, const std::string& load_dir) {
+  const parallel::ProcessGroups groups(world, parallel::Topology(world->size(), 1, tensor));
+  auto model = std::make_shared<models::TensorParallelGPT>(tiny_config(4), groups.tensor_ptr());
+  Case c{.stages = 1, .micro_batches = micro_batches, .zero = zero};
+  std::string json = config_json(c);
+  json.insert(json.size() - 1, detail::concat(R"(, "tensor_parallel": {"autotp_size": )", tensor, "}"));
+  Initialized init = initialize(Config::from_string(json), model, nullptr, nullptr, groups);
+  init.engine->load_checkpoint(load_dir);
+  const int data = groups.data().size(), data_rank = groups.coord().data;
+  const int64_t rank_rows = kRows / data, micro_rows = rank_rows / micro_batches;
+  Run run;
+  for (int s = from; s < to; ++s) {
+    const GlobalBatch b = global_batch(s);
+    for (int k = 0; k < micro_batches; ++k) {
+      const int64_t first = data_rank * rank_rows + k * micro_rows;
+      const autograd::Variable logits =
+          (*init.engine)(autograd::Variable(rows_of(b.inputs, first, micro_rows)), rows_of(b.sample_index, first, micro_rows));
+      init.engine->backward(model->loss_of_logits(logits, rows_of(b.targets, first, micro_rows)));
+      init.engine->step();
+    }
+    run.losses.push_back(init.engine->last_report().loss);
+  }
+  run.weights = init.engine->consolidated_state_dict();
+  for (auto& [name, weight] : run.weights) weight = weight.to(DType::F64);
+  return run;
+}
+
+TEST_CASE("pipeline checkpoints resume at other pipeline, tensor, data and ZeRO layouts", "[parallel][checkpoint]") {
+  const int world = runtime().size();
+  const std::string root = "/tmp/fathom_pp_resume_np" + std::to_string(world);
+  if (runtime().rank() == 0) std::filesystem::remove_all(root);
+  runtime().world_ptr()->barrier();
+  // Saved after two steps by pipe 2 x data 2 at ZeRO 1 (at 2 ranks pipe 2 x data 1, ZeRO 0); every
+  // layout cuts the 8 rows of a step into 4 micro-batches of 2.
+  const int micro = 4;
+  const Case saved_at{.stages = 2, .data = world / 2, .micro_batches = micro / (world / 2), .zero = world == 4 ? 1 : 0};
+  const Run& uninterrupted = one_process(DType::F32, 4, micro);
+  const Run first = train_pipelined(runtime().world_ptr(), saved_at, 0, 2, "", root);
+  for (int s = 0; s < 2; ++s) CHECK(std::fabs(first.losses[s] - uninterrupted.losses[s]) <= 1e-5 * uninterrupted.losses[s]);
+  runtime().world_ptr()->barrier();
+
+  // One process (every rank alone), and at 4 ranks pipe 4 x data 1 at ZeRO 0.
+  const auto alone = runtime().world_ptr()->split(runtime().rank(), 0, "alone");
+  check_same_run(train_pipelined(alone, {.stages = 1, .micro_batches = micro}, 2, kSteps, root), uninterrupted, 1e-6, 2);
+  if (world == 4) {
+    check_same_run(train_pipelined(runtime().world_ptr(), {.stages = 4, .micro_batches = micro}, 2, kSteps, root),
+                   uninterrupted, 1e-6, 2);
+    // Tensor 2 x data 2 at ZeRO 2: the tensor-parallel GPT reads the pipeline's whole tensors.
+    check_same_run(train_tensor_parallel(runtime().world_ptr(), 2, 2, micro / 2, 2, kSteps, root), uninterrupted,
+                   1e-6, 2);
+  }
+  runtime().world_ptr()->barrier();
+  // A stage of a model with more layers finds tensors the checkpoint does not have.
+  const parallel::ProcessGroups groups(runtime().world_ptr(), parallel::Topology(world, 2, 1));
+  auto deeper = std::make_shared<parallel::PipelineModule>(std::make_shared<models::GPT>(tiny_config(6), 3), groups);
+  Case c{.stages = 2, .data = world / 2, .micro_batches = 2};
+  Initialized init = initialize(Config::from_string(config_json(c)), deeper, nullptr, nullptr, groups);
+  const std::string error = error_of([&] { init.engine->load_checkpoint(root); });
+  CHECK(error.find("it was saved from another model") != std::string::npos);
 }
 
 TEST_CASE("pipeline: a stage holds only its layers' parameters, named as in the whole model", "[parallel]") {
