@@ -169,9 +169,14 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
   if (config.fp16.enabled) fp16 = from_config(config.fp16);
   auto* pipeline = dynamic_cast<parallel::PipelineModule*>(model.get());
   out.engine = std::make_shared<Engine>(std::move(model), std::move(state), out.scheduler, options, fp16);
-  if (pipeline)
+  if (pipeline) {
+    // Sequence-parallel activations differ between the tensor ranks: nothing to partition.
+    const StageTransfers transfers{.partition_activations = config.pipeline.pipe_partitioned && !config.sequence_parallel,
+                                   .partition_gradients = config.pipeline.grad_partitioned && !config.sequence_parallel};
     out.engine->set_schedule(std::make_unique<PipelineExecutor>(parallel::parse_pipe_schedule(config.pipeline.schedule),
-                                                                *pipeline, static_cast<int>(options.gradient_accumulation_steps)));
+                                                                *pipeline, static_cast<int>(options.gradient_accumulation_steps),
+                                                                transfers));
+  }
   out.engine->set_config_json(config.to_json());
   // The job's first rank writes the monitors' files.
   const bool first_rank = groups.data().rank() == 0 && groups.tensor().rank() == 0 && groups.pipeline().rank() == 0;

@@ -31,24 +31,30 @@ struct Header {
   DType dtype = DType::F32;
   Shape shape;
   bool needs_gradient = false;
-  int64_t sample_rows = 0;  // 0: no sample indices follow
+  int64_t sample_rows = 0;   // 0: no sample indices follow
+  bool partitioned = false;  // each tensor rank sends its 1/tp (pipe_partitioned)
 
+  static constexpr int64_t kWords = 5 + kMaxDims;
   Tensor encode() const {
-    std::vector<int64_t> words(4 + kMaxDims, 0);
+    FATHOM_CHECK(static_cast<int64_t>(shape.size()) <= kMaxDims, "pipeline: activations of at most ", kMaxDims,
+                 " dimensions, got ", shape_str(shape));
+    std::vector<int64_t> words(kWords, 0);
     words[0] = static_cast<int64_t>(dtype);
     words[1] = static_cast<int64_t>(shape.size());
     words[2] = needs_gradient ? 1 : 0;
     words[3] = sample_rows;
-    for (size_t d = 0; d < shape.size(); ++d) words[4 + d] = shape[d];
-    return Tensor::from_vector(words, {static_cast<int64_t>(words.size())});
+    words[4] = partitioned ? 1 : 0;
+    for (size_t d = 0; d < shape.size(); ++d) words[5 + d] = shape[d];
+    return Tensor::from_vector(words, {kWords});
   }
   static Header decode(const Tensor& t) {
     const std::vector<int64_t> words = t.to_vector<int64_t>();
     Header h;
     h.dtype = static_cast<DType>(words[0]);
-    h.shape.assign(words.begin() + 4, words.begin() + 4 + words[1]);
+    h.shape.assign(words.begin() + 5, words.begin() + 5 + words[1]);
     h.needs_gradient = words[2] != 0;
     h.sample_rows = words[3];
+    h.partitioned = words[4] != 0;
     return h;
   }
 };
@@ -68,11 +74,13 @@ struct Unit {
 class StepRun {
  public:
   StepRun(Engine& engine, parallel::PipelineModule& module, const parallel::PipeShape& shape, const NextBatch& next,
-          const LossFunction& loss)
+          const LossFunction& loss, StageTransfers transfers)
       : engine_(engine), module_(module), shape_(shape), next_(next), loss_(loss),
         device_(module.device()),
         comm_(module.groups().for_device(parallel::Axis::Pipeline, device_)),
-        staged_(device_.is_cuda() && std::string(comm_->backend()) == "mpi") {}
+        tensor_(module.groups().for_device(parallel::Axis::Tensor, device_)),
+        staged_(device_.is_cuda() && std::string(comm_->backend()) == "mpi"),
+        transfers_(tensor_->size() > 1 ? transfers : StageTransfers{}) {}
 
   void compute(const PipeInstruction& i, bool boundary);
   void exchange(const std::vector<PipeInstruction>& transfers);
@@ -99,6 +107,22 @@ class StepRun {
   // waiting for something this one never posts, so an exception would only leave it hanging).
   void await(std::vector<Posted>& transfers) const;
   Tensor wire(const Tensor& t) const { return staged_ ? t.to(kCPU).contiguous() : t.contiguous(); }
+  // pipe_partitioned / grad_partitioned: this tensor rank's 1/tp of a tensor every tensor rank
+  // holds whole, and the whole again from every tensor rank's part (collective over the group).
+  std::vector<int64_t> part_counts(int64_t numel) const {
+    std::vector<int64_t> counts;
+    for (int r = 0; r < tensor_->size(); ++r) counts.push_back(nn::shard_range(numel, tensor_->size(), r).length);
+    return counts;
+  }
+  Tensor part_of(const Tensor& whole) const {
+    const nn::ShardRange mine = nn::shard_range(whole.numel(), tensor_->size(), tensor_->rank());
+    return whole.contiguous().view({-1}).narrow(0, mine.offset, mine.length);
+  }
+  Tensor whole_of(const Tensor& part, const Shape& shape) const {
+    Tensor whole = Tensor::empty(shape, part.dtype(), part.device());
+    tensor_->all_gather_v(part.contiguous(), whole.view({-1}), part_counts(whole.numel()));
+    return whole;
+  }
   Tensor from_wire(const Tensor& t) const { return staged_ ? t.to(device_) : t; }
   Tensor empty_on_wire(const Shape& shape, DType dtype) const {
     return Tensor::empty(shape, dtype, staged_ ? kCPU : device_);
@@ -110,8 +134,9 @@ class StepRun {
   const NextBatch& next_;
   const LossFunction& loss_;
   Device device_;
-  std::shared_ptr<parallel::Communicator> comm_;
+  std::shared_ptr<parallel::Communicator> comm_, tensor_;
   bool staged_;  // device tensors over MPI: through host memory
+  StageTransfers transfers_;
   std::map<std::pair<int, int>, Unit> units_;
   std::map<int, Header> sent_, received_;  // headers by sending virtual stage, this step
   std::vector<Posted> sends_;
@@ -185,7 +210,7 @@ void StepRun::exchange(const std::vector<PipeInstruction>& transfers) {
       case PipeOp::SendActivation: {
         if (!sent_.count(v)) {
           const Header h{u.output.dtype(), u.output.sizes(), u.output.requires_grad(),
-                         u.sample_index.defined() ? u.sample_index.numel() : 0};
+                         u.sample_index.defined() ? u.sample_index.numel() : 0, transfers_.partition_activations};
           sent_[v] = h;
           post_send(h.encode(), next_stage(), kHeaderTag, "the activation header to stage " + std::to_string(next_stage()));
         }
@@ -193,7 +218,7 @@ void StepRun::exchange(const std::vector<PipeInstruction>& transfers) {
         FATHOM_CHECK(u.output.sizes() == h.shape && u.output.dtype() == h.dtype, where(i), ": the activation ",
                      dtype_name(u.output.dtype()), " ", shape_str(u.output.sizes()), " differs from this step's first (",
                      dtype_name(h.dtype), " ", shape_str(h.shape), "); every micro-batch of a step must have one shape");
-        post_send(u.output.data(), next_stage(), kActivationTag,
+        post_send(h.partitioned ? part_of(u.output.data()) : u.output.data(), next_stage(), kActivationTag,
                   "the activation of micro-batch " + std::to_string(i.micro_batch) + " to stage " +
                       std::to_string(next_stage()));
         if (h.sample_rows > 0)
@@ -205,14 +230,15 @@ void StepRun::exchange(const std::vector<PipeInstruction>& transfers) {
       case PipeOp::RecvActivation: {
         if (!received_.count(v - 1)) {
           // Needed before the activation's buffer can be posted.
-          Tensor header = Tensor::empty({4 + kMaxDims}, DType::I64);
+          Tensor header = Tensor::empty({Header::kWords}, DType::I64);
           std::vector<Posted> first{{comm_->recv_async(header, previous_stage(), kHeaderTag),
                                      "the activation header from stage " + std::to_string(previous_stage())}};
           await(first);
           received_[v - 1] = Header::decode(header);
         }
         const Header& h = received_[v - 1];
-        Tensor activation = empty_on_wire(h.shape, h.dtype);
+        Tensor activation = h.partitioned ? empty_on_wire({part_counts(shape_numel(h.shape))[tensor_->rank()]}, h.dtype)
+                                          : empty_on_wire(h.shape, h.dtype);
         post_recv(activation, previous_stage(), kActivationTag,
                   "the activation of micro-batch " + std::to_string(i.micro_batch) + " from stage " +
                       std::to_string(previous_stage()));
@@ -229,7 +255,7 @@ void StepRun::exchange(const std::vector<PipeInstruction>& transfers) {
         if (!u.input_needs_gradient) break;
         Tensor gradient = u.input.grad();
         if (!gradient.defined()) gradient = Tensor::zeros(u.input.sizes(), u.input.dtype(), u.input.device());
-        post_send(gradient, previous_stage(), kGradientTag,
+        post_send(transfers_.partition_gradients ? part_of(gradient) : gradient, previous_stage(), kGradientTag,
                   "the gradient of micro-batch " + std::to_string(i.micro_batch) + " to stage " +
                       std::to_string(previous_stage()));
         u.input = autograd::Variable();
@@ -237,7 +263,9 @@ void StepRun::exchange(const std::vector<PipeInstruction>& transfers) {
       }
       case PipeOp::RecvGradient: {
         if (!u.output.defined() || !u.output.requires_grad()) break;
-        u.gradient = empty_on_wire(u.output.sizes(), u.output.dtype());
+        u.gradient = transfers_.partition_gradients
+                         ? empty_on_wire({part_counts(u.output.numel())[tensor_->rank()]}, u.output.dtype())
+                         : empty_on_wire(u.output.sizes(), u.output.dtype());
         post_recv(u.gradient, next_stage(), kGradientTag,
                   "the gradient of micro-batch " + std::to_string(i.micro_batch) + " from stage " +
                       std::to_string(next_stage()));
@@ -247,12 +275,17 @@ void StepRun::exchange(const std::vector<PipeInstruction>& transfers) {
     }
   }
   await(posted);
+  // Partitioned transfers are made whole again over the tensor group, in program order, which is
+  // the same on every tensor rank of the stage.
   for (const PipeInstruction& i : transfers) {
     Unit& u = unit(i);
     if (i.op == PipeOp::RecvActivation) {
-      u.input = autograd::Variable(from_wire(u.input.data()), u.input_needs_gradient);
+      const Header& h = received_[module_.virtual_stage(i.chunk) - 1];
+      const Tensor arrived = from_wire(u.input.data());
+      u.input = autograd::Variable(h.partitioned ? whole_of(arrived, h.shape) : arrived, u.input_needs_gradient);
     } else if (i.op == PipeOp::RecvGradient && u.gradient.defined()) {
-      u.gradient = from_wire(u.gradient);
+      const Tensor arrived = from_wire(u.gradient);
+      u.gradient = transfers_.partition_gradients ? whole_of(arrived, u.output.sizes()) : arrived;
     }
   }
 }
@@ -265,8 +298,9 @@ void StepRun::reduce_tied() {
 }  // namespace
 
 PipelineExecutor::PipelineExecutor(parallel::PipeScheduleKind kind, const parallel::PipelineModule& module,
-                                   int micro_batches)
-    : kind_(kind), shape_{module.num_stages(), micro_batches, module.chunks()}, stage_(module.stage()) {
+                                   int micro_batches, StageTransfers transfers)
+    : kind_(kind), shape_{module.num_stages(), micro_batches, module.chunks()}, transfers_(transfers),
+      stage_(module.stage()) {
   const std::vector<parallel::StageProgram> programs = parallel::make_pipe_schedule(kind, shape_);
   parallel::check_pipe_schedule(programs, shape_);
   program_ = programs[stage_];
@@ -286,7 +320,7 @@ void PipelineExecutor::run(Engine& engine, const NextBatch& next, const LossFunc
   auto* module = dynamic_cast<parallel::PipelineModule*>(&engine.module());
   FATHOM_CHECK(module != nullptr, "PipelineExecutor: the engine's model is a ", engine.module().type_name(),
                ", not a parallel::PipelineModule");
-  StepRun run(engine, *module, shape_, next, loss);
+  StepRun run(engine, *module, shape_, next, loss, transfers_);
   for (size_t k = 0; k < program_.size();) {
     const PipeInstruction& i = program_[k];
     if (i.is_transfer()) {

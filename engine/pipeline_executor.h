@@ -35,10 +35,20 @@ namespace parallel {
 class PipelineModule;
 }
 
+// DeepSpeed's pipe_partitioned / grad_partitioned: with tensor parallelism (and no sequence
+// parallelism, whose activations already differ between the tensor ranks) every tensor rank
+// holds the same activation and gradient at a stage boundary, so each sends 1/tp of it and the
+// receiving stage's tensor ranks all-gather the whole: tp times less traffic between stages.
+struct StageTransfers {
+  bool partition_activations = false;
+  bool partition_gradients = false;
+};
+
 class PipelineExecutor final : public Schedule {
  public:
   // `micro_batches`: gradient_accumulation_steps (DeepSpeed's rule).
-  PipelineExecutor(parallel::PipeScheduleKind kind, const parallel::PipelineModule& module, int micro_batches);
+  PipelineExecutor(parallel::PipeScheduleKind kind, const parallel::PipelineModule& module, int micro_batches,
+                   StageTransfers transfers = {});
   ~PipelineExecutor() override;
   void run(Engine& engine, const NextBatch& next, const LossFunction& loss) override;
 
@@ -49,6 +59,7 @@ class PipelineExecutor final : public Schedule {
  private:
   parallel::PipeScheduleKind kind_;
   parallel::PipeShape shape_;
+  StageTransfers transfers_;
   int stage_ = 0;
   parallel::StageProgram program_;
   size_t last_parameter_backward_ = 0;  // the program's index of the accumulation boundary

@@ -177,11 +177,11 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
                 opt.preset.c_str(), (long long)model_config.n_layer, (long long)model_config.n_head,
                 (long long)model_config.n_embd, (long long)model_config.vocab_size, (long long)model_config.block_size,
                 parameter_count / 1e6);
-    const std::string layout =
-        pipeline_size > 1 ? " (pipeline " + std::to_string(pipeline_size) + " x data " + std::to_string(data_size) + ", " +
-                                config.pipeline.schedule + ")"
-        : tensor_size > 1 ? " (tensor " + std::to_string(tensor_size) + " x data " + std::to_string(data_size) + ")"
-                          : "";
+    std::string layout;
+    if (pipeline_size > 1) layout += "pipeline " + std::to_string(pipeline_size) + " x ";
+    if (tensor_size > 1) layout += "tensor " + std::to_string(tensor_size) + " x ";
+    if (!layout.empty()) layout = " (" + layout + "data " + std::to_string(data_size) +
+                                  (pipeline_size > 1 ? ", " + config.pipeline.schedule : "") + ")";
     std::printf("fathom-train: data %s: %lld train / %lld val sequences (val: %s); %lld tokens per step; %d rank%s%s x %s\n",
                 data.name.c_str(), (long long)train->size(), (long long)val->size(), data.val_source.c_str(),
                 (long long)tokens_per_step, runtime.size(), runtime.size() == 1 ? "" : "s", layout.c_str(),

@@ -12,27 +12,20 @@ TrainModel::TrainModel(const models::GPTConfig& config, uint64_t seed, const std
   auto gpt = std::make_shared<models::GPT>(config, seed);
   if (!init_path.empty()) models::load_gpt2_safetensors(*gpt, init_path);
   parameter_count_ = gpt->parameter_count();
-  if (groups.pipeline().size() > 1) {
-    FATHOM_CHECK(groups.tensor().size() == 1, "fathom-train: pipeline.stages ", groups.pipeline().size(),
-                 " with tensor_parallel.autotp_size ", groups.tensor().size(), " is not supported yet; use one of "
-                 "them (pipeline x data or tensor x data)");
-    pipeline_ = std::make_shared<parallel::PipelineModule>(gpt, groups, pipeline);
+  module_ = gpt;
+  if (groups.tensor().size() > 1) {
+    FATHOM_CHECK(config.n_head % groups.tensor().size() == 0, "tensor_parallel.autotp_size ", groups.tensor().size(),
+                 " does not divide the model's ", config.n_head, " attention heads; use a tensor-parallel size that "
+                 "divides ", config.n_head);
+    tensor_parallel_ =
+        std::make_shared<models::TensorParallelGPT>(config, groups.for_device(parallel::Axis::Tensor, device), options);
+    tensor_parallel_->load_full(*gpt);
+    module_ = tensor_parallel_;
+  }
+  if (groups.pipeline().size() > 1) {  // the GPT, or its tensor-parallel form (3D), cut into stages
+    pipeline_ = std::make_shared<parallel::PipelineModule>(module_, groups, pipeline);
     module_ = pipeline_;
-    return;
   }
-  if (groups.tensor().size() == 1) {
-    module_ = gpt;
-    return;
-  }
-  FATHOM_CHECK(config.n_head % groups.tensor().size() == 0, "tensor_parallel.autotp_size ", groups.tensor().size(),
-               " does not divide the model's ", config.n_head,
-               " attention heads; use a tensor-parallel size that "
-               "divides ",
-               config.n_head);
-  tensor_parallel_ =
-      std::make_shared<models::TensorParallelGPT>(config, groups.for_device(parallel::Axis::Tensor, device), options);
-  tensor_parallel_->load_full(*gpt);
-  module_ = tensor_parallel_;
 }
 
 autograd::Variable TrainModel::loss(const autograd::Variable& output, const Tensor& targets,

@@ -52,7 +52,17 @@ void TensorParallelGPT::load_full(const GPT& full) {
         ->load_full(*std::static_pointer_cast<nn::TransformerBlock>(full.transformer->h->modules()[i]));
 }
 
-Variable TensorParallelGPT::forward(const Variable& idx) {
+Variable TensorParallelGPT::forward(const Variable& idx) { return forward_layers(idx); }
+
+Variable TensorParallelGPT::forward_layer(size_t layer, const Variable& x) {
+  FATHOM_CHECK(layer < num_layers(), "TensorParallelGPT: layer ", layer, " of ", num_layers(), " does not exist");
+  if (layer == 0) return embed(x);
+  if (layer == num_layers() - 1) return head(x);
+  nn::Module& block = *transformer->h->modules()[layer - 1];
+  return config_.activation_checkpointing && autograd::is_grad_enabled() ? checkpointed_block(block, x) : block(x);
+}
+
+Variable TensorParallelGPT::embed(const Variable& idx) {
   FATHOM_CHECK(idx.dim() == 2 && idx.dtype() == DType::I64,
                "TensorParallelGPT: expected token ids of shape (B, T) "
                "and dtype i64, got ",
@@ -68,24 +78,48 @@ Variable TensorParallelGPT::forward(const Variable& idx) {
   Transformer& t = *transformer;
   const Tensor positions = Tensor::arange(T, DType::I64, idx.device());
   Variable x = autograd::add((*t.wte)(idx), (*t.wpe)(Variable(positions)));
-  if (sequence_parallel) {  // from here on this rank's positions [rank T / tp, (rank + 1) T / tp)
-    x = parallel::scatter_to_sequence_region(x, group_);
-    x = t.drop->forward_sequence_shard(x, group_->rank() * (T / tp), T);
-  } else {
-    x = (*t.drop)(x);
-  }
-  for (const std::shared_ptr<nn::Module>& block : t.h->modules())
-    x = config_.activation_checkpointing && autograd::is_grad_enabled() ? checkpointed_block(*block, x) : (*block)(x);
-  // The tied head on this rank's vocabulary rows; the hidden state is replicated (all-gathered
-  // under sequence parallelism), so its gradient is summed over the ranks' vocabulary ranges
-  // (the gather's backward reduce-scatter sums it too).
-  const int64_t B = idx.size(0), C = config_.n_embd;
+  if (!sequence_parallel) return (*t.drop)(x);
+  // From here on this rank's positions [rank T / tp, (rank + 1) T / tp).
+  x = parallel::scatter_to_sequence_region(x, group_);
+  return t.drop->forward_sequence_shard(x, group_->rank() * (T / tp), T);
+}
+
+// The tied head on this rank's vocabulary rows; the hidden state is replicated (all-gathered
+// under sequence parallelism), so its gradient is summed over the ranks' vocabulary ranges (the
+// gather's backward reduce-scatter sums it too).
+Variable TensorParallelGPT::head(const Variable& x) {
+  Transformer& t = *transformer;
+  const bool sequence_parallel = options_.sequence_parallel;
+  const int64_t B = x.size(0), T = x.size(1) * (sequence_parallel ? group_->size() : 1), C = config_.n_embd;
   const Variable normed = (*t.ln_f)(x);
   const Variable hidden = sequence_parallel ? parallel::gather_from_sequence_region(normed, group_, T)
                                             : parallel::copy_to_tensor_region(normed, group_);
   const Variable logits =
       autograd::matmul(autograd::reshape(hidden, {B * T, C}), t.wte->weight, false, /*transpose_b=*/true);
   return autograd::reshape(logits, {B, T, t.wte->local.length});
+}
+
+std::vector<std::string> TensorParallelGPT::layer_parameters(size_t layer) const {
+  FATHOM_CHECK(layer < num_layers(), "TensorParallelGPT: layer ", layer, " of ", num_layers(), " does not exist");
+  std::vector<std::string> prefixes;
+  if (layer == 0) prefixes = {"transformer.wte.", "transformer.wpe."};
+  else if (layer == num_layers() - 1) prefixes = {"transformer.ln_f."};
+  else prefixes = {"transformer.h." + std::to_string(layer - 1) + "."};
+  std::vector<std::string> names;
+  for (const auto& [name, parameter] : named_parameters())
+    for (const std::string& prefix : prefixes)
+      if (name.rfind(prefix, 0) == 0) names.push_back(name);
+  if (layer == num_layers() - 1) names.push_back("transformer.wte.weight");  // the head's weight
+  return names;
+}
+
+std::string TensorParallelGPT::layer_type(size_t layer) const {
+  FATHOM_CHECK(layer < num_layers(), "TensorParallelGPT: layer ", layer, " of ", num_layers(), " does not exist");
+  return layer == 0 ? "GPTEmbedding" : layer == num_layers() - 1 ? "GPTHead" : "TransformerBlock";
+}
+
+std::vector<nn::Tie> TensorParallelGPT::ties() const {
+  return {{"embedding", "transformer.wte.weight", {0, num_layers() - 1}}};
 }
 
 Variable TensorParallelGPT::checkpointed_block(nn::Module& block, const Variable& x) {

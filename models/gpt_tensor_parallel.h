@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "models/gpt.h"
+#include "nn/layer_sequence.h"
 #include "parallel/communicator.h"
 #include "parallel/tensor_parallel_transformer.h"
 #include "parallel/vocab_parallel_embedding.h"
@@ -33,7 +34,9 @@ struct TensorParallelGPTOptions {
   bool partition_activations = false;
 };
 
-class TensorParallelGPT : public nn::Module {
+// A list of layers like GPT (nn::LayerSequence: the embeddings, each block, the final norm and
+// the head), so a pipeline can cut it into stages for 3D parallelism.
+class TensorParallelGPT : public nn::Module, public nn::LayerSequence {
  public:
   // config.n_head must be divisible by the group's size; the embeddings must be tied.
   TensorParallelGPT(const GPTConfig& config, std::shared_ptr<parallel::Communicator> group,
@@ -48,6 +51,13 @@ class TensorParallelGPT : public nn::Module {
   Variable loss_of_logits(const Variable& local_logits, const Tensor& targets,
                           std::optional<double> normaliser = std::nullopt) const;
   std::string type_name() const override { return "TensorParallelGPT"; }
+
+  size_t num_layers() const override { return static_cast<size_t>(config_.n_layer) + 2; }
+  Variable forward_layer(size_t layer, const Variable& input) override;
+  std::vector<std::string> layer_parameters(size_t layer) const override;
+  std::string layer_type(size_t layer) const override;
+  // The vocabulary-parallel embedding is the head too: "embedding", used by the first and last layers.
+  std::vector<nn::Tie> ties() const override;
   // Takes this rank's shards of an unsharded GPT with the same config.
   void load_full(const GPT& full);
   const GPTConfig& config() const { return config_; }
@@ -68,6 +78,8 @@ class TensorParallelGPT : public nn::Module {
   std::shared_ptr<parallel::Communicator> group_;
   TensorParallelGPTOptions options_;
   Variable checkpointed_block(nn::Module& block, const Variable& x);
+  Variable embed(const Variable& idx);
+  Variable head(const Variable& x);
 };
 
 }  // namespace fathom::models
