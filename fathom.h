@@ -66,6 +66,9 @@
 #include "parallel/backend_info.h"
 #include "parallel/communicator.h"
 #include "parallel/gradient_reducer.h"
+#include "parallel/pipeline_module.h"
+#include "parallel/pipeline_partition.h"
+#include "parallel/pipeline_schedule.h"
 #include "parallel/runtime.h"
 #include "parallel/topology.h"
 // zero
@@ -82,6 +85,7 @@
 #include "engine/engine.h"
 #include "engine/initialize.h"
 #include "engine/memory_report.h"
+#include "engine/pipeline_executor.h"
 #include "engine/schedule.h"
 #include "engine/tensor_dataset.h"
 #include "engine/token_dataset.h"

@@ -321,12 +321,20 @@ void PipelineExecutor::run(Engine& engine, const NextBatch& next, const LossFunc
   FATHOM_CHECK(module != nullptr, "PipelineExecutor: the engine's model is a ", engine.module().type_name(),
                ", not a parallel::PipelineModule");
   StepRun run(engine, *module, shape_, next, loss, transfers_);
+  recorded_.clear();
+  const auto step_start = std::chrono::steady_clock::now();
+  const auto now_ms = [&] {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - step_start).count();
+  };
   for (size_t k = 0; k < program_.size();) {
     const PipeInstruction& i = program_[k];
+    const double start = recording_ ? now_ms() : 0;
     if (i.is_transfer()) {
       std::vector<PipeInstruction> transfers;
       while (k < program_.size() && program_[k].is_transfer()) transfers.push_back(program_[k++]);
       run.exchange(transfers);
+      if (recording_)
+        for (const PipeInstruction& t : transfers) recorded_.push_back({t, start, now_ms()});
       continue;
     }
     if (i.is_compute()) {
@@ -338,6 +346,7 @@ void PipelineExecutor::run(Engine& engine, const NextBatch& next, const LossFunc
       engine.set_gradient_accumulation_boundary(std::nullopt);
       engine.optimizer_step();
     }
+    if (recording_) recorded_.push_back({i, start, now_ms()});
     ++k;
   }
 }

@@ -53,6 +53,10 @@ class PipelineExecutor final : public Schedule {
   void run(Engine& engine, const NextBatch& next, const LossFunction& loss) override;
 
   const parallel::StageProgram& program() const { return program_; }
+  // Recording: each instruction's start and end (ms from the step's start; an exchange's
+  // transfers share theirs) in the last step, for bubble measurements and timelines.
+  void set_recording(bool on) { recording_ = on; }
+  const std::vector<parallel::TimedOp>& last_step() const { return recorded_; }
   const parallel::PipeShape& shape() const { return shape_; }
   parallel::PipeScheduleKind kind() const { return kind_; }
 
@@ -63,6 +67,8 @@ class PipelineExecutor final : public Schedule {
   int stage_ = 0;
   parallel::StageProgram program_;
   size_t last_parameter_backward_ = 0;  // the program's index of the accumulation boundary
+  bool recording_ = false;
+  std::vector<parallel::TimedOp> recorded_;
 };
 
 // The loss of `batch` through every stage's layers, without gradients, the same on every rank of
