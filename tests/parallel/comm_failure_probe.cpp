@@ -7,6 +7,8 @@
 //   checkpoint-load DIR    loads the latest tag and prints its client state
 //   zero3-uneven-forward  under ZeRO-3 rank 0 runs one forward more than the others (the
 //             classic DeepSpeed ZeRO-3 hang): FATHOM_COMM_DEBUG=1 must report it
+//   pipeline-stuck  stage 0 of a 2-stage pipeline trains a step while stage 1 never does: the
+//             transfer timeout must end the job naming the stage, micro-batch and direction
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +20,7 @@
 #include "engine/initialize.h"
 #include "models/gpt.h"
 #include "nn/loss.h"
+#include "parallel/pipeline_module.h"
 #include "parallel/runtime.h"
 
 using namespace fathom;
@@ -60,6 +63,17 @@ int main(int argc, char** argv) {
     }
     init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(tokens)), tokens));
     init.engine->step();
+  } else if (mode == "pipeline-stuck") {
+    const parallel::ProcessGroups groups = runtime.groups(/*pipeline=*/2, /*tensor=*/1);
+    auto stage = std::make_shared<parallel::PipelineModule>(
+        std::make_shared<models::GPT>(models::GPTConfig::preset("tiny")), groups);
+    Initialized init = initialize(Config::from_string(R"({"train_batch_size": 2, "gradient_accumulation_steps": 2,
+        "pipeline": {"stages": 2}, "optimizer": {"type": "SGD", "params": {"lr": 0.1}}})"), stage, nullptr, nullptr,
+                                  groups);
+    if (groups.coord().pipeline == 1) std::this_thread::sleep_for(std::chrono::seconds(600));
+    init.engine->train_batch([] {
+      return Batch{Tensor::zeros({1, 8}, DType::I64), Tensor::zeros({1, 8}, DType::I64), Tensor::zeros({1}, DType::I64)};
+    });
   } else if (mode == "hang") {
     if (world.rank() == 0) world.all_reduce(values);
     else std::this_thread::sleep_for(std::chrono::seconds(600));

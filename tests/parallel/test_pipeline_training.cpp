@@ -15,7 +15,11 @@
 
 #include "engine/initialize.h"
 #include "engine/pipeline_executor.h"
+#include "core/generator.h"
 #include "models/gpt.h"
+#include "nn/activation.h"
+#include "nn/init.h"
+#include "nn/linear.h"
 #include "models/gpt_tensor_parallel.h"
 #include "mpi_test_util.h"
 #include "nn/loss.h"
@@ -319,6 +323,59 @@ TEST_CASE("pipeline checkpoints resume at other pipeline, tensor, data and ZeRO 
   Initialized init = initialize(Config::from_string(config_json(c)), deeper, nullptr, nullptr, groups);
   const std::string error = error_of([&] { init.engine->load_checkpoint(root); });
   CHECK(error.find("it was saved from another model") != std::string::npos);
+}
+
+namespace {
+// A user's layer list: a parameterless GELU, then a linear layer. Cut over two stages, the first
+// stage is the GELU alone: no parameters, and an output that needs no gradient.
+struct GeluThenLinear : nn::Module, nn::LayerSequence {
+  std::shared_ptr<nn::GELU> act = register_module("act", std::make_shared<nn::GELU>());
+  std::shared_ptr<nn::Linear> linear = register_module("linear", std::make_shared<nn::Linear>(6, 3));
+  explicit GeluThenLinear(uint64_t seed) {
+    Generator gen(seed);
+    for (const auto& [name, parameter] : named_parameters()) nn::init::normal_(parameter, gen, 0.0, 0.5);
+  }
+  autograd::Variable forward(const autograd::Variable& x) override { return forward_layers(x); }
+  size_t num_layers() const override { return 2; }
+  autograd::Variable forward_layer(size_t layer, const autograd::Variable& x) override {
+    return layer == 0 ? (*act)(x) : (*linear)(x);
+  }
+  std::vector<std::string> layer_parameters(size_t layer) const override {
+    return layer == 0 ? std::vector<std::string>{} : std::vector<std::string>{"linear.weight", "linear.bias"};
+  }
+  std::string layer_type(size_t layer) const override { return layer == 0 ? "GELU" : "Linear"; }
+};
+}  // namespace
+
+TEST_CASE("pipeline: a stage without parameters, whose output needs no gradient, trains as one process", "[parallel]") {
+  if (runtime().size() != 2) return;
+  const parallel::ProcessGroups groups(runtime().world_ptr(), parallel::Topology(2, 2, 1));
+  const std::string json = R"({"train_batch_size": 4, "gradient_accumulation_steps": 2, "pipeline": {"stages": 2},
+      "optimizer": {"type": "SGD", "params": {"lr": 0.1}}})";
+  const auto stage = std::make_shared<parallel::PipelineModule>(std::make_shared<GeluThenLinear>(7), groups,
+                                                                parallel::PipelineOptions{.partition = "type:Linear"});
+  CHECK(stage->boundaries() == std::vector<size_t>{0, 1, 2});
+  CHECK(stage->named_parameters().size() == (groups.coord().pipeline == 0 ? 0u : 2u));
+  Initialized pipelined = initialize(Config::from_string(json), stage, nullptr, nullptr, groups);
+  auto whole = std::make_shared<GeluThenLinear>(7);
+  Initialized alone = initialize(Config::from_string(R"({"train_batch_size": 4, "gradient_accumulation_steps": 2,
+      "optimizer": {"type": "SGD", "params": {"lr": 0.1}}})"), whole, nullptr, nullptr,
+                                 std::make_shared<parallel::LocalCommunicator>());
+  Generator gen(3);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<Batch> batches;
+    for (int k = 0; k < 2; ++k)
+      batches.push_back({uniform({2, 6}, gen), Tensor::from_vector<int64_t>({(step + k) % 3, (step + 2 * k) % 3}),
+                         Tensor::from_vector<int64_t>({4 * step + 2 * k, 4 * step + 2 * k + 1})});
+    size_t a = 0, b = 0;
+    const double loss = pipelined.engine->train_batch([&] { return batches.at(a++); }).loss;
+    const double expected = alone.engine->train_batch([&] { return batches.at(b++); }).loss;
+    CHECK(std::fabs(loss - expected) <= 1e-6 * std::fabs(expected));
+  }
+  for (const auto& [name, parameter] : stage->named_parameters()) {
+    INFO(name);
+    CHECK(relative_difference(parameter.data().to(DType::F64), whole->parameter(name).data().to(DType::F64)) <= 1e-6);
+  }
 }
 
 TEST_CASE("pipeline: a stage holds only its layers' parameters, named as in the whole model", "[parallel]") {
