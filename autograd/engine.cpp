@@ -56,10 +56,9 @@ struct ReadyOrder {  // newest node first
   }
 };
 
-// The backward pass; `defer_except` non-null: leaves' AccumulateGrad nodes other than those of
-// the listed variables are held in `deferred` instead of run.
+// The backward pass; `split` non-null (backward_deferring): the weight gradients wait in it.
 void run_backward(const VariableList& outputs, const TensorList& grad_outputs, bool retain_graph,
-                  const VariableList* defer_except, DeferredAccumulation::Pending* deferred);
+                  DeferredAccumulation* split, const VariableList* now);
 }  // namespace
 
 void backward(const VariableList& outputs, const TensorList& grad_outputs, bool retain_graph) {
@@ -68,16 +67,48 @@ void backward(const VariableList& outputs, const TensorList& grad_outputs, bool 
 
 void backward_deferring(const VariableList& outputs, const TensorList& grad_outputs, const VariableList& now,
                         DeferredAccumulation& deferred) {
-  run_backward(outputs, grad_outputs, false, &now, &deferred.pending_);
+  run_backward(outputs, grad_outputs, false, &deferred, &now);
 }
+
+// B's side of the split, where run_backward can reach DeferredAccumulation's lists.
+struct DeferredParts {
+  static void hold_leaf(DeferredAccumulation& d, std::shared_ptr<Node> node, TensorList grads) {
+    d.leaves_.emplace_back(std::move(node), std::move(grads));
+  }
+  static void hold_part(DeferredAccumulation& d, std::shared_ptr<Node> node, TensorList grads, std::vector<bool> wanted) {
+    d.parts_.push_back({std::move(node), std::move(grads), std::move(wanted)});
+  }
+};
 
 void DeferredAccumulation::run() {
   FATHOM_CHECK(t_current == nullptr, "DeferredAccumulation::run: called from inside a backward");
   BackwardState state;
   t_current = &state;  // hooks may queue callbacks, as in a backward
   try {
-    for (auto& [node, grads] : pending_) node->apply(std::move(grads));
-    pending_.clear();
+    // Each parameter's gradient summed over everything that feeds it, then accumulated once.
+    std::vector<std::shared_ptr<Node>> order;
+    std::unordered_map<Node*, TensorList> incoming;
+    const auto arrive = [&](const std::shared_ptr<Node>& leaf, uint32_t slot, Tensor grad) {
+      auto [it, first] = incoming.try_emplace(leaf.get(), TensorList(leaf->num_outputs()));
+      if (first) order.push_back(leaf);
+      accumulate_into(it->second, slot, std::move(grad));
+    };
+    for (auto& [leaf, grads] : leaves_)
+      for (size_t k = 0; k < grads.size(); ++k) arrive(leaf, static_cast<uint32_t>(k), std::move(grads[k]));
+    for (Part& part : parts_) {
+      TensorList grads = part.node->apply_part(part.grad_outputs, part.wanted);
+      part.node->release_saved();
+      const std::vector<Edge>& edges = part.node->next_edges();
+      for (size_t i = 0; i < edges.size() && i < grads.size(); ++i)
+        if (part.wanted[i]) arrive(edges[i].node, edges[i].input_nr, std::move(grads[i]));
+    }
+    leaves_.clear();
+    parts_.clear();
+    for (const std::shared_ptr<Node>& leaf : order) {
+      TensorList grads = std::move(incoming[leaf.get()]);
+      for (const NodePreHook& hook : leaf->pre_hooks()) hook(grads);
+      leaf->apply(std::move(grads));
+    }
     for (size_t i = 0; i < state.queued_callbacks.size(); ++i) state.queued_callbacks[i]();
   } catch (...) {
     t_current = nullptr;
@@ -87,16 +118,17 @@ void DeferredAccumulation::run() {
 }
 
 namespace {
-bool deferred_leaf(const Node& node, const VariableList& keep) {
+// A parameter's accumulator: an AccumulateGrad whose leaf is not among `now`.
+bool deferred_leaf(const Node& node, const VariableList& now) {
   const auto* accumulate = dynamic_cast<const AccumulateGrad*>(&node);
   if (accumulate == nullptr) return false;
-  for (const Variable& v : keep)
+  for (const Variable& v : now)
     if (v.impl() == accumulate->leaf()) return false;
   return true;
 }
 
 void run_backward(const VariableList& outputs, const TensorList& grad_outputs, bool retain_graph,
-                  const VariableList* defer_except, DeferredAccumulation::Pending* deferred) {
+                  DeferredAccumulation* split, const VariableList* now) {
   FATHOM_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "backward: ", outputs.size(),
                " outputs but ", grad_outputs.size(), " gradients");
   FATHOM_CHECK(t_current == nullptr, "backward: called from inside another backward on the same thread");
@@ -145,13 +177,29 @@ void run_backward(const VariableList& outputs, const TensorList& grad_outputs, b
       incoming.erase(node.get());
       grads.resize(node->num_outputs());
       for (const NodePreHook& hook : node->pre_hooks()) hook(grads);
-      if (defer_except != nullptr && deferred_leaf(*node, *defer_except)) {
-        deferred->emplace_back(node, std::move(grads));
+      const std::vector<Edge>& edges = node->next_edges();
+      TensorList input_grads;
+      if (split != nullptr && deferred_leaf(*node, *now)) {
+        DeferredParts::hold_leaf(*split, node, std::move(grads));
         continue;  // a leaf: no edges to follow
       }
-      TensorList input_grads = node->apply(std::move(grads));
-      if (!retain_graph) node->release_saved();
-      const std::vector<Edge>& edges = node->next_edges();
+      // The inputs that are parameters: their gradients wait for W when the node can leave them out.
+      std::vector<bool> to_parameter(edges.size(), false);
+      bool feeds_parameter = false;
+      if (split != nullptr && node->splittable())
+        for (size_t i = 0; i < edges.size(); ++i) {
+          to_parameter[i] = edges[i].valid() && deferred_leaf(*edges[i].node, *now);
+          feeds_parameter = feeds_parameter || to_parameter[i];
+        }
+      if (feeds_parameter) {
+        std::vector<bool> rest(edges.size());
+        for (size_t i = 0; i < edges.size(); ++i) rest[i] = edges[i].valid() && !to_parameter[i];
+        input_grads = node->apply_part(grads, rest);  // keeps what it saved, for W
+        DeferredParts::hold_part(*split, node, std::move(grads), std::move(to_parameter));
+      } else {
+        input_grads = node->apply(std::move(grads));
+        if (!retain_graph) node->release_saved();
+      }
       FATHOM_CHECK(input_grads.size() == edges.size() || input_grads.empty(), "backward: node ", node->name(),
                    " returned ", input_grads.size(), " gradients for ", edges.size(), " inputs");
       for (size_t i = 0; i < edges.size(); ++i) {

@@ -20,23 +20,31 @@ namespace fathom::autograd {
 void backward(const VariableList& outputs, const TensorList& grad_outputs = {}, bool retain_graph = false);
 
 // Zero-bubble pipelines split a backward in two: B, the gradient of the stage's input, sent
-// upstream at once; W, the parameters' gradients, run later to fill the pipeline's bubble.
-// backward_deferring runs the whole graph but holds back the gradients bound for every leaf
-// except `now` (a received activation): nothing accumulates into a parameter and no grad-ready
-// hook fires until DeferredAccumulation::run() hands them over (inside the training state's
-// begin/end_backward, so reductions start from there). The weight gradients are computed in B
-// and only their accumulation is deferred: the split is exact, what it saves is the reductions'
-// place in time, not B's arithmetic.
+// upstream at once; W, the parameters' gradients, computed later to fill the pipeline's bubble.
+// backward_deferring runs B: the graph from `outputs` down to the leaves in `now` (a received
+// activation), with every op that also feeds a parameter (any other leaf) computing only its
+// other inputs' gradients (a matmul: dX = dY·Wᵀ, not Xᵀ·dY) and keeping what it saved; nothing
+// accumulates into a parameter and no grad-ready hook fires. DeferredAccumulation::run() is W:
+// those ops' parameter gradients, each parameter's summed and accumulated once, its hooks run
+// (inside the training state's begin/end_backward, so reductions start from there). Nodes that
+// cannot compute part of their inputs' gradients (Node::splittable) run whole in B, and only
+// their parameter gradients' accumulation waits for W.
 class DeferredAccumulation {
  public:
-  using Pending = std::vector<std::pair<std::shared_ptr<Node>, TensorList>>;
-  bool empty() const { return pending_.empty(); }
-  // Accumulates the held gradients into their leaves in backward's order, running their hooks.
+  bool empty() const { return leaves_.empty() && parts_.empty(); }
+  // W: the deferred weight gradients, accumulated into their leaves, their hooks run.
   void run();
 
  private:
-  friend void backward_deferring(const VariableList&, const TensorList&, const VariableList&, DeferredAccumulation&);
-  Pending pending_;
+  friend struct DeferredParts;  // engine.cpp: B fills the lists
+  // A node whose parameter inputs' gradients wait for W (those `wanted`), with its output gradients.
+  struct Part {
+    std::shared_ptr<Node> node;
+    TensorList grad_outputs;
+    std::vector<bool> wanted;
+  };
+  std::vector<std::pair<std::shared_ptr<Node>, TensorList>> leaves_;  // parameters' accumulators, in B's order
+  std::vector<Part> parts_;
 };
 void backward_deferring(const VariableList& outputs, const TensorList& grad_outputs, const VariableList& now,
                         DeferredAccumulation& deferred);

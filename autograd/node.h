@@ -39,6 +39,11 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual std::string name() const = 0;
   // Frees saved tensors once backward has used them (unless retain_graph).
   virtual void release_saved() {}
+  // Zero bubble's split backward (autograd/engine.h, backward_deferring): a node that can compute
+  // the gradients of some of its inputs only — here `wanted`, the others undefined — keeping what
+  // it saved for a second call that computes the rest. Others are applied whole.
+  virtual bool splittable() const { return false; }
+  virtual TensorList apply_part(const TensorList& grad_outputs, const std::vector<bool>& wanted);
 
   uint32_t num_outputs() const { return num_outputs_; }
   const std::vector<Edge>& next_edges() const { return next_edges_; }

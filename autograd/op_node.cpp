@@ -23,12 +23,20 @@ OpNode::OpNode(const OpInfo& op, Attributes attrs, const VariableList& inputs, c
   }
 }
 
-TensorList OpNode::apply(TensorList&& grad_outputs) {
+TensorList OpNode::apply(TensorList&& grad_outputs) { return gradients(std::move(grad_outputs), needs_input_grad_); }
+
+TensorList OpNode::apply_part(const TensorList& grad_outputs, const std::vector<bool>& wanted) {
+  std::vector<bool> needed = needs_input_grad_;
+  for (size_t i = 0; i < needed.size(); ++i) needed[i] = needed[i] && i < wanted.size() && wanted[i];
+  return gradients(grad_outputs, needed);
+}
+
+TensorList OpNode::gradients(TensorList grad_outputs, const std::vector<bool>& needed) {
   GradientContext ctx;
   ctx.attrs = attrs_;
   ctx.input_sizes = input_sizes_;
   ctx.input_dtypes = input_dtypes_;
-  ctx.needs_input_grad = needs_input_grad_;
+  ctx.needs_input_grad = needed;
   for (size_t i = 0; i < saved_inputs_.size(); ++i)
     ctx.inputs.push_back(op_.gradient_uses_inputs ? saved_inputs_[i].unpack(name(), "input " + std::to_string(i))
                                                   : Tensor());
@@ -41,9 +49,9 @@ TensorList OpNode::apply(TensorList&& grad_outputs) {
       grad_outputs[k] = Tensor::zeros(output_sizes_[k], output_dtypes_[k], output_devices_[k]);
   ctx.grad_outputs = std::move(grad_outputs);
   TensorList grads = op_.gradient(ctx);
-  grads.resize(needs_input_grad_.size());
+  grads.resize(needed.size());
   for (size_t i = 0; i < grads.size(); ++i) {
-    if (!needs_input_grad_[i]) grads[i] = Tensor();
+    if (!needed[i]) grads[i] = Tensor();
     else if (grads[i].defined() && grads[i].dtype() != input_dtypes_[i]) grads[i] = grads[i].to(input_dtypes_[i]);
   }
   return grads;

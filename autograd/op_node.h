@@ -14,8 +14,13 @@ class OpNode final : public Node {
   TensorList apply(TensorList&& grad_outputs) override;
   std::string name() const override { return op_.name + "_backward"; }
   void release_saved() override;
+  // Gradient definitions skip the inputs GradientContext::needs_input_grad leaves out.
+  bool splittable() const override { return true; }
+  TensorList apply_part(const TensorList& grad_outputs, const std::vector<bool>& wanted) override;
 
  private:
+  TensorList gradients(TensorList grad_outputs, const std::vector<bool>& needed);
+
   const OpInfo& op_;
   Attributes attrs_;
   std::vector<SavedTensor> saved_inputs_;
