@@ -281,12 +281,11 @@ int main(int argc, char** argv) {
         if (c.kind == PipeScheduleKind::OneFOneB && c.micro_batches == 8) forward += m.forward_ms, backward += m.backward_ms;
         if (c.kind == PipeScheduleKind::ZeroBubble && c.micro_batches == 8) input += m.backward_ms, weight += m.weight_ms;
       }
-    std::printf("\nPer micro-batch, whole model: forward %.2f ms, backward %.2f ms; zero bubble's B %.2f ms and W "
-                "%.2f ms (W only hands the weight gradients over: B computes them, see Limits)\n\n",
-                forward, backward, input, weight);
+    std::printf("\nPer micro-batch, whole model: forward %.2f ms, backward %.2f ms; zero bubble's B (input "
+                "gradients) %.2f ms and W (weight gradients) %.2f ms\n\n", forward, backward, input, weight);
     std::printf("Replayed: idle/step of the instruction lists with those times split evenly over p stages; "
-                "\"ZB split\" assumes B = W = backward / 2 (the weight gradients deferred too)\n\n");
-    std::printf("| p | m | gpipe | 1f1b | interleaved v2 | zero bubble (measured B, W) | zero bubble (split) | "
+                "\"zero bubble (B = W)\" assumes each half of the backward, the formula's case\n\n");
+    std::printf("| p | m | gpipe | 1f1b | interleaved v2 | zero bubble (measured B, W) | zero bubble (B = W) | "
                 "formula 1f1b | formula ZB |\n|---|---|---|---|---|---|---|---|---|\n");
     for (int stages : {2, 4})
       for (int m : {4, 8, 16}) {
