@@ -7,11 +7,13 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "parallel/collective_signature.h"
 #include "parallel/comm_worker.h"
 #include "parallel/job_abort.h"
 #include "autograd/grad_mode.h"
 #include "parallel/pipeline_module.h"
 #include "parallel/pipeline_transport.h"
+#include "parallel/rank_agreement.h"
 
 namespace fathom {
 
@@ -320,6 +322,16 @@ void PipelineExecutor::run(Engine& engine, const NextBatch& next, const LossFunc
   auto* module = dynamic_cast<parallel::PipelineModule*>(&engine.module());
   FATHOM_CHECK(module != nullptr, "PipelineExecutor: the engine's model is a ", engine.module().type_name(),
                ", not a parallel::PipelineModule");
+  // Debug mode: every stage must run the same schedule over the same shape; stages that do not
+  // would wait for transfers that never come (found here by name, not by the timeout).
+  if (parallel::comm_debug_enabled()) {
+    const std::string schedule =
+        detail::concat(parallel::pipe_schedule_name(kind_), ", ", shape_.stages, " stages, ", shape_.micro_batches,
+                       " micro-batches, ", shape_.chunks, " chunks per stage");
+    FATHOM_CHECK(parallel::same_on_every_rank(module->groups().pipeline(), schedule),
+                 "pipeline (FATHOM_COMM_DEBUG): the stages run different schedules; stage ", stage_, " runs ", schedule,
+                 ": give every rank the same pipeline config and gradient_accumulation_steps");
+  }
   StepRun run(engine, *module, shape_, next, loss, transfers_);
   recorded_.clear();
   const auto step_start = std::chrono::steady_clock::now();

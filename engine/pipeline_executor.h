@@ -21,7 +21,8 @@
 //
 // Errors: a layer that cannot take what the previous stage sent names both stages, the
 // micro-batch and the tensor; a transfer that does not complete within FATHOM_COMM_TIMEOUT ends
-// the job naming the stage, the micro-batch and the direction.
+// the job naming the stage, the micro-batch and the direction; with FATHOM_COMM_DEBUG=1 the
+// stages first check that they run the same schedule over the same shape.
 
 #include <memory>
 #include <vector>

@@ -9,6 +9,8 @@
 //             classic DeepSpeed ZeRO-3 hang): FATHOM_COMM_DEBUG=1 must report it
 //   pipeline-stuck  stage 0 of a 2-stage pipeline trains a step while stage 1 never does: the
 //             transfer timeout must end the job naming the stage, micro-batch and direction
+//   pipeline-mismatch  the two stages run different micro-batch counts: FATHOM_COMM_DEBUG=1 must
+//             report it before any transfer
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -63,14 +65,17 @@ int main(int argc, char** argv) {
     }
     init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(tokens)), tokens));
     init.engine->step();
-  } else if (mode == "pipeline-stuck") {
+  } else if (mode == "pipeline-stuck" || mode == "pipeline-mismatch") {
     const parallel::ProcessGroups groups = runtime.groups(/*pipeline=*/2, /*tensor=*/1);
     auto stage = std::make_shared<parallel::PipelineModule>(
         std::make_shared<models::GPT>(models::GPTConfig::preset("tiny")), groups);
-    Initialized init = initialize(Config::from_string(R"({"train_batch_size": 2, "gradient_accumulation_steps": 2,
-        "pipeline": {"stages": 2}, "optimizer": {"type": "SGD", "params": {"lr": 0.1}}})"), stage, nullptr, nullptr,
-                                  groups);
-    if (groups.coord().pipeline == 1) std::this_thread::sleep_for(std::chrono::seconds(600));
+    const int micro_batches = mode == "pipeline-mismatch" && groups.coord().pipeline == 1 ? 4 : 2;
+    Initialized init = initialize(
+        Config::from_string(detail::concat(R"({"train_batch_size": )", micro_batches, R"(, "gradient_accumulation_steps": )",
+                                           micro_batches, R"(, "pipeline": {"stages": 2}, "optimizer": {"type": "SGD", )"
+                                           R"("params": {"lr": 0.1}}})")),
+        stage, nullptr, nullptr, groups);
+    if (mode == "pipeline-stuck" && groups.coord().pipeline == 1) std::this_thread::sleep_for(std::chrono::seconds(600));
     init.engine->train_batch([] {
       return Batch{Tensor::zeros({1, 8}, DType::I64), Tensor::zeros({1, 8}, DType::I64), Tensor::zeros({1}, DType::I64)};
     });

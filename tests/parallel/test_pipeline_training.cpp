@@ -236,9 +236,12 @@ TEST_CASE("pipeline training: every step's loss and every final weight equal one
   if (world == 4)
     cases = {{.stages = 4, .micro_batches = 4},
              {.stages = 4, .micro_batches = 8},
+             {.stages = 4, .micro_batches = 4, .schedule = "gpipe"},
              {.stages = 4, .micro_batches = 8, .schedule = "gpipe"},
+             {.stages = 4, .micro_batches = 4, .schedule = "zero_bubble"},
              {.stages = 4, .micro_batches = 8, .schedule = "zero_bubble"},
              {.stages = 4, .micro_batches = 4, .chunks = 2, .layers = 6, .schedule = "interleaved"},
+             {.stages = 4, .micro_batches = 8, .chunks = 2, .layers = 6, .schedule = "interleaved"},
              {.stages = 4, .micro_batches = 4, .layers = 2},  // a stage with one layer, 4 layers in all
              {.stages = 2, .data = 2, .micro_batches = 4, .zero = 0},
              {.stages = 2, .data = 2, .micro_batches = 4, .zero = 1},
