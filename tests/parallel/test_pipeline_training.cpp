@@ -26,6 +26,7 @@
 #include "parallel/local_communicator.h"
 #include "parallel/pipeline_module.h"
 #include "test_util.h"
+#include "token_batches.h"
 
 using namespace fathom;
 using fathom::testing::error_of;
@@ -46,17 +47,8 @@ models::GPTConfig tiny_config(int layers) {
   return c;
 }
 
-struct GlobalBatch {
-  Tensor inputs, targets, sample_index;
-};
-GlobalBatch global_batch(int step) {
-  std::vector<int64_t> ids(kRows * kLength), next(kRows * kLength), index(kRows);
-  for (int64_t i = 0; i < kRows * kLength; ++i) ids[i] = (i * 131 + step * 17 + 5) % kVocab;
-  for (int64_t i = 0; i < kRows * kLength; ++i) next[i] = (ids[i] * 7 + 1) % kVocab;
-  for (int64_t r = 0; r < kRows; ++r) index[r] = step * kRows + r;
-  return {Tensor::from_vector(ids, {kRows, kLength}), Tensor::from_vector(next, {kRows, kLength}),
-          Tensor::from_vector(index, {kRows})};
-}
+using fathom::testing::GlobalBatch;
+GlobalBatch global_batch(int step) { return fathom::testing::token_batch(step, kRows, kLength, kVocab); }
 
 Tensor rows_of(const Tensor& t, int64_t offset, int64_t length) { return t.narrow(0, offset, length).contiguous(); }
 
