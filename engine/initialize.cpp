@@ -68,17 +68,8 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
       make_optimizer, &model);
 }
 
-// What every engine does first: the config checked against this build and the data group's
-// size, the layout read from the model, one set of weights, the model in its precision.
-zero::ParallelLayout prepare(Config& config, nn::Module& model, const parallel::ProcessGroups& groups) {
-  const parallel::GridCoord coord = groups.coord();
-  if (coord.data == 0 && coord.tensor == 0 && coord.pipeline == 0)
-    for (const std::string& notice : config.notices) FATHOM_LOG(Warning, notice);
-  config.check_supported();
-  FATHOM_CHECK(config.tensor_parallel_size == groups.tensor().size(), "initialize: the config's "
-               "tensor_parallel.autotp_size is ", config.tensor_parallel_size, " but the process groups' tensor axis has ",
-               groups.tensor().size(), " ranks; build the groups as runtime.groups(1, ", config.tensor_parallel_size,
-               ") (fathom-train does) or set autotp_size to ", groups.tensor().size());
+// The pipeline axis, the config's "pipeline" section and the model agree; ZeRO-3 is refused.
+void check_pipeline_layout(const Config& config, nn::Module& model, const parallel::ProcessGroups& groups) {
   const int pipeline_size = groups.pipeline().size();
   FATHOM_CHECK(config.pipeline.stages == 0 || config.pipeline.stages == pipeline_size, "initialize: the config's "
                "pipeline.stages is ", config.pipeline.stages, " but the process groups' pipeline axis has ",
@@ -98,6 +89,30 @@ zero::ParallelLayout prepare(Config& config, nn::Module& model, const parallel::
                  "model is a ", model.type_name(), "; wrap it in a parallel::PipelineModule (a model given as an "
                  "nn::LayerSequence) to cut it into stages");
   }
+}
+
+// What trains a PipelineModule: its stage of the config's schedule (engine/pipeline_executor.h).
+std::unique_ptr<Schedule> pipeline_schedule(const Config& config, const parallel::PipelineModule& stage,
+                                            int64_t micro_batches) {
+  // Sequence-parallel activations differ between the tensor ranks: nothing to partition.
+  const StageTransfers transfers{.partition_activations = config.pipeline.pipe_partitioned && !config.sequence_parallel,
+                                 .partition_gradients = config.pipeline.grad_partitioned && !config.sequence_parallel};
+  return std::make_unique<PipelineExecutor>(parallel::parse_pipe_schedule(config.pipeline.schedule), stage,
+                                            static_cast<int>(micro_batches), transfers);
+}
+
+// What every engine does first: the config checked against this build and the data group's
+// size, the layout read from the model, one set of weights, the model in its precision.
+zero::ParallelLayout prepare(Config& config, nn::Module& model, const parallel::ProcessGroups& groups) {
+  const parallel::GridCoord coord = groups.coord();
+  if (coord.data == 0 && coord.tensor == 0 && coord.pipeline == 0)
+    for (const std::string& notice : config.notices) FATHOM_LOG(Warning, notice);
+  config.check_supported();
+  FATHOM_CHECK(config.tensor_parallel_size == groups.tensor().size(), "initialize: the config's "
+               "tensor_parallel.autotp_size is ", config.tensor_parallel_size, " but the process groups' tensor axis has ",
+               groups.tensor().size(), " ranks; build the groups as runtime.groups(1, ", config.tensor_parallel_size,
+               ") (fathom-train does) or set autotp_size to ", groups.tensor().size());
+  check_pipeline_layout(config, model, groups);
   config.resolve_batch(groups.data().size());
   zero::ParallelLayout layout{groups, {}};
   for (const auto& [name, param] : model.named_parameters()) layout.placements.push_back(model.placement(name));
@@ -169,14 +184,7 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
   if (config.fp16.enabled) fp16 = from_config(config.fp16);
   auto* pipeline = dynamic_cast<parallel::PipelineModule*>(model.get());
   out.engine = std::make_shared<Engine>(std::move(model), std::move(state), out.scheduler, options, fp16);
-  if (pipeline) {
-    // Sequence-parallel activations differ between the tensor ranks: nothing to partition.
-    const StageTransfers transfers{.partition_activations = config.pipeline.pipe_partitioned && !config.sequence_parallel,
-                                   .partition_gradients = config.pipeline.grad_partitioned && !config.sequence_parallel};
-    out.engine->set_schedule(std::make_unique<PipelineExecutor>(parallel::parse_pipe_schedule(config.pipeline.schedule),
-                                                                *pipeline, static_cast<int>(options.gradient_accumulation_steps),
-                                                                transfers));
-  }
+  if (pipeline) out.engine->set_schedule(pipeline_schedule(config, *pipeline, options.gradient_accumulation_steps));
   out.engine->set_config_json(config.to_json());
   // The job's first rank writes the monitors' files.
   const bool first_rank = groups.data().rank() == 0 && groups.tensor().rank() == 0 && groups.pipeline().rank() == 0;

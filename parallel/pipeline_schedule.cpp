@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <map>
-#include <optional>
 #include <sstream>
 
 #include "core/error.h"
