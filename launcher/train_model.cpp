@@ -9,9 +9,17 @@ TrainModel::TrainModel(const models::GPTConfig& config, uint64_t seed, const std
                        const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options, Device device,
                        parallel::PipelineOptions pipeline)
     : config_(config) {
+  parameter_count_ = config.parameter_count();
+  if (groups.pipeline().size() > 1 && groups.tensor().size() == 1 && init_path.empty()) {
+    // Each stage builds only its own layers.
+    pipeline_ = std::make_shared<parallel::PipelineModule>(
+        config.layers(), [&](const std::vector<bool>& built) { return std::make_shared<models::GPT>(config, seed, built); },
+        groups, pipeline);
+    module_ = pipeline_;
+    return;
+  }
   auto gpt = std::make_shared<models::GPT>(config, seed);
   if (!init_path.empty()) models::load_gpt2_safetensors(*gpt, init_path);
-  parameter_count_ = gpt->parameter_count();
   module_ = gpt;
   if (groups.tensor().size() > 1) {
     FATHOM_CHECK(config.n_head % groups.tensor().size() == 0, "tensor_parallel.autotp_size ", groups.tensor().size(),

@@ -8,7 +8,8 @@
 // The tensor-parallel model starts from the very weights the unsplit GPT of the same seed (or
 // --init file) has: every rank builds that GPT on the host once and keeps its shards, so one
 // command trains the same model at every tensor-parallel size. (At start a rank holds the whole
-// model for a moment; a program that cannot afford that builds TensorParallelGPT directly.)
+// model for a moment; a program that cannot afford that builds TensorParallelGPT directly.) A
+// pipeline stage of the GPT from the seed builds only its own layers.
 
 #include <cstdint>
 #include <memory>

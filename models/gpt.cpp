@@ -1,6 +1,7 @@
 #include "models/gpt.h"
 
 #include <cmath>
+#include <map>
 
 #include "autograd/checkpoint.h"
 #include "autograd/functions.h"
@@ -54,33 +55,103 @@ int64_t GPTConfig::parameter_count() const {
   return embeddings + n_layer * (2 * layer_norm + attention + mlp) + layer_norm;
 }
 
-GPT::GPT(const GPTConfig& config, uint64_t seed) : config_(config) {
+std::vector<nn::LayerDescription> GPTConfig::layers() const {
+  validate();
+  const int64_t C = n_embd, with_bias = bias ? 1 : 0;
+  const int64_t layer_norm = C + with_bias * C;
+  const int64_t attention = (C * 3 * C + with_bias * 3 * C) + (C * C + with_bias * C);
+  const int64_t mlp = (C * 4 * C + with_bias * 4 * C) + (4 * C * C + with_bias * C);
+  std::vector<nn::LayerDescription> out{{"GPTEmbedding", vocab_size * C + block_size * C}};
+  for (int64_t i = 0; i < n_layer; ++i) out.push_back({"TransformerBlock", 2 * layer_norm + attention + mlp});
+  out.push_back({"GPTHead", layer_norm + vocab_size * C});  // the head's weight: the tied embedding, or its own
+  return out;
+}
+
+namespace {
+
+// The place of a block another pipeline stage builds: keeps the blocks' names and indices.
+struct UnbuiltBlock final : nn::Module {
+  std::string type_name() const override { return "GPT.unbuilt_block"; }
+};
+
+bool is_bias(const std::string& name) { return name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0; }
+bool is_norm(const std::string& name) { return name.find(".ln_") != std::string::npos || name.rfind("ln_", 0) == 0; }
+// Weights drawn from the seed's stream: everything but norms and biases.
+bool is_drawn(const std::string& name) { return !is_norm(name) && !is_bias(name); }
+
+std::vector<bool> every_layer(const GPTConfig& config) {
   config.validate();
+  return std::vector<bool>(static_cast<size_t>(config.n_layer) + 2, true);
+}
+
+}  // namespace
+
+GPT::GPT(const GPTConfig& config, uint64_t seed) : GPT(config, seed, every_layer(config)) {}
+
+GPT::GPT(const GPTConfig& config, uint64_t seed, std::vector<bool> built) : config_(config), built_(std::move(built)) {
+  config.validate();
+  FATHOM_CHECK(built_.size() == num_layers(), "GPT: ", built_.size(), " build flags for ", num_layers(), " layers");
   const nn::TransformerConfig block{config.n_embd, config.n_head, config.dropout, config.bias, config.dtype,
                                     config.attention};
+  const bool embeddings = built_.front(), head = built_.back();
   transformer = register_module("transformer", std::make_shared<Transformer>());
   Transformer& t = *transformer;
-  t.wte = t.register_module("wte", std::make_shared<nn::Embedding>(config.vocab_size, config.n_embd, config.dtype));
-  t.wpe = t.register_module("wpe", std::make_shared<nn::Embedding>(config.block_size, config.n_embd, config.dtype));
+  if (embeddings || (head && config.tied_embeddings))
+    t.wte = t.register_module("wte", std::make_shared<nn::Embedding>(config.vocab_size, config.n_embd, config.dtype));
+  if (embeddings)
+    t.wpe = t.register_module("wpe", std::make_shared<nn::Embedding>(config.block_size, config.n_embd, config.dtype));
   t.drop = t.register_module("drop", std::make_shared<nn::Dropout>(config.dropout));
   t.h = t.register_module("h", std::make_shared<nn::ModuleList>());
-  for (int64_t i = 0; i < config.n_layer; ++i) t.h->push_back(std::make_shared<nn::TransformerBlock>(block));
-  t.ln_f = t.register_module("ln_f", std::make_shared<nn::LayerNorm>(config.n_embd, 1e-5, config.bias, config.dtype));
-  lm_head = register_module("lm_head", std::make_shared<nn::Linear>(config.n_embd, config.vocab_size, false, config.dtype));
-  if (config.tied_embeddings) lm_head->tie_weight(t.wte->weight);
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    if (built_[i + 1]) t.h->push_back(std::make_shared<nn::TransformerBlock>(block));
+    else t.h->push_back(std::make_shared<UnbuiltBlock>());
+  }
+  if (head) {
+    t.ln_f = t.register_module("ln_f", std::make_shared<nn::LayerNorm>(config.n_embd, 1e-5, config.bias, config.dtype));
+    lm_head = register_module("lm_head", std::make_shared<nn::Linear>(config.n_embd, config.vocab_size, false, config.dtype));
+    if (config.tied_embeddings) lm_head->tie_weight(t.wte->weight);
+  }
   init_weights(seed);
 }
 
+// The whole model's weights draw in order — wte, wpe, each block's weights, an untied head —
+// one offset of the stream each, so weight k of block i takes offset 2 + i·(weights per block)
+// + k whatever else is built.
 void GPT::init_weights(uint64_t seed) {
-  Generator gen(seed);
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
+  const auto drawn_in = [](const nn::Module& block) {
+    int64_t n = 0;
+    for (const auto& [name, parameter] : block.named_parameters()) n += is_drawn(name) ? 1 : 0;
+    return n;
+  };
+  int64_t per_block = -1;
+  for (const std::shared_ptr<nn::Module>& block : transformer->h->modules())
+    if (per_block < 0 && dynamic_cast<const UnbuiltBlock*>(block.get()) == nullptr) per_block = drawn_in(*block);
+  if (per_block < 0)  // no block here: count one's weights (only an untied head's offset needs it)
+    per_block = drawn_in(nn::TransformerBlock({config_.n_embd, config_.n_head, 0.0, config_.bias, config_.dtype}));
+  const std::string blocks = "transformer.h.";
+  std::map<int64_t, int64_t> drawn_so_far;  // per block
   for (const auto& [name, parameter] : named_parameters()) {
-    const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-    const bool is_norm = name.find(".ln_") != std::string::npos;
+    if (is_norm(name)) {
+      nn::init::constant_(parameter, is_bias(name) ? 0.0 : 1.0);
+      continue;
+    }
+    if (is_bias(name)) {
+      nn::init::zeros_(parameter);
+      continue;
+    }
+    uint64_t offset = 0;
+    if (name == "transformer.wpe.weight") {
+      offset = 1;
+    } else if (name.rfind(blocks, 0) == 0) {
+      const int64_t i = std::stoll(name.substr(blocks.size()));
+      offset = static_cast<uint64_t>(2 + i * per_block + drawn_so_far[i]++);
+    } else if (name == "lm_head.weight") {  // untied
+      offset = static_cast<uint64_t>(2 + config_.n_layer * per_block);
+    }  // transformer.wte.weight: 0
+    Generator gen(seed, offset);
     const bool is_residual = name.find("c_proj.weight") != std::string::npos;
-    if (is_norm) nn::init::constant_(parameter, is_bias ? 0.0 : 1.0);
-    else if (is_bias) nn::init::zeros_(parameter);
-    else nn::init::normal_(parameter, gen, 0.0, is_residual ? residual_std : 0.02);
+    nn::init::normal_(parameter, gen, 0.0, is_residual ? residual_std : 0.02);
   }
 }
 
@@ -88,6 +159,7 @@ Variable GPT::forward(const Variable& idx) { return forward_layers(idx); }
 
 Variable GPT::forward_layer(size_t layer, const Variable& x) {
   FATHOM_CHECK(layer < num_layers(), "GPT: layer ", layer, " of ", num_layers(), " does not exist");
+  FATHOM_CHECK(built_[layer], "GPT: layer ", layer, " is not built here (another pipeline stage builds it)");
   if (layer == 0) {  // token ids -> embeddings
     FATHOM_CHECK(x.dim() == 2 && (x.dtype() == DType::I64 || x.dtype() == DType::I32),
                  "GPT: expected token ids of shape (B, T) and dtype i64, got ", x.data().str());

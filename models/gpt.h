@@ -48,17 +48,28 @@ struct GPTConfig {
   // The parameters a GPT of this config has (weights and biases of every layer), without
   // building it; GPT::parameter_count() of the built model agrees (tested).
   int64_t parameter_count() const;
+  // Each layer's type and parameter count (the head counting the tied embedding again, as
+  // GPT::layer_parameters lists it), without building it: what a pipeline partitions by.
+  std::vector<nn::LayerDescription> layers() const;
 };
 
 class GPT : public nn::Module, public nn::LayerSequence {
  public:
   explicit GPT(const GPTConfig& config, uint64_t seed = kDefaultSeed);
+  // Only the layers `built` marks (one flag per layer of num_layers()): a pipeline stage's. The
+  // others have no parameters (a block's place holds an empty module, so names keep their
+  // indices; the token embedding is built for the head too when they are tied), and every built
+  // parameter has the value the whole model of this seed gives it.
+  GPT(const GPTConfig& config, uint64_t seed, std::vector<bool> built);
   // idx: (B, T) token ids, T <= block_size -> logits (B, T, vocab_size)
   Variable forward(const Variable& idx) override;
   std::string type_name() const override { return "GPT"; }
   // GPT-2's initialisation: N(0, 0.02) weights, zero biases, unit LayerNorm weights, and the
-  // residual projections (attn.c_proj, mlp.c_proj) scaled by 1/sqrt(2 n_layer).
+  // residual projections (attn.c_proj, mlp.c_proj) scaled by 1/sqrt(2 n_layer). Each weight
+  // takes its own draw of the seed's stream, in the whole model's order, so a partly built model
+  // draws exactly what the whole one does.
   void init_weights(uint64_t seed);
+  bool built(size_t layer) const { return built_.at(layer); }
   const GPTConfig& config() const { return config_; }
 
   // The layers: n_layer + 2 (embeddings, blocks, final norm + head).
@@ -83,6 +94,7 @@ class GPT : public nn::Module, public nn::LayerSequence {
 
  private:
   GPTConfig config_;
+  std::vector<bool> built_;
 };
 
 }  // namespace fathom::models

@@ -14,6 +14,7 @@
 // pointers.
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
@@ -21,6 +22,13 @@
 #include "autograd/variable.h"
 
 namespace fathom::nn {
+
+// What a pipeline partition needs of a layer before anything is built (DeepSpeed's LayerSpec):
+// its type name and its trainable parameter count.
+struct LayerDescription {
+  std::string type;        // e.g. "TransformerBlock"
+  int64_t parameters = 0;  // trainable elements
+};
 
 struct Tie {
   std::string name;            // e.g. "embedding"

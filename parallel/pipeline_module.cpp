@@ -71,51 +71,79 @@ std::pair<nn::Module*, std::string> owner_of(nn::Module& root, const std::string
 
 }  // namespace
 
-PipelineModule::PipelineModule(std::shared_ptr<nn::Module> model, const ProcessGroups& groups, PipelineOptions options)
-    : model_(std::move(model)), groups_(groups) {
-  FATHOM_CHECK(model_ != nullptr, "PipelineModule: the model is null");
-  layers_ = dynamic_cast<nn::LayerSequence*>(model_.get());
-  FATHOM_CHECK(layers_ != nullptr, "PipelineModule: ", model_->type_name(),
+namespace {
+nn::LayerSequence& as_layers(const std::shared_ptr<nn::Module>& model) {
+  FATHOM_CHECK(model != nullptr, "PipelineModule: the model is null");
+  auto* layers = dynamic_cast<nn::LayerSequence*>(model.get());
+  FATHOM_CHECK(layers != nullptr, "PipelineModule: ", model->type_name(),
                " is not a list of layers; derive it from nn::LayerSequence (num_layers, forward_layer, "
                "layer_parameters) so that it can be cut into stages");
+  return *layers;
+}
+
+std::vector<LayerDescription> describe_layers(const std::shared_ptr<nn::Module>& model) {
+  nn::LayerSequence& layers = as_layers(model);
+  std::vector<LayerDescription> out;
+  for (size_t i = 0; i < layers.num_layers(); ++i) {
+    int64_t count = 0;
+    for (const std::string& name : layers.layer_parameters(i)) count += model->parameter(name).numel();
+    out.push_back({layers.layer_type(i), count});
+  }
+  return out;
+}
+}  // namespace
+
+PipelineModule::PipelineModule(std::shared_ptr<nn::Module> model, const ProcessGroups& groups, PipelineOptions options)
+    : groups_(groups) {
+  const std::vector<LayerDescription> layers = describe_layers(model);
+  assemble(layers, [&model](const std::vector<bool>&) { return model; }, options);
+}
+
+PipelineModule::PipelineModule(const std::vector<LayerDescription>& layers, const LayerBuilder& build,
+                               const ProcessGroups& groups, PipelineOptions options)
+    : groups_(groups) {
+  FATHOM_CHECK(build != nullptr, "PipelineModule: no layer builder");
+  assemble(layers, build, options);
+}
+
+void PipelineModule::assemble(const std::vector<LayerDescription>& descriptions, const LayerBuilder& build,
+                              const PipelineOptions& options) {
   FATHOM_CHECK(options.chunks >= 1, "PipelineModule: chunks (virtual_stages) must be >= 1, got ", options.chunks);
-  stage_ = groups.pipeline().rank();
-  stages_ = groups.pipeline().size();
+  stage_ = groups_.pipeline().rank();
+  stages_ = groups_.pipeline().size();
   chunks_ = options.chunks;
   FATHOM_CHECK(options.activation_checkpoint_interval >= 0, "PipelineModule: activation_checkpoint_interval must be "
                ">= 0, got ", options.activation_checkpoint_interval);
   checkpoint_interval_ = options.activation_checkpoint_interval;
 
-  const size_t n = layers_->num_layers();
-  std::vector<LayerDescription> descriptions;
-  for (size_t i = 0; i < n; ++i) {
-    int64_t count = 0;
-    for (const std::string& name : layers_->layer_parameters(i)) count += model_->parameter(name).numel();
-    layer_parameters_.push_back(count);
-    descriptions.push_back({layers_->layer_type(i), count});
-  }
+  const size_t n = descriptions.size();
+  for (const LayerDescription& layer : descriptions) layer_parameters_.push_back(layer.parameters);
   FATHOM_CHECK(static_cast<int>(n) >= num_virtual_stages(), "pipeline: ", num_virtual_stages(),
                chunks_ > 1 ? " virtual stages (stages x virtual_stages)" : " stages", " but the model has ", n,
                " layers; use at most ", n, chunks_ > 1 ? " virtual stages" : " stages");
   boundaries_ = partition_layers(options.partition, descriptions, num_virtual_stages());
 
   std::vector<int> layer_stage(n);
+  std::vector<bool> mine(n);
   for (int v = 0; v < num_virtual_stages(); ++v)
     for (size_t i = boundaries_[v]; i < boundaries_[v + 1]; ++i) layer_stage[i] = v % stages_;
+  for (size_t i = 0; i < n; ++i) mine[i] = layer_stage[i] == stage_;
+  model_ = build(mine);
+  layers_ = &as_layers(model_);
+  FATHOM_CHECK(layers_->num_layers() == n, "PipelineModule: the model has ", layers_->num_layers(),
+               " layers but was described with ", n);
   Owned owned;
   for (size_t i = 0; i < n; ++i)
-    if (layer_stage[i] == stage_)
+    if (mine[i])
       for (const std::string& name : layers_->layer_parameters(i)) owned.insert(model_->parameter(name).impl().get());
   adopt(*this, *model_, owned);
   place_parameters(layers_->ties(), layer_stage);
-  // The other stages' parameters are not this rank's to keep.
-  for (const auto& [name, parameter] : model_->named_parameters()) {
-    model_names_.push_back(name);
+  // A model built whole: the other stages' parameters are not this rank's to keep.
+  for (const auto& [name, parameter] : model_->named_parameters())
     if (!owned.count(parameter.impl().get()))
       parameter.set_data(Tensor::empty({0}, parameter.dtype(), parameter.device()));
-  }
 
-  const GridCoord coord = groups.coord();
+  const GridCoord coord = groups_.coord();
   if (coord.pipeline == 0 && coord.data == 0 && coord.tensor == 0)
     FATHOM_LOG(Info, "pipeline: " + std::to_string(n) + " layers over " + std::to_string(stages_) + " stages (" +
                          options.partition + ")\n" + describe());

@@ -11,12 +11,14 @@
 // c·stages + s is chunk c of stage s (one chunk per stage except under the interleaved
 // schedule). The module holds the modules of its own pieces under their names in the whole
 // model ("transformer.h.5.attn..."), so parameter names, dropout streams, checkpoints and exports
-// do not depend on the pipeline degree; the other layers' parameters are released after the
-// model is built (each stage starts from the same initialisation as one process).
+// do not depend on the pipeline degree. Either the stage is built alone (from a description of the
+// layers and a builder) or the other layers' parameters are released after the whole model is
+// built; either way each stage starts from the initialisation one process has.
 // A parameter that layers on several stages use (a declared nn::Tie: GPT's embedding and head)
 // has a copy on each of those stages; its placement names the tie, the copy on the first stage
 // is the leader, and ties() gives the group that sums the copies' gradients before each step.
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,9 +42,17 @@ struct PipelineOptions {
 
 class PipelineModule : public nn::Module {
  public:
-  // `model` must also be an nn::LayerSequence. Collective over the pipeline group (the ties'
-  // groups are split from it).
+  // A stage of a model that is built: `model` must also be an nn::LayerSequence, and the other
+  // stages' parameters are released. Collective over the pipeline group (the ties' groups are
+  // split from it).
   PipelineModule(std::shared_ptr<nn::Module> model, const ProcessGroups& groups, PipelineOptions options = {});
+  // A stage built alone (DeepSpeed's LayerSpec): the model is described by its layers' types and
+  // parameter counts (GPTConfig::layers()), the cut made from that, and `build(built)` makes the
+  // model with only the layers `built` marks, initialised as the whole model would be:
+  //   PipelineModule(config.layers(), [&](auto& built) { return make_shared<GPT>(config, seed, built); }, groups)
+  using LayerBuilder = std::function<std::shared_ptr<nn::Module>(const std::vector<bool>& built)>;
+  PipelineModule(const std::vector<nn::LayerDescription>& layers, const LayerBuilder& build, const ProcessGroups& groups,
+                 PipelineOptions options = {});
 
   // The current chunk's layers on `input` (set_chunk chooses; the executor sets it per op).
   autograd::Variable forward(const autograd::Variable& input) override;
@@ -68,11 +78,9 @@ class PipelineModule : public nn::Module {
   // The ties this rank holds a copy of whose layers live on more than one stage.
   const std::vector<TiedCopies>& ties() const { return ties_; }
   const ProcessGroups& groups() const { return groups_; }
-  // The whole model's parameter names, in its order (every stage knows them).
-  const std::vector<std::string>& model_parameter_names() const { return model_names_; }
 
  private:
-  void adopt_owned_modules(const std::vector<const void*>& owned);
+  void assemble(const std::vector<nn::LayerDescription>& layers, const LayerBuilder& build, const PipelineOptions& options);
   void place_parameters(const std::vector<nn::Tie>& ties, const std::vector<int>& layer_stage);
 
   std::shared_ptr<nn::Module> model_;
@@ -82,7 +90,6 @@ class PipelineModule : public nn::Module {
   std::vector<size_t> boundaries_;
   std::vector<int64_t> layer_parameters_;
   std::vector<TiedCopies> ties_;
-  std::vector<std::string> model_names_;
 };
 
 }  // namespace fathom::parallel

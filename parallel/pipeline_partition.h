@@ -18,12 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "nn/layer_sequence.h"
+
 namespace fathom::parallel {
 
-struct LayerDescription {
-  std::string type;        // e.g. "TransformerBlock"
-  int64_t parameters = 0;  // trainable elements
-};
+using nn::LayerDescription;  // nn/layer_sequence.h
 
 // parts + 1 boundaries from 0 to the number of layers. Errors name the method and the fix:
 // more parts than layers, an unknown method, a bad regex.

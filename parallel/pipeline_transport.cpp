@@ -1,7 +1,7 @@
 #include "parallel/pipeline_transport.h"
 
 #include <algorithm>
-#include <map>
+#include <set>
 
 #include "core/error.h"
 
@@ -74,21 +74,17 @@ nn::NamedTensors gather_to_first_stage(const PipelineModule& module, const nn::N
     }
     return {};
   }
-  std::map<std::string, Tensor> by_name(tensors.begin(), tensors.end());
+  nn::NamedTensors whole = tensors;
+  std::set<std::string> names;
+  for (const auto& [name, tensor] : tensors) names.insert(name);
   for (int stage = 1; stage < pipeline.size(); ++stage) {
     Tensor count = Tensor::empty({1}, DType::I64);
     pipeline.recv(count, stage, kTag);
     for (int64_t k = 0; k < count.to_vector<int64_t>()[0]; ++k) {
-      const std::string name = text_of(recv_tensor(pipeline, stage, kTag));
+      std::string name = text_of(recv_tensor(pipeline, stage, kTag));
       Tensor tensor = recv_tensor(pipeline, stage, kTag);
-      by_name.emplace(name, std::move(tensor));  // a tied copy: the first stage's is kept
+      if (names.insert(name).second) whole.emplace_back(std::move(name), std::move(tensor));  // a tied copy: once
     }
-  }
-  nn::NamedTensors whole;
-  for (const std::string& name : module.model_parameter_names()) {
-    const auto found = by_name.find(name);
-    FATHOM_CHECK(found != by_name.end(), "pipeline: no stage holds parameter \"", name, "\"");
-    whole.emplace_back(name, found->second);
   }
   return whole;
 }

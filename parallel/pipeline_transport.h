@@ -19,9 +19,9 @@ Tensor recv_tensor(Communicator& comm, int peer, int tag);
 // Every rank's `text`, in rank order, on every rank (collective): the stages' checkpoint tables.
 std::vector<std::string> all_gather_text(Communicator& comm, const std::string& text);
 
-// Every stage's `tensors` (named as in the whole model) on the first stage, in the whole model's
-// parameter order, tied copies once; the other stages get an empty list. Collective over the
-// pipeline group.
+// Every stage's `tensors` (named as in the whole model) on the first stage, stage after stage (the
+// whole model's order but for interleaved chunks), tied copies once; the other stages get an
+// empty list. Collective over the pipeline group.
 nn::NamedTensors gather_to_first_stage(const PipelineModule& module, const nn::NamedTensors& tensors);
 
 }  // namespace fathom::parallel

@@ -15,7 +15,9 @@
 
 #include "engine/initialize.h"
 #include "engine/pipeline_executor.h"
+#include "core/allocator.h"
 #include "core/generator.h"
+#include "core/memory_stats.h"
 #include "models/gpt.h"
 #include "nn/activation.h"
 #include "nn/init.h"
@@ -98,19 +100,21 @@ struct Run {
 Run train_pipelined(const std::shared_ptr<parallel::Communicator>& world, const Case& c, int from = 0,
                     int to = kSteps, const std::string& load_dir = "", const std::string& save_dir = "") {
   const parallel::ProcessGroups groups(world, parallel::Topology(world->size(), c.stages, c.tensor));
-  auto gpt = std::make_shared<models::GPT>(tiny_config(c.layers), /*seed=*/3);
-  std::shared_ptr<nn::Module> model = gpt;
+  const models::GPTConfig config = tiny_config(c.layers);
+  const parallel::PipelineOptions options{
+      .partition = c.partition, .chunks = c.chunks, .activation_checkpoint_interval = c.checkpoint_interval};
+  std::shared_ptr<parallel::PipelineModule> stage;
   std::shared_ptr<models::TensorParallelGPT> split;
-  if (c.tensor > 1) {
-    split = std::make_shared<models::TensorParallelGPT>(tiny_config(c.layers), groups.tensor_ptr(),
+  if (c.tensor > 1) {  // the tensor-parallel GPT from the whole one's weights, cut into stages
+    split = std::make_shared<models::TensorParallelGPT>(config, groups.tensor_ptr(),
                                                         models::TensorParallelGPTOptions{.sequence_parallel = c.sequence_parallel});
-    split->load_full(*gpt);
-    model = split;
+    split->load_full(models::GPT(config, /*seed=*/3));
+    stage = std::make_shared<parallel::PipelineModule>(split, groups, options);
+  } else {  // each stage builds only its own layers
+    stage = std::make_shared<parallel::PipelineModule>(
+        config.layers(), [&](const std::vector<bool>& built) { return std::make_shared<models::GPT>(config, 3, built); },
+        groups, options);
   }
-  auto stage = std::make_shared<parallel::PipelineModule>(
-      model, groups,
-      parallel::PipelineOptions{
-          .partition = c.partition, .chunks = c.chunks, .activation_checkpoint_interval = c.checkpoint_interval});
   Initialized init = initialize(Config::from_string(config_json(c)), stage, nullptr, nullptr, groups);
   Engine& engine = *init.engine;
   if (!load_dir.empty()) engine.load_checkpoint(load_dir);
@@ -402,6 +406,45 @@ TEST_CASE("pipeline: a stage holds only its layers' parameters, named as in the 
   int64_t kept = 0;
   for (const auto& [name, parameter] : gpt->named_parameters()) kept += parameter.numel();
   CHECK(kept == stage.parameter_count());
+}
+
+TEST_CASE("pipeline: a stage built alone allocates only its layers, with the whole model's values", "[parallel]") {
+  const int world = runtime().size();
+  const parallel::ProcessGroups groups(runtime().world_ptr(), parallel::Topology(world, world, 1));
+  const models::GPTConfig config = tiny_config(4 * world);
+  Allocator& cpu = allocator_for(kCPU);
+  const int64_t before = cpu.stats().snapshot()[MemoryTag::Parameters].current;
+  cpu.stats().reset_peak();
+  const parallel::PipelineModule stage(
+      config.layers(), [&](const std::vector<bool>& built) { return std::make_shared<models::GPT>(config, 3, built); },
+      groups, {.partition = "uniform"});
+  // Never more than the stage's own parameters (f32: 4 bytes each) and, while a layer is made, a
+  // transient of the size of its largest tensor (nn::Linear makes the head's own weight before it
+  // is tied to the embedding) — never the whole model.
+  const int64_t peak = cpu.stats().snapshot()[MemoryTag::Parameters].peak - before;
+  const int64_t largest = 4 * config.vocab_size * config.n_embd;
+  INFO("peak " << peak << " bytes, the stage's parameters " << 4 * stage.parameter_count() << ", the model's "
+               << 4 * config.parameter_count());
+  CHECK(peak <= 4 * stage.parameter_count() + 2 * largest);
+  CHECK(peak < 4 * config.parameter_count());
+  const models::GPT whole(config, 3);
+  for (const auto& [name, parameter] : stage.named_parameters()) {
+    INFO(name);
+    CHECK(parameter.data().to_vector<float>() == whole.parameter(name).data().to_vector<float>());
+  }
+  std::vector<bool> only_first(whole.num_layers(), false);
+  only_first[0] = true;
+  models::GPT first_only(config, 3, only_first);
+  CHECK(error_of([&] { first_only.forward_layer(1, autograd::Variable(Tensor::zeros({1, 4, config.n_embd}))); }) ==
+        "GPT: layer 1 is not built here (another pipeline stage builds it)");
+  // Its boundaries are the built model's: the description agrees with the model.
+  const auto described = config.layers();
+  for (size_t layer = 0; layer < whole.num_layers(); ++layer) {
+    int64_t count = 0;
+    for (const std::string& name : whole.layer_parameters(layer)) count += whole.parameter(name).numel();
+    CHECK(described[layer].parameters == count);
+    CHECK(described[layer].type == whole.layer_type(layer));
+  }
 }
 
 TEST_CASE("pipeline: bad layouts are refused on every rank", "[parallel]") {
