@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -31,6 +32,7 @@
 #include "engine/pipeline_executor.h"
 #include "models/gpt.h"
 #include "nn/loss.h"
+#include "parallel/collective_observer.h"
 #include "parallel/local_communicator.h"
 #include "parallel/pipeline_module.h"
 #include "parallel/pipeline_schedule.h"
@@ -46,6 +48,7 @@ namespace {
 struct Options {
   int steps = 3;
   int64_t layers = 8, width = 256, heads = 8, vocab = 4096, block = 128, rows = 2;
+  bool zero_traffic = false;  // --zero-traffic 1: the ZeRO 1 / 2 table at pipe 2 x data (world / 2)
 };
 
 Options parse(int argc, char** argv) {
@@ -61,6 +64,7 @@ Options parse(int argc, char** argv) {
     else if (arg == "--vocab") o.vocab = value;
     else if (arg == "--block") o.block = value;
     else if (arg == "--rows") o.rows = value;
+    else if (arg == "--zero-traffic") o.zero_traffic = value != 0;
     else FATHOM_FAIL("unknown option ", arg);
   }
   return o;
@@ -80,9 +84,10 @@ struct Measured {
   std::vector<parallel::TimedOp> ops;  // the last step's
 };
 
-std::string config_json(const Case& c, const Options& o, int stages) {
+std::string config_json(const Case& c, const Options& o, int stages, int data = 1, int zero = 0) {
   std::ostringstream json;
-  json << R"({"train_batch_size": )" << o.rows * c.micro_batches << R"(, "gradient_accumulation_steps": )"
+  json << R"({"train_batch_size": )" << o.rows * c.micro_batches * data << R"(, "zero_optimization": {"stage": )"
+       << zero << R"(}, "gradient_accumulation_steps": )"
        << c.micro_batches << R"(, "steps_per_print": 1000000, "pipeline": {"stages": )" << stages << R"(, "schedule": ")"
        << parallel::pipe_schedule_name(c.kind) << R"(", "virtual_stages": )" << c.chunks
        << R"(}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}})";
@@ -203,6 +208,76 @@ std::vector<parallel::StageReplay> gather_timeline(const std::vector<parallel::T
   return stages;
 }
 
+// Bytes each rank sends in the data-parallel group (nccl-tests' bus bytes), summed.
+class DataTraffic final : public parallel::CollectiveObserver {
+ public:
+  void on_collective(const parallel::CollectiveSpan& span) override {
+    if (span.group != "data") return;
+    std::lock_guard lock(mutex_);
+    bytes_ += static_cast<double>(span.bytes) * parallel::bus_bandwidth_factor(span.kind, span.group_size);
+  }
+  double take() {
+    std::lock_guard lock(mutex_);
+    const double b = bytes_;
+    bytes_ = 0;
+    return b;
+  }
+
+ private:
+  std::mutex mutex_;
+  double bytes_ = 0;
+};
+
+// ZeRO's trade with a pipeline, at pipe 2 x data (world / 2), 1F1B: stage 1 reduces the
+// accumulated gradients once per step; stage 2 reduce-scatters every micro-batch's (m times the
+// bytes) and keeps only its shard. Per stage: data-group MiB sent per step and the gradients'
+// peak (allocator tag) during the step.
+void zero_traffic(const Options& o, const parallel::Runtime& runtime, const TokenDataset& data) {
+  const int world = runtime.size();
+  FATHOM_CHECK(world >= 4 && world % 2 == 0, "--zero-traffic needs pipe 2 x data >= 2: run with -np 4");
+  const parallel::ProcessGroups groups = runtime.groups(2, 1);
+  const int dp = groups.data().size();
+  const models::GPTConfig config = bench::gpt_config(o.layers, o.heads, o.width, o.vocab, o.block, true);
+  auto traffic = std::make_shared<DataTraffic>();
+  const parallel::CollectiveObservation observing(traffic);
+  if (runtime.is_main_process())
+    std::printf("\nZeRO with a pipeline at pipe 2 x data %d, 1f1b (oversubscribed ranks: bytes and memory only)\n\n"
+                "| ZeRO | m | stage | data-group MiB sent per step | gradients peak MiB |\n|---|---|---|---|---|\n", dp);
+  for (int m : {2, 4})
+    for (int zero : {1, 2}) {
+      const Case c{PipeScheduleKind::OneFOneB, m, 1};
+      auto stage = std::make_shared<parallel::PipelineModule>(
+          config.layers(), [&](const std::vector<bool>& built) { return std::make_shared<models::GPT>(config, 1, built); },
+          groups);
+      Initialized init = initialize(Config::from_string(config_json(c, o, 2, dp, zero)), stage, nullptr, nullptr, groups);
+      Allocator& cpu = allocator_for(kCPU);
+      double sent = 0;
+      int64_t peak = 0;
+      for (int s = 0; s < 2; ++s) {  // the second step is measured (the first builds the buckets)
+        int64_t next_row = groups.coord().data * o.rows * m;
+        traffic->take();
+        cpu.stats().reset_peak();
+        const int64_t before = cpu.stats().snapshot()[MemoryTag::Gradients].current;
+        init.engine->train_batch([&] {
+          const Batch b = micro_batch(data, next_row, o.rows);
+          next_row += o.rows;
+          return b;
+        });
+        sent = traffic->take();
+        peak = cpu.stats().snapshot()[MemoryTag::Gradients].peak - before;
+      }
+      std::ostringstream line;
+      line << sent / (1 << 20) << ' ' << static_cast<double>(peak) / (1 << 20);
+      const std::vector<std::string> all = parallel::all_gather_text(runtime.world(), line.str());
+      if (runtime.is_main_process())
+        for (int stage_rank : {0, world / 2}) {  // data rank 0 of each stage
+          double mib = 0, grad = 0;
+          std::istringstream(all[stage_rank]) >> mib >> grad;
+          std::printf("| %d | %d | %d | %.2f | %.2f |\n", zero, m, stage_rank == 0 ? 0 : 1, mib, grad);
+        }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -213,6 +288,10 @@ int main(int argc, char** argv) {
   const parallel::ProcessGroups groups = runtime.groups(p, 1);
   const auto data = bench::synthetic_tokens(o.rows * 16, o.block, o.vocab);
   const bool main_rank = runtime.is_main_process();
+  if (o.zero_traffic) {
+    zero_traffic(o, runtime, *data);
+    return 0;
+  }
   const std::vector<Case> cases = {{PipeScheduleKind::GPipe, 4, 1},       {PipeScheduleKind::OneFOneB, 4, 1},
                                    {PipeScheduleKind::ZeroBubble, 4, 1},  {PipeScheduleKind::Interleaved, 4, 2},
                                    {PipeScheduleKind::GPipe, 8, 1},       {PipeScheduleKind::OneFOneB, 8, 1},

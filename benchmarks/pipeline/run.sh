@@ -15,3 +15,7 @@ echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores online," 
      "$(mpirun --version | head -1); $(date '+%Y-%m-%d %H:%M %Z')"
 echo "\$ mpirun --bind-to none -np 2 $bench $*"
 mpirun --oversubscribe --bind-to none -np 2 "$bench" "$@"
+# ZeRO 1 against ZeRO 2 with a pipeline needs a data axis: pipe 2 x data 2 on 4 ranks, oversubscribed
+# (bytes and memory, not times).
+echo "\$ mpirun --oversubscribe --bind-to none -np 4 $bench --zero-traffic 1 $*"
+mpirun --oversubscribe --bind-to none -np 4 "$bench" --zero-traffic 1 "$@"
