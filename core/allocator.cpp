@@ -1,5 +1,6 @@
 #include "core/allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -30,12 +31,17 @@ int64_t memory_limit_from_environment() {
 }
 }  // namespace
 
-CpuAllocator::CpuAllocator() : cache_limit_(cache_limit_from_environment()) { limit_ = memory_limit_from_environment(); }
+CpuAllocator::CpuAllocator() : CpuAllocator(Blocks{}) { limit_ = memory_limit_from_environment(); }
+CpuAllocator::CpuAllocator(Blocks blocks) : blocks_(blocks), cache_limit_(cache_limit_from_environment()) {
+  FATHOM_CHECK(blocks_.alignment >= kAlignment && (blocks_.alignment & (blocks_.alignment - 1)) == 0,
+               "host allocator \"", blocks_.name, "\": alignment ", blocks_.alignment, " is not a power of two >= ",
+               kAlignment);
+}
 CpuAllocator::~CpuAllocator() { empty_cache(); }
 
-size_t CpuAllocator::rounded(size_t bytes) {
+size_t CpuAllocator::rounded(size_t bytes) const {
   // Large blocks round to 64 KiB so that nearly equal sizes share cache entries.
-  const size_t unit = bytes >= kCachedMinimum ? size_t{1} << 16 : kAlignment;
+  const size_t unit = std::max(bytes >= kCachedMinimum ? size_t{1} << 16 : kAlignment, blocks_.alignment);
   return (bytes + unit - 1) / unit * unit;
 }
 
@@ -51,9 +57,12 @@ void CpuAllocator::fail_over_limit(size_t bytes, MemoryTag tag, int64_t limit) c
     if (snap.by_tag[t].current != 0)
       by_tag += detail::concat(by_tag.empty() ? ": " : ", ", memory_tag_name(static_cast<MemoryTag>(t)), " ",
                                snap.by_tag[t].current);
+  const bool device_allocator = std::string(blocks_.name) == "host";
   FATHOM_FAIL("out of host memory: allocating ", bytes, " bytes for ", memory_tag_name(tag),
-              " would exceed the limit of ", limit, " bytes (FATHOM_CPU_MEMORY_LIMIT_MB); ", snap.total.current,
-              " bytes in use", by_tag);
+              device_allocator ? "" : std::string(" in the ") + blocks_.name, " would exceed the limit of ", limit,
+              " bytes (FATHOM_CPU_MEMORY_LIMIT_MB); ", live_.load(), " bytes in use",
+              device_allocator ? "" : detail::concat(" (", snap.total.current, " of them in the ", blocks_.name, ")"),
+              by_tag);
 }
 
 void* CpuAllocator::allocate(size_t bytes, MemoryTag tag) {
@@ -63,7 +72,7 @@ void* CpuAllocator::allocate(size_t bytes, MemoryTag tag) {
   std::unique_lock<std::mutex> limit_lock;
   if (const int64_t limit = limit_.load(std::memory_order_relaxed); limit > 0) {
     limit_lock = std::unique_lock<std::mutex>(limit_mutex_);
-    if (stats_.snapshot().total.current + static_cast<int64_t>(bytes) > limit) fail_over_limit(bytes, tag, limit);
+    if (live_.load() + static_cast<int64_t>(bytes) > limit) fail_over_limit(bytes, tag, limit);
   }
   const size_t size = rounded(bytes);
   void* ptr = nullptr;
@@ -77,18 +86,20 @@ void* CpuAllocator::allocate(size_t bytes, MemoryTag tag) {
     }
   }
   if (ptr == nullptr) {
-    ptr = std::aligned_alloc(kAlignment, size);
-    FATHOM_CHECK(ptr != nullptr, "out of host memory allocating ", bytes, " bytes for ", memory_tag_name(tag), " (",
+    ptr = blocks_.allocate ? blocks_.allocate(blocks_.alignment, size) : std::aligned_alloc(blocks_.alignment, size);
+    FATHOM_CHECK(ptr != nullptr, "out of host memory (", blocks_.name, ") allocating ", bytes, " bytes for ", memory_tag_name(tag), " (",
                  stats_.snapshot().total.current, " bytes in use)");
     stats_.on_reserve(static_cast<int64_t>(size));
   }
   stats_.on_allocate(tag, static_cast<int64_t>(bytes));
+  live_.fetch_add(static_cast<int64_t>(bytes));
   return ptr;
 }
 
 void CpuAllocator::deallocate(void* ptr, size_t bytes, MemoryTag tag) {
   if (ptr == nullptr) return;
   stats_.on_free(tag, static_cast<int64_t>(bytes));
+  live_.fetch_sub(static_cast<int64_t>(bytes));
   const size_t size = rounded(bytes);
   if (size >= kCachedMinimum) {
     std::lock_guard<std::mutex> lock(cache_mutex_);
@@ -98,14 +109,14 @@ void CpuAllocator::deallocate(void* ptr, size_t bytes, MemoryTag tag) {
       return;
     }
   }
-  std::free(ptr);
+  blocks_.release ? blocks_.release(ptr) : std::free(ptr);
   stats_.on_unreserve(static_cast<int64_t>(size));
 }
 
 void CpuAllocator::empty_cache() {
   std::lock_guard<std::mutex> lock(cache_mutex_);
   for (const auto& [size, ptr] : cache_) {
-    std::free(ptr);
+    blocks_.release ? blocks_.release(ptr) : std::free(ptr);
     stats_.on_unreserve(static_cast<int64_t>(size));
   }
   cache_.clear();
@@ -125,8 +136,30 @@ Allocator& allocator_for(Device device) {
   return cuda::device_allocator(device.index);
 }
 
-void set_cpu_memory_limit(int64_t bytes) { static_cast<CpuAllocator&>(allocator_for(kCPU)).set_limit(bytes); }
-int64_t cpu_memory_limit() { return static_cast<CpuAllocator&>(allocator_for(kCPU)).limit(); }
+namespace {
+thread_local Allocator* host_override = nullptr;
+}
+
+HostAllocatorScope::HostAllocatorScope(Allocator& allocator) : previous_(host_override) {
+  FATHOM_CHECK(allocator.device().is_cpu(), "HostAllocatorScope: the allocator is for ", allocator.device().str(),
+               ", not the host");
+  host_override = &allocator;
+}
+HostAllocatorScope::~HostAllocatorScope() { host_override = previous_; }
+
+Allocator& allocator_for_new(Device device) {
+  if (device.is_cpu() && host_override != nullptr) return *host_override;
+  return allocator_for(device);
+}
+
+void set_cpu_memory_limit(int64_t bytes) {
+  allocator_for(kCPU);  // the limit from the environment is read first, then replaced
+  CpuAllocator::set_limit(bytes);
+}
+int64_t cpu_memory_limit() {
+  allocator_for(kCPU);
+  return CpuAllocator::limit();
+}
 
 MemorySnapshot memory_snapshot(Device device) { return allocator_for(device).stats().snapshot(); }
 

@@ -7,6 +7,7 @@
 #include "core/cuda/copy_layout.h"
 #include "core/cuda/cuda_runtime.h"
 #include "core/dtype_dispatch.h"
+#include "core/memory_stats.h"
 #include "core/strided_loop.h"
 
 namespace fathom {
@@ -83,6 +84,8 @@ void copy_into(const Tensor& dst, const Tensor& src) {
 void fill(const Tensor& dst, double value) {
   if (dst.numel() == 0) return;
   if (dst.device().is_cpu()) {
+    // A transient scalar, not part of what the caller's tag counts (an optimizer state's zeros).
+    MemoryTagScope scratch(MemoryTag::Other);
     const Tensor source = Tensor::scalar(value, DType::F64);
     copy_cpu(dst, source);
     return;

@@ -5,8 +5,9 @@
 
 namespace fathom {
 
-Storage::Storage(size_t nbytes, Device device, MemoryTag tag) : nbytes_(nbytes), device_(device), tag_(tag) {
-  data_ = allocator_for(device).allocate(nbytes, tag);
+Storage::Storage(size_t nbytes, Device device, MemoryTag tag)
+    : nbytes_(nbytes), device_(device), allocator_(&allocator_for_new(device)), tag_(tag) {
+  data_ = allocator_->allocate(nbytes, tag);
 }
 
 std::shared_ptr<Storage> Storage::wrap_external(void* data, size_t nbytes, Device device,
@@ -23,7 +24,7 @@ Storage::~Storage() {
   if (external_deleter_) {
     external_deleter_(data_);
   } else if (data_ != nullptr) {
-    allocator_for(device_).deallocate(data_, nbytes_, tag_);
+    allocator_->deallocate(data_, nbytes_, tag_);
   }
 }
 
@@ -35,20 +36,20 @@ void* Storage::data() const {
 
 void Storage::retag(MemoryTag tag) {
   if (tag == tag_) return;
-  if (!external_deleter_ && data_ != nullptr) allocator_for(device_).retag(nbytes_, tag_, tag);
+  if (!external_deleter_ && data_ != nullptr) allocator_->retag(nbytes_, tag_, tag);
   tag_ = tag;
 }
 
 void Storage::release() {
   FATHOM_CHECK(!external_deleter_, "cannot release externally owned memory (e.g. a memory-mapped file)");
   if (data_ == nullptr) return;
-  allocator_for(device_).deallocate(data_, nbytes_, tag_);
+  allocator_->deallocate(data_, nbytes_, tag_);
   data_ = nullptr;
 }
 
 void Storage::refill() {
   if (data_ != nullptr || nbytes_ == 0) return;
-  data_ = allocator_for(device_).allocate(nbytes_, tag_);
+  data_ = allocator_->allocate(nbytes_, tag_);
 }
 
 }  // namespace fathom

@@ -19,9 +19,12 @@
 
 namespace fathom {
 
+class Allocator;
+
 class Storage {
  public:
-  // Allocates `nbytes` on `device`, charged to `tag`.
+  // Allocates `nbytes` on `device`, charged to `tag` (from allocator_for_new(device): a host
+  // block may come from offload's host tier).
   Storage(size_t nbytes, Device device, MemoryTag tag);
   // Wraps memory owned elsewhere (e.g. a memory-mapped file); `deleter` runs on destruction.
   // External memory is not counted by any allocator and cannot be released.
@@ -36,6 +39,8 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
   MemoryTag tag() const { return tag_; }
+  // The allocator the block comes from (null for external memory).
+  Allocator* allocator() const { return allocator_; }
   // Moves this block's bytes from its tag's counter to `tag`'s (e.g. a backward output
   // adopted as a parameter's gradient).
   void retag(MemoryTag tag);
@@ -54,6 +59,7 @@ class Storage {
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
+  Allocator* allocator_ = nullptr;
   MemoryTag tag_ = MemoryTag::Other;
   std::function<void(void*)> external_deleter_;  // set only for wrapped memory
   std::atomic<uint64_t> version_{0};

@@ -137,6 +137,27 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   FATHOM_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+void copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+                      const Stream& stream) {
+  if (bytes == 0) return;
+  if (dst_device.is_cuda()) require_device(dst_device.index);
+  if (src_device.is_cuda()) require_device(src_device.index);
+  FATHOM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream.handle())));
+}
+
+void* allocate_pinned(size_t alignment, size_t bytes) {
+  FATHOM_CHECK(alignment <= 4096, "allocate_pinned: alignment ", alignment, " is more than a page");
+  require_device(0);
+  void* ptr = nullptr;
+  // Portable: usable from every device's streams.
+  FATHOM_CUDA_CHECK(cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable));
+  return ptr;
+}
+
+void free_pinned(void* ptr) {
+  if (ptr != nullptr) FATHOM_CUDA_CHECK(cudaFreeHost(ptr));
+}
+
 void set_device(int index) {
   require_device(index);
   FATHOM_CUDA_CHECK(cudaSetDevice(index));

@@ -117,6 +117,16 @@ bool allocation_poison();
 // on current_stream() so far, and complete when it returns.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 void synchronize_device(int index);
+// The same copy enqueued on `stream` and not waited for: the caller orders it with events. With
+// pinned host memory (below) it overlaps kernels on other streams.
+void copy_bytes_async(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes,
+                      const Stream& stream);
+// Page-locked host memory (cudaHostAlloc), which device copies read and write directly, at full
+// speed and asynchronously; offload's host tier allocates it (offload/host_memory.h). `alignment`
+// (a power of two <= 4096) is what cudaHostAlloc's page-aligned blocks already give. Throws
+// without a device.
+void* allocate_pinned(size_t alignment, size_t bytes);
+void free_pinned(void* ptr);
 
 // Kernel launches this process has issued so far: Fathom's kernels (each launch passes its
 // launch check) and cuBLASLt GEMMs; library-internal launches (NCCL, a sort's passes) count

@@ -42,6 +42,9 @@ void set_allocation_poison(bool) { no_cuda(); }
 bool allocation_poison() { return false; }
 void copy_bytes(void*, Device, const void*, Device, size_t) { require_device(0); }
 void synchronize_device(int index) { require_device(index); }
+void copy_bytes_async(void*, Device, const void*, Device, size_t, const Stream&) { require_device(0); }
+void* allocate_pinned(size_t, size_t) { no_cuda(); }
+void free_pinned(void*) { no_cuda(); }
 void set_device(int index) { require_device(index); }
 void* current_stream() { return nullptr; }
 int64_t kernel_launches() { return 0; }

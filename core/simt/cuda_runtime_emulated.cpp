@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -236,6 +237,15 @@ cudaError_t cudaFree(void* ptr) {
   if (!ptr) return cudaSuccess;
   without_throwing([] { run_everything(); });
   return device_free(ptr) ? cudaSuccess : invalid("cudaFree", "the pointer is not a cudaMalloc allocation");
+}
+// Pinned host memory is host memory here: page-aligned, as cudart's.
+cudaError_t cudaHostAlloc(void** ptr, size_t bytes, unsigned int) {
+  *ptr = bytes == 0 ? nullptr : std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+  return *ptr || bytes == 0 ? cudaSuccess : status(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFreeHost(void* ptr) {
+  std::free(ptr);
+  return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   const cudaError_t e = copy("cudaMemcpy", dst, src, bytes, kind, nullptr);
