@@ -73,6 +73,10 @@ class Optimizer {
   virtual std::vector<Tensor> rank_local_state() const { return {}; }
   virtual void load_rank_local_state(const std::vector<Tensor>& /*state*/) {}
 
+  // The names of its per-element state tensors ("exp_avg", "exp_avg_sq"; none for plain SGD),
+  // known before the first step: what an offloaded step must keep for each parameter.
+  std::vector<std::string> element_state_names() const { return state_names(); }
+
   OptimizerStateDict state_dict() const;
   // Copies the state in (never aliases the given tensors). Everything is checked before anything
   // changes: a missing, mis-shaped or unexpected entry is an error naming it.

@@ -40,15 +40,9 @@ ShardedState::ShardedState(const NamedParameters& params, ParallelLayout layout,
   gradient_dtype_ = keeps_masters_ && options_.accumulate_in_fp32 ? DType::F32 : flat_.dtype();
   owned_ = flat_.partition().owned(group_->rank());
 
-  // The shard the optimizer updates: for f32 models the parameters' own shard, in place.
-  const Tensor& owned_params = flat_.owned();
-  {
-    MemoryTagScope tag(MemoryTag::MasterWeights);
-    master_ = autograd::Variable(keeps_masters_ ? owned_params.to(DType::F32).contiguous().clone() : owned_params, true,
-                                 "zero_shard");
-  }
-  if (make_optimizer) optimizer_ = make_optimizer({{"zero_shard", master_}});
-  optimizer_layout_ = {{"zero_shard"}, {{"zero_shard", {owned_.size()}, 0, owned_.size()}}, owned_};
+  shard_ = std::make_unique<OptimizerShard>(flat_.owned(), owned_, keeps_masters_, options_.offload, make_optimizer);
+  optimizer_ = shard_->optimizer();
+  optimizer_layout_ = shard_->layout();
 
   if (options_.stage == 1) {
     flat_gradients_ = flat_.empty_like(gradient_dtype_, MemoryTag::Gradients);
@@ -61,7 +55,9 @@ ShardedState::ShardedState(const NamedParameters& params, ParallelLayout layout,
     }
   } else {
     MemoryTagScope tag(MemoryTag::Gradients);
-    gradient_shard_ = Tensor::zeros({owned_.size()}, gradient_dtype_, flat_.device());
+    shard_->in_tier([&] {
+      gradient_shard_ = Tensor::zeros({owned_.size()}, gradient_dtype_, shard_->offloaded() ? kCPU : flat_.device());
+    });
     build_buckets();
     for (size_t s = 0; s < flat_.slots().size(); ++s)
       hooks_.push_back(flat_.slots()[s].param.add_grad_ready_hook(
@@ -144,7 +140,9 @@ void ShardedState::complete(size_t b) {
   const int64_t begin = std::max(bucket.range.begin, owned_.begin);
   if (bucket.received.numel() > 0) {
     Tensor target = gradient_shard_.narrow(0, begin - owned_.begin, bucket.received.numel());
-    add_(target, bucket.received.dtype() == target.dtype() ? bucket.received : bucket.received.to(target.dtype()));
+    Tensor part = bucket.received.dtype() == target.dtype() ? bucket.received : bucket.received.to(target.dtype());
+    if (part.device() != target.device()) part = part.to(target.device());  // offloaded: to the host tier now
+    add_(target, part);
   }
   bucket = Bucket{.range = bucket.range};  // frees the buffers
   ++next_complete_;
@@ -202,17 +200,16 @@ void ShardedState::reduce_scatter_flat_gradients() {
 }
 
 void ShardedState::gradients_to_master() {
-  MemoryTagScope tag(MemoryTag::Gradients);
-  master_.set_grad(gradient_shard_.dtype() == DType::F32 ? gradient_shard_.clone() : gradient_shard_.to(DType::F32));
+  shard_->take_gradient(gradient_shard_);
   if (options_.stage == 1) gradient_shard_ = Tensor();  // the reduce-scatter's output is no longer needed
 }
 
 bool ShardedState::local_overflow() const {
-  return master_.grad().defined() && has_inf_or_nan({master_.grad()});
+  return shard_->gradient().defined() && has_inf_or_nan({shard_->gradient()});
 }
 
 double ShardedState::local_norm() const {
-  const Tensor& grad = master_.grad();
+  const Tensor& grad = shard_->gradient();
   if (!grad.defined()) return 0.0;
   if (every_slot_counted_) return global_norm({grad});
   // Only the parts of the shard that belong to parameters this rank counts.
@@ -230,35 +227,35 @@ double ShardedState::local_norm() const {
 // Each copy's gradient is spread over its own stage's shards, laid out differently on each
 // stage: gathered whole over the data group, summed over the tie, and this rank's part kept.
 void ShardedState::sum_tied_gradients(parallel::Communicator& tie, const std::vector<size_t>& parameters) {
-  FATHOM_CHECK(master_.grad().defined(), "ZeRO: sum_tied_gradients before the boundary's reductions");
+  const Tensor& gradient = shard_->gradient();
+  FATHOM_CHECK(gradient.defined(), "ZeRO: sum_tied_gradients before the boundary's reductions");
   const Partition& partition = flat_.partition();
   for (const size_t s : parameters) {
     const Range slot = flat_.slots().at(s).range();
     const std::vector<int64_t> counts = partition.counts_within(slot);
     const Range mine{std::max(slot.begin, owned_.begin), std::min(slot.end, owned_.end)};
-    Tensor part = mine.size() > 0 ? master_.grad().narrow(0, mine.begin - owned_.begin, mine.size()).contiguous()
-                                  : Tensor::empty({0}, DType::F32, flat_.device());
+    Tensor part = mine.size() > 0 ? gradient.narrow(0, mine.begin - owned_.begin, mine.size()).contiguous()
+                                  : Tensor::empty({0}, DType::F32, gradient.device());
     Tensor whole;
     {
       MemoryTagScope tag(MemoryTag::Communication);
-      whole = Tensor::empty({slot.size()}, DType::F32, flat_.device());
+      whole = Tensor::empty({slot.size()}, DType::F32, gradient.device());
     }
-    group_->all_gather_v(part, whole, counts);
+    // The gradient's own device's communicator: with offload it is in host memory.
+    layout_.groups.for_device(parallel::Axis::Data, gradient.device())->all_gather_v(part, whole, counts);
     tie.all_reduce(whole);
     if (mine.size() > 0)
-      master_.grad().narrow(0, mine.begin - owned_.begin, mine.size()).copy_(whole.narrow(0, mine.begin - slot.begin, mine.size()));
+      gradient.narrow(0, mine.begin - owned_.begin, mine.size()).copy_(whole.narrow(0, mine.begin - slot.begin, mine.size()));
   }
 }
 
 void ShardedState::scale_gradients(double factor) {
-  if (master_.grad().defined()) scale_tensors({master_.grad()}, factor);
+  if (shard_->gradient().defined()) scale_tensors({shard_->gradient()}, factor);
 }
 
 void ShardedState::step() {
-  FATHOM_CHECK(optimizer_ != nullptr, "training state: step() without an optimizer (this engine evaluates only)");
-  optimizer_->step();
+  shard_->step();  // writes the updated shard into the parameters, rounded once
   autograd::NoGradGuard no_grad;
-  if (keeps_masters_) flat_.owned().copy_(master_.data());  // rounds once
   if (gatherer_) gatherer_->refresh_persistent();  // stage 3: the others are gathered when used
   else all_gather_parameters();
 }
@@ -295,7 +292,7 @@ void ShardedState::release_full_parameters() {
 }
 
 void ShardedState::zero_grad() {
-  master_.zero_grad();
+  shard_->drop_gradient();
   if (flat_gradients_.defined()) flat_gradients_.zero_();
   if (options_.stage >= 2) gradient_shard_.zero_();
 }
@@ -320,9 +317,7 @@ std::vector<FlatRange> ShardedState::flat_ranges(Range) const {
   std::vector<FlatRange> out;
   if (options_.stage == 3) out.push_back({"param", flat_.owned(), owned_});
   else out.push_back({"param", flat_.buffer(), {0, partition.padded_numel()}});
-  if (keeps_masters_) out.push_back({"master", master_.data(), owned_});
-  if (optimizer_)
-    for (FlatRange& state : optimizer_flat_ranges(*optimizer_, optimizer_layout_)) out.push_back(std::move(state));
+  for (FlatRange& state : shard_->flat_ranges(keeps_masters_)) out.push_back(std::move(state));
   return out;
 }
 
@@ -333,9 +328,8 @@ void ShardedState::load_flat_ranges(const FlatReader& read, const SavedStates& s
   const int64_t numel = flat_.partition().numel();
   if (options_.stage == 3) read(param_source, flat_.owned(), owned_);
   else read(param_source, flat_.buffer().narrow(0, 0, numel), {0, numel});
-  if (keeps_masters_) read(saved.has_master ? "master" : "param", master_.data(), owned_);
+  shard_->load(read, saved, saved.has_master ? "master" : "param");
   reload_parameters();
-  if (optimizer_) load_optimizer_flat_ranges(*optimizer_, optimizer_layout_, read, saved);
 }
 
 }  // namespace fathom::zero

@@ -23,6 +23,10 @@
 // in 16 bits — at stage 0 Fathom always accumulates in fp32.
 // Overflow (fp16) is agreed by all ranks; the gradient norm for clipping is global: each rank
 // counts its own shard, summed over the data group (and the model-parallel groups).
+// The optimizer side — fp32 masters, optimizer states, the fp32 gradient — is an OptimizerShard
+// (zero/optimizer_shard.h), which places it on the device, the host tier or NVMe (offload);
+// with offload the stage-2/3 gradient shard lives in the host tier too, each reduced bucket
+// copied there as it completes, during backward.
 
 #include <functional>
 #include <optional>
@@ -34,6 +38,7 @@
 #include "parallel/gradient_buckets.h"
 #include "zero/flat_optimizer_state.h"
 #include "zero/flat_parameters.h"
+#include "zero/optimizer_shard.h"
 #include "zero/parameter_gatherer.h"
 #include "zero/training_state.h"
 
@@ -47,6 +52,7 @@ struct ShardedOptions {
   bool accumulate_in_fp32 = false;                  // 16-bit models: fp32 gradients across micro-steps
   parallel::GradientAveraging averaging;            // prescaling, predivision, communication dtype
   GatherOptions gather;                             // stage 3: persistence, prefetch, live cap
+  OptimizerOffload offload;                         // where masters, optimizer state and gradients live
 };
 
 class ShardedState final : public TrainingState {
@@ -76,8 +82,9 @@ class ShardedState final : public TrainingState {
   const FlatParameters& flat_parameters() const { return flat_; }
   parallel::Communicator& group() const { return *group_; }
   // The optimizer's variable: this rank's fp32 master shard (f32 models: a view of the
-  // parameters' shard), over flat_parameters().partition().owned(rank).
-  const autograd::Variable& master() const { return master_; }
+  // parameters' shard), over flat_parameters().partition().owned(rank) — its first sub-group.
+  const autograd::Variable& master() const { return shard_->master(); }
+  const OptimizerShard& optimizer_shard() const { return *shard_; }
   // Stage 3's gatherer (null below stage 3).
   const ParameterGatherer* gatherer() const { return gatherer_.get(); }
 
@@ -110,7 +117,7 @@ class ShardedState final : public TrainingState {
   Range owned_;               // this rank's real elements, in buffer coordinates
   Tensor flat_gradients_;     // stage 1: padded, gradient_dtype_
   Tensor gradient_shard_;     // stages 2-3: [owned], gradient_dtype_
-  autograd::Variable master_; // fp32: f32 models update their own shard in place
+  std::unique_ptr<OptimizerShard> shard_;  // masters, optimizer, fp32 gradient; wherever offload puts them
   std::unique_ptr<ParameterGatherer> gatherer_;
   std::optional<parallel::GradientBuckets> plan_;  // stages 2-3: which slots go together
   std::vector<Bucket> buckets_;

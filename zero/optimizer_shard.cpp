@@ -1,0 +1,250 @@
+#include "zero/optimizer_shard.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include "autograd/grad_mode.h"
+#include "core/error.h"
+#include "core/memory_stats.h"
+#include "offload/host_memory.h"
+#include "offload/tensor_swapper.h"
+#include "zero/flat_optimizer_state.h"
+
+namespace fathom::zero {
+
+using Tier = OptimizerOffload::Tier;
+
+const char* tier_name(Tier tier) {
+  switch (tier) {
+    case Tier::Device:
+      return "device";
+    case Tier::Host:
+      return "cpu";
+    case Tier::Nvme:
+      return "nvme";
+  }
+  return "?";
+}
+
+OptimizerShard::OptimizerShard(const Tensor& params, Range covers, bool keeps_masters, OptimizerOffload offload,
+                               const OptimizerFactory& make_optimizer)
+    : params_(params), covers_(covers), offload_(std::move(offload)) {
+  FATHOM_CHECK(offload_.sub_group_elements > 0, "config error at zero_optimization.sub_group_size: must be > 0");
+  FATHOM_CHECK(offload_.ratio > 0.0 && offload_.ratio <= 1.0,
+               "config error at "
+               "zero_optimization.offload_optimizer.ratio: must be in (0, 1], got ",
+               offload_.ratio);
+  if (offload_.tier == Tier::Nvme) {
+    // One directory per shard: two engines of one process (a test, an evaluation copy) never share files.
+    static std::atomic<int> shards{0};
+    swapper_ = std::make_unique<offload::TensorSwapper>(
+        offload_.swap_directory + "/optimizer" + std::to_string(shards.fetch_add(1)), offload_.aio, offload_.backend);
+  }
+  build_sub_groups(keeps_masters);
+
+  NamedParameters named;
+  for (const SubGroup& g : groups_) named.emplace_back(g.master.name(), g.master);
+  if (make_optimizer) optimizer_ = make_optimizer(named);
+  layout_.covers = covers_;
+  for (const SubGroup& g : groups_) {
+    layout_.keys.push_back(g.master.name());
+    layout_.slots.push_back({g.master.name(), {g.range.size()}, g.range.begin, g.range.size()});
+  }
+  if (swapper_ && optimizer_) check_buffer_count();
+}
+
+OptimizerShard::~OptimizerShard() = default;
+
+// Sub-groups of sub_group_size elements; the first `ratio` of them on the offload tier. With
+// nvme each is swapped out as soon as it exists, so the shard is never whole in memory.
+void OptimizerShard::build_sub_groups(bool keeps_masters) {
+  const int64_t n = params_.numel();
+  const int64_t size = offload_.sub_group_elements;
+  const int64_t count = std::max<int64_t>(1, (n + size - 1) / size);
+  const auto offloaded = static_cast<int64_t>(std::llround(offload_.ratio * static_cast<double>(count)));
+  autograd::NoGradGuard no_grad;
+  for (int64_t k = 0; k < count; ++k) {
+    SubGroup g;
+    g.range = {std::min(n, k * size), std::min(n, (k + 1) * size)};
+    g.tier = k < std::max<int64_t>(offloaded, 1) ? offload_.tier : Tier::Device;
+    g.separate_master = keeps_masters || g.tier != Tier::Device;
+    const std::string name = count == 1 ? "zero_shard" : "zero_shard." + std::to_string(k);
+    const Tensor slice = params_.narrow(0, g.range.begin, g.range.size());
+    Tensor data = slice;
+    if (g.separate_master) {
+      MemoryTagScope tag(MemoryTag::MasterWeights);
+      std::optional<offload::HostTierScope> host;
+      if (g.tier != Tier::Device) host.emplace(offload_.pin_memory);
+      data = Tensor::empty({g.range.size()}, DType::F32, g.tier == Tier::Device ? params_.device() : kCPU);
+      data.copy_(slice);
+    }
+    g.master = autograd::Variable(data, true, name);
+    groups_.push_back(std::move(g));
+    if (groups_.back().tier == Tier::Nvme) {
+      groups_.back().swap_group = swapper_->add_group();
+      swap_out(groups_.size() - 1);
+    }
+  }
+}
+
+// With both pipelines three sub-groups are in memory at once: k-1 being written, k being
+// updated, k+1 being read; each holds its master and the optimizer's states.
+void OptimizerShard::check_buffer_count() const {
+  const int64_t per_group = 1 + static_cast<int64_t>(optimizer_->element_state_names().size());
+  const int64_t in_memory = 1 + (offload_.pipeline_read ? 1 : 0) + (offload_.pipeline_write ? 1 : 0);
+  const int64_t needed = per_group * in_memory;
+  FATHOM_CHECK(offload_.buffer_count >= needed,
+               "config error at zero_optimization.offload_optimizer.buffer_count: ", offload_.buffer_count,
+               " buffers are too few: ", optimizer_->type(), " keeps ", per_group,
+               " tensors per sub-group (the fp32 master and its ", per_group - 1, " states) and ", in_memory,
+               " sub-group", in_memory == 1 ? " is" : "s are", " in memory at once",
+               in_memory > 1 ? " (pipeline_read / pipeline_write)" : "", ", so it needs ", needed,
+               "; set buffer_count to ", needed, " or more");
+}
+
+void OptimizerShard::in_tier(const std::function<void()>& fn) const {
+  std::optional<offload::HostTierScope> host;
+  if (offloaded()) host.emplace(offload_.pin_memory);
+  fn();
+}
+
+void OptimizerShard::take_gradient(const Tensor& reduced) {
+  MemoryTagScope tag(MemoryTag::Gradients);
+  in_tier([&] {
+    const Device where = offloaded() ? kCPU : reduced.device();
+    Tensor f32 = reduced.dtype() == DType::F32 ? reduced : reduced.to(DType::F32);
+    if (f32.device() != where) f32 = f32.to(where);
+    // The shard's own buffer is zeroed and refilled next cycle: the optimizer reads a copy.
+    gradient_ = f32.storage() == reduced.storage() ? f32.clone() : f32;
+  });
+}
+
+std::vector<size_t> OptimizerShard::groups_on(Tier tier) const {
+  std::vector<size_t> out;
+  for (size_t k = 0; k < groups_.size(); ++k)
+    if (groups_[k].tier == tier) out.push_back(k);
+  return out;
+}
+
+void OptimizerShard::step() {
+  FATHOM_CHECK(optimizer_ != nullptr, "training state: step() without an optimizer (this engine evaluates only)");
+  FATHOM_CHECK(gradient_.defined(), "ZeRO: step() before the boundary's gradients were taken");
+  autograd::NoGradGuard no_grad;
+  step_groups(groups_on(Tier::Device));
+  in_tier([&] { step_groups(groups_on(Tier::Host)); });
+  in_tier([&] { step_swapped(groups_on(Tier::Nvme)); });
+}
+
+void OptimizerShard::step_groups(const std::vector<size_t>& groups) {
+  if (groups.empty()) return;
+  for (const size_t k : groups) {
+    const SubGroup& g = groups_[k];
+    Tensor grad = gradient_.narrow(0, g.range.begin, g.range.size());
+    if (grad.device() != g.master.device()) grad = grad.to(g.master.device());
+    g.master.set_grad(grad);
+  }
+  optimizer_->step();
+  for (const size_t k : groups) {
+    groups_[k].master.zero_grad();
+    write_back(groups_[k]);
+  }
+}
+
+void OptimizerShard::write_back(const SubGroup& g) const {
+  if (g.separate_master) params_.narrow(0, g.range.begin, g.range.size()).copy_(g.master.data());  // rounds once
+}
+
+std::vector<Tensor> OptimizerShard::swapped_tensors(const SubGroup& g) const {
+  std::vector<Tensor> tensors{g.master.data()};
+  if (g.has_states)
+    for (const std::string& state : optimizer_->element_state_names())
+      tensors.push_back(optimizer_->state(g.master, state));
+  return tensors;
+}
+
+void OptimizerShard::swap_out(size_t k) const {
+  const SubGroup& g = groups_[k];
+  swapper_->begin_swap_out(g.swap_group, swapped_tensors(g));
+  swapper_->finish_swap_out(g.swap_group);
+}
+
+void OptimizerShard::swap_in(size_t k) const {
+  const SubGroup& g = groups_[k];
+  swapper_->begin_swap_in(g.swap_group, swapped_tensors(g));
+  swapper_->finish_swap_in(g.swap_group);
+}
+
+// Sub-group k is read (unless its read was started during k-1), updated, and written; with
+// pipeline_read k+1's read starts before k's update, with pipeline_write k's write is finished
+// only after k+1's update.
+void OptimizerShard::step_swapped(const std::vector<size_t>& groups) {
+  std::optional<size_t> reading, writing;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    SubGroup& g = groups_[groups[i]];
+    const bool read_started = reading.has_value() && *reading == groups[i];
+    if (!read_started) swapper_->begin_swap_in(g.swap_group, swapped_tensors(g));
+    swapper_->finish_swap_in(g.swap_group);
+    reading.reset();
+    if (offload_.pipeline_read && i + 1 < groups.size()) {
+      const SubGroup& next = groups_[groups[i + 1]];
+      swapper_->begin_swap_in(next.swap_group, swapped_tensors(next));
+      reading = groups[i + 1];
+    }
+    step_groups({groups[i]});
+    g.has_states = true;
+    swapper_->begin_swap_out(g.swap_group, swapped_tensors(g));
+    if (writing) swapper_->finish_swap_out(groups_[*writing].swap_group);
+    writing = groups[i];
+    if (!offload_.pipeline_write) {
+      swapper_->finish_swap_out(g.swap_group);
+      writing.reset();
+    }
+  }
+  if (writing) swapper_->finish_swap_out(groups_[*writing].swap_group);
+}
+
+std::vector<FlatRange> OptimizerShard::flat_ranges(bool with_master) const {
+  const std::vector<size_t> swapped = groups_on(Tier::Nvme);
+  for (const size_t k : swapped) swap_in(k);
+  std::vector<FlatRange> out;
+  if (with_master) {
+    Tensor master = groups_.size() == 1 ? groups_[0].master.data() : Tensor::empty({covers_.size()}, DType::F32);
+    if (groups_.size() > 1)
+      for (const SubGroup& g : groups_) master.narrow(0, g.range.begin, g.range.size()).copy_(g.master.data());
+    out.push_back({"master", master, covers_});
+  }
+  if (optimizer_)
+    for (FlatRange& state : optimizer_flat_ranges(*optimizer_, layout_)) out.push_back(std::move(state));
+  if (!swapped.empty()) {
+    // The values leave with the checkpoint; the swapped memory is released again.
+    for (FlatRange& range : out) range.values = range.values.clone();
+    for (const size_t k : swapped) swap_out(k);
+  }
+  return out;
+}
+
+void OptimizerShard::load(const FlatReader& read, const SavedStates& saved, const std::string& master_source) {
+  autograd::NoGradGuard no_grad;
+  const std::vector<size_t> swapped = groups_on(Tier::Nvme);
+  // Loaded values replace the swapped ones: the memory comes back without reading the files.
+  for (const size_t k : swapped)
+    for (const Tensor& t : swapped_tensors(groups_[k])) t.storage()->refill();
+  for (const SubGroup& g : groups_) {
+    if (!g.separate_master) continue;  // the parameters, loaded by the caller
+    read(master_source, g.master.data(), {covers_.begin + g.range.begin, covers_.begin + g.range.end});
+    write_back(g);
+  }
+  if (optimizer_) in_tier([&] { load_optimizer_flat_ranges(*optimizer_, layout_, read, saved); });
+  for (const size_t k : swapped) {
+    groups_[k].has_states = optimizer_ && optimizer_->step_count(groups_[k].master) > 0;
+    swap_out(k);
+  }
+}
+
+std::optional<offload::IoEngine::Counters> OptimizerShard::io_counters() const {
+  if (!swapper_) return std::nullopt;
+  return swapper_->engine().counters();
+}
+
+}  // namespace fathom::zero

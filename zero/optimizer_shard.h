@@ -1,0 +1,100 @@
+#pragma once
+// OptimizerShard: what a ZeRO rank's optimizer updates — its shard of the flat parameters as fp32
+// master weights, cut into sub-groups of sub_group_size elements, the optimizer over them and the
+// shard's fp32 gradient — placed on a memory tier (zero/optimizer_offload.h):
+//   device: beside the model, as without offload; an f32 model's masters are its parameters;
+//   host:   the host tier (offload/host_memory.h): masters, gradient and optimizer states in
+//           (pinned) host memory, the optimizer stepping there — the vectorised CPU Adam
+//           (kernels/cpu/optimizer_cpu.cpp) for Adam and AdamW;
+//   nvme:   swap files (offload/tensor_swapper.h): a sub-group's master and states are read in,
+//           updated and written back one sub-group at a time, reading k+1 and writing k-1 while k
+//           is updated when pipeline_read / pipeline_write are on.
+// After the step the updated values are written into the model's parameters, rounded once.
+// Placement moves data and never arithmetic: every tier, and every sub-group size, computes the
+// same values bit for bit (the optimizers it takes are elementwise; ZeRO refuses Lamb).
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "offload/io_engine.h"
+#include "zero/optimizer_offload.h"
+#include "zero/training_state.h"
+
+namespace fathom::offload {
+class TensorSwapper;
+}
+
+namespace fathom::zero {
+
+class OptimizerShard {
+ public:
+  // `params`: this rank's shard of the flat parameters (1-D, the model's device), covering
+  // `covers` in flat coordinates. `keeps_masters`: the model is 16-bit. `make_optimizer` null: no
+  // optimizer (evaluation).
+  OptimizerShard(const Tensor& params, Range covers, bool keeps_masters, OptimizerOffload offload,
+                 const OptimizerFactory& make_optimizer);
+  ~OptimizerShard();
+  OptimizerShard(const OptimizerShard&) = delete;
+  OptimizerShard& operator=(const OptimizerShard&) = delete;
+
+  const std::shared_ptr<nn::Optimizer>& optimizer() const { return optimizer_; }
+  const OptimizerLayout& layout() const { return layout_; }
+  const OptimizerOffload& offload() const { return offload_; }
+  size_t sub_groups() const { return groups_.size(); }
+  OptimizerOffload::Tier tier_of(size_t sub_group) const { return groups_.at(sub_group).tier; }
+  // The first sub-group's master: the whole shard when there is one sub-group.
+  const autograd::Variable& master(size_t sub_group = 0) const { return groups_.at(sub_group).master; }
+
+  // The shard's fp32 gradient at the accumulation boundary, made from `reduced` (the shard's
+  // reduced gradient, any dtype) where the optimizer reads it; undefined after drop_gradient().
+  void take_gradient(const Tensor& reduced);
+  const Tensor& gradient() const { return gradient_; }
+  void drop_gradient() { gradient_ = Tensor(); }
+  // Where the states this shard keeps apart from the model live: runs `fn` with allocations on
+  // the shard's host tier when it is offloaded (the stage-2/3 gradient shard uses it).
+  void in_tier(const std::function<void()>& fn) const;
+  bool offloaded() const { return offload_.tier != OptimizerOffload::Tier::Device; }
+
+  // Steps every sub-group and writes the updated values into `params` (the constructor's).
+  void step();
+  // Checkpoints: "master" (when `with_master`) and "optim.<state>" over covers; with nvme
+  // offload the values are copies read from the swap files.
+  std::vector<FlatRange> flat_ranges(bool with_master) const;
+  // Loads the masters from `master_source` ("master" or "param") and the optimizer's state.
+  void load(const FlatReader& read, const SavedStates& saved, const std::string& master_source);
+  // nvme: what the I/O engine moved so far (and how long the step waited for it).
+  std::optional<offload::IoEngine::Counters> io_counters() const;
+
+ private:
+  struct SubGroup {
+    Range range;  // within the shard
+    OptimizerOffload::Tier tier;
+    autograd::Variable master;
+    bool separate_master = false;  // false: a view of the parameters (f32 model on the device)
+    size_t swap_group = 0;         // nvme: its group in swapper_
+    bool has_states = false;       // nvme: the optimizer has created its states (after its first step)
+  };
+  void build_sub_groups(bool keeps_masters);
+  void check_buffer_count() const;
+  // One optimizer step over `groups` (each given its gradient slice), values written back.
+  void step_groups(const std::vector<size_t>& groups);
+  void write_back(const SubGroup& group) const;
+  void step_swapped(const std::vector<size_t>& groups);
+  std::vector<Tensor> swapped_tensors(const SubGroup& group) const;
+  void swap_in(size_t g) const;
+  void swap_out(size_t g) const;
+  std::vector<size_t> groups_on(OptimizerOffload::Tier tier) const;
+
+  Tensor params_;
+  Range covers_;
+  OptimizerOffload offload_;
+  std::vector<SubGroup> groups_;
+  std::unique_ptr<offload::TensorSwapper> swapper_;
+  std::shared_ptr<nn::Optimizer> optimizer_;
+  OptimizerLayout layout_;
+  Tensor gradient_;
+};
+
+}  // namespace fathom::zero
