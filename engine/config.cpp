@@ -26,7 +26,7 @@ ActivationCheckpointingConfig parse_activation_checkpointing(const ConfigSection
       {"contiguous_memory_optimization", "Fathom's caching allocator reuses the checkpoints' blocks; there is no "
                                          "contiguous checkpoint buffer"},
       {"profile", "time checkpointed blocks with the flops profiler or the trace instead"},
-      {"cpu_checkpointing", "checkpointed activations stay on the model's device (offload is not built yet)"}};
+      {"cpu_checkpointing", "checkpointed activations stay on the model's device (Fathom offloads optimizer state, not activations)"}};
   for (const auto& [key, why] : refused)
     if (s.boolean(key, false)) s.fail(key, std::string("true is not supported: ") + why + "; remove it or set false");
   return c;
@@ -112,13 +112,7 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
   } else {
     c.zero = parse_zero(top.section("zero_optimization"), c.notices);
   }
-  // aio.thread_count: DeepSpeed accepts and ignores it; its setting today is intra_op_parallelism.
-  if (const ConfigSection aio = top.section("aio"); aio.find("thread_count")) {
-    c.aio_intra_op_parallelism = aio.integer("thread_count", 1, 1);
-    c.notices.push_back(config_notice(aio, "thread_count", "DeepSpeed ignores it; Fathom reads it as "
-                                      "\"intra_op_parallelism\" (" + std::to_string(c.aio_intra_op_parallelism) +
-                                      " I/O threads)"));
-  }
+  c.aio = parse_aio(top.section("aio"), c.notices);
   // DeepSpeed's TPTrainingConfig: autotp_size, and the AutoTP knobs that only have a meaning for
   // its module injection, accepted at their defaults.
   const ConfigSection tensor_parallel = top.section("tensor_parallel");

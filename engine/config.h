@@ -143,6 +143,16 @@ struct OffloadParamConfig {
   bool pin_memory = false;
 };
 
+// The top-level "aio" block (DeepSpeed's AsyncIO config), read by the offload I/O engine.
+struct AioConfig {
+  int64_t block_size = 1048576;     // bytes per request
+  int64_t queue_depth = 8;          // requests in flight per thread
+  int64_t intra_op_parallelism = 1; // I/O threads (DeepSpeed's older name: thread_count)
+  bool single_submit = false;       // submit requests one at a time rather than in batches
+  bool overlap_events = true;       // submit new requests while earlier ones complete
+  bool use_gds = false;             // GPUDirect Storage: refused (Fathom reads into host memory)
+};
+
 struct OffloadOptimizerConfig {
   std::string device = "none";
   std::string nvme_path;
@@ -234,9 +244,8 @@ struct Config {
   // across micro-batches. Unset: fp32 at stage 0 in mixed precision, and at ZeRO 1-3 fp32 when
   // gradient_accumulation_steps > 1, else the model's dtype. A 16-bit dtype must be the model's.
   std::string grad_accum_dtype;
-  // aio.thread_count: DeepSpeed ignores it; Fathom reads it as intra_op_parallelism (the
-  // offload I/O engine's threads).
-  int64_t aio_intra_op_parallelism = 1;
+  // "aio": the offload I/O engine's settings (docs/offload.md).
+  AioConfig aio;
   // tensor_parallel.autotp_size (DeepSpeed's AutoTP training key; 0 and 1 are off): the tensor
   // axis of the process grid (docs/tensor_parallel.md).
   int64_t tensor_parallel_size = 1;

@@ -192,6 +192,11 @@ std::string Config::to_json() const {
   w.key("steps").begin_array(JsonWriter::Layout::Inline).value(trace.first_step).value(trace.last_step).end_array();
   w.end_object();
   write_zero(w, zero);
+  w.key("aio").begin_object(JsonWriter::Layout::Inline);
+  w.member("block_size", aio.block_size).member("queue_depth", aio.queue_depth);
+  w.member("intra_op_parallelism", aio.intra_op_parallelism).member("single_submit", aio.single_submit);
+  w.member("overlap_events", aio.overlap_events).member("use_gds", aio.use_gds);
+  w.end_object();
   w.end_object();
   return w.str() + "\n";
 }

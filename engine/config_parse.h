@@ -18,6 +18,8 @@ FlopsProfilerConfig parse_flops_profiler(const ConfigSection& section);
 CommsLoggerConfig parse_comms_logger(const ConfigSection& section);
 TraceConfig parse_trace(const ConfigSection& section);
 // DeepSpeed's deprecated spellings inside the section are mapped, each with a line in `notices`.
+// The top-level "aio" block.
+AioConfig parse_aio(const ConfigSection& section, std::vector<std::string>& notices);
 ZeroConfig parse_zero(const ConfigSection& section, std::vector<std::string>& notices);
 // "config notice at <path> (line N): <what>" — a key read differently from how it is written.
 std::string config_notice(const ConfigSection& section, const std::string& key, const std::string& what);

@@ -18,10 +18,6 @@ constexpr const char* kDefaults = R"({
   "graph_harvesting": false,
   "use_data_before_expert_parallelism": false,
   "seq_parallel_comm_data_type": "fp32",
-  "aio": {
-    "block_size": 1048576, "queue_depth": 8, "thread_count": 1, "single_submit": false,
-    "overlap_events": true, "use_gds": false
-  },
   "checkpoint": {
     "tag_validation": "WARN", "load_universal": false, "use_node_local_storage": false,
     "parallel_write": {"pipeline_stage": false}
@@ -74,7 +70,6 @@ std::string feature_name(const std::string& key) {
       {"graph_harvesting", "graph harvesting"},
       {"use_data_before_expert_parallelism", "expert parallelism"},
       {"seq_parallel_comm_data_type", "sequence parallelism"},
-      {"aio", "async I/O settings"},
       {"checkpoint", "checkpoint options"},
       {"pipeline", "pipeline parallelism settings"},
       {"amp", "NVIDIA Apex AMP"},
@@ -148,7 +143,7 @@ void check_defaults(const ConfigSection& section, const ConfigNode& fallback, co
   for (const ConfigMember& member : section.node()->members) {
     // Keys inside these sections that parse_config reads itself.
     const std::string path = section.path_of(member.key);
-    if (path == "aio.thread_count" || path == "checkpoint.tag_validation") continue;
+    if (path == "checkpoint.tag_validation") continue;
     const ConfigNode& expected = *fallback.find(member.key);
     if (expected.is_map()) {
       check_defaults(section.section(member.key), expected, top_key);
@@ -183,7 +178,7 @@ const std::vector<std::string>& fathom_config_keys() {
       "zero_optimization", "prescale_gradients", "gradient_predivide_factor", "communication_data_type",
       "dataloader_drop_last", "data_types", "tensorboard", "csv_monitor", "memory_breakdown",
       "flops_profiler", "comms_logger", "trace", "tensor_parallel", "sequence_parallel",
-      "activation_checkpointing", "pipeline"};
+      "activation_checkpointing", "pipeline", "aio"};
   return keys;
 }
 

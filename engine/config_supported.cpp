@@ -9,7 +9,7 @@ namespace {
 
 constexpr bool kFp16Built = true;
 constexpr bool kBf16Built = true;
-constexpr bool kOffloadBuilt = false;
+constexpr bool kParameterOffloadBuilt = false;
 
 }  // namespace
 
@@ -19,12 +19,9 @@ void Config::check_supported() const {
     fail("fp16.enabled", "true is not supported yet (fp16 mixed precision arrives with its issue); use false");
   if (bf16.enabled && !kBf16Built)
     fail("bf16.enabled", "true is not supported yet (bf16 mixed precision arrives with its issue); use false");
-  if (zero.offload_optimizer.device != "none" && !kOffloadBuilt)
-    fail("zero_optimization.offload_optimizer.device",
-         "\"" + zero.offload_optimizer.device + "\" is not supported yet (offload arrives with its issue); use \"none\"");
-  if (zero.offload_param.device != "none" && !kOffloadBuilt)
+  if (zero.offload_param.device != "none" && !kParameterOffloadBuilt)
     fail("zero_optimization.offload_param.device",
-         "\"" + zero.offload_param.device + "\" is not supported yet (offload arrives with its issue); use \"none\"");
+         "\"" + zero.offload_param.device + "\" is not supported yet (parameter offload arrives with its issue); use \"none\"");
 }
 
 }  // namespace fathom

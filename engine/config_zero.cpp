@@ -77,6 +77,31 @@ std::string config_notice(const ConfigSection& s, const std::string& key, const 
   return "config notice at " + s.path_of(key) + (line > 0 ? " (line " + std::to_string(line) + ")" : "") + ": " + what;
 }
 
+AioConfig parse_aio(const ConfigSection& s, std::vector<std::string>& notices) {
+  s.check_keys({"block_size", "queue_depth", "intra_op_parallelism", "thread_count", "single_submit", "overlap_events",
+                "use_gds"});
+  AioConfig c;
+  c.block_size = s.integer("block_size", c.block_size, 512);
+  c.queue_depth = s.integer("queue_depth", c.queue_depth, 1);
+  if (s.find("thread_count")) {
+    if (s.find("intra_op_parallelism"))
+      s.fail("thread_count", "is DeepSpeed's older name of \"intra_op_parallelism\", which is given too (line " +
+                                 std::to_string(s.line_of("intra_op_parallelism")) + "); keep \"intra_op_parallelism\"");
+    c.intra_op_parallelism = s.integer("thread_count", c.intra_op_parallelism, 1);
+    notices.push_back(config_notice(s, "thread_count", "DeepSpeed's older name, read as \"intra_op_parallelism\" (" +
+                                                           std::to_string(c.intra_op_parallelism) + " I/O threads)"));
+  } else {
+    c.intra_op_parallelism = s.integer("intra_op_parallelism", c.intra_op_parallelism, 1);
+  }
+  c.single_submit = s.boolean("single_submit", c.single_submit);
+  c.overlap_events = s.boolean("overlap_events", c.overlap_events);
+  c.use_gds = s.boolean("use_gds", c.use_gds);
+  if (c.use_gds)
+    s.fail("use_gds", "true is not supported (GPUDirect Storage reads swap files straight into GPU memory; Fathom "
+                      "reads them into pinned host memory): remove it or set false");
+  return c;
+}
+
 ZeroConfig parse_zero(const ConfigSection& s, std::vector<std::string>& notices) {
   std::vector<std::string> known = {
       "stage", "contiguous_gradients", "overlap_comm", "reduce_scatter", "reduce_bucket_size",

@@ -4,6 +4,7 @@
 
 #include "core/logging.h"
 #include "engine/monitor.h"
+#include "engine/offload_setup.h"
 #include "engine/pipeline_executor.h"
 #include "engine/profilers.h"
 #include "nn/optimizer_factory.h"
@@ -33,6 +34,7 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
                                                          const zero::ParallelLayout& layout,
                                                          const zero::OptimizerFactory& make_optimizer) {
   const auto named = model.named_parameters();
+  zero::OptimizerOffload offload = optimizer_offload(config, layout.groups);  // checked at every stage
   if (config.zero.stage == 0)
     return std::make_unique<zero::ReplicatedState>(
         named, layout,
@@ -64,7 +66,8 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
                            .gather = {.persistence_threshold = config.zero.param_persistence_threshold,
                                       .prefetch_elements = config.zero.prefetch_bucket_size,
                                       .max_live_elements = config.zero.max_live_parameters,
-                                      .max_reuse_distance = config.zero.max_reuse_distance}},
+                                      .max_reuse_distance = config.zero.max_reuse_distance},
+                           .offload = std::move(offload)},
       make_optimizer, &model);
 }
 

@@ -4,13 +4,16 @@
 
 #include "core/allocator.h"
 #include "core/cuda/cuda_runtime.h"
+#include "offload/host_memory.h"
 
 namespace fathom {
 
 namespace {
 
+// Every allocator of this process: the CPU's, offload's host tier and pinned memory, each GPU's.
 std::vector<MemorySnapshot> every_device() {
-  std::vector<MemorySnapshot> snapshots{memory_snapshot(kCPU)};
+  std::vector<MemorySnapshot> snapshots{memory_snapshot(kCPU), offload::host_tier_allocator(false).stats().snapshot(),
+                                        offload::host_tier_allocator(true).stats().snapshot()};
   for (int device = 0; device < cuda::device_count(); ++device) snapshots.push_back(memory_snapshot(Device::cuda(device)));
   return snapshots;
 }
@@ -49,7 +52,12 @@ std::string format_memory_breakdown(const std::string& point) {
     line += std::string(" | ") + memory_tag_name(static_cast<MemoryTag>(t)) + " " + format_bytes(bytes);
     total += bytes;
   }
-  return line + " | total " + format_bytes(total);
+  line += " | total " + format_bytes(total) + " (host " + format_bytes(snapshots[0].total.current);
+  if (snapshots[1].total.current > 0) line += ", host tier " + format_bytes(snapshots[1].total.current);
+  if (snapshots[2].total.current > 0) line += ", pinned " + format_bytes(snapshots[2].total.current);
+  for (size_t d = 3; d < snapshots.size(); ++d)
+    line += ", cuda:" + std::to_string(d - 3) + " " + format_bytes(snapshots[d].total.current);
+  return line + ")";
 }
 
 }  // namespace fathom

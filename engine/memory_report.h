@@ -22,8 +22,9 @@ ModelStateBytes model_state_bytes(bool peak = false);
 //  communication 0 B | model states 44.1 MiB"
 std::string format_model_state_bytes(const ModelStateBytes& bytes);
 // memory_breakdown's line: "memory after <point> | parameters ... | gradients ... | master_weights
-// ... | optimizer_state ... | activations ... | communication ... | other ... | total ..." — the
-// live bytes of every allocator tag, host and device together.
+// ... | optimizer_state ... | activations ... | communication ... | other ... | total ... (host ...,
+// host tier ..., pinned ..., cuda:0 ...)" — the live bytes of every allocator tag, host, offload's
+// tiers and devices together, then the total of each allocator (the tiers when they hold any).
 std::string format_memory_breakdown(const std::string& point);
 
 }  // namespace fathom

@@ -79,12 +79,10 @@ TEST_CASE("check_supported names each feature that is not built yet", "[engine]"
   CHECK(supported_error(with(R"("zero_optimization": {"stage": 2})")) == "(no error)");
   CHECK(supported_error(with(R"("zero_optimization": {"stage": 3})")) == "(no error)");
   CHECK(supported_error(with(R"("bf16": {"enabled": true})")) == "(no error)");  // built: mixed precision
-  CHECK(supported_error(with(R"("zero_optimization": {"offload_optimizer": {"device": "cpu"}})")) ==
-        "config error at zero_optimization.offload_optimizer.device: \"cpu\" is not supported yet (offload arrives "
-        "with its issue); use \"none\"");
+  CHECK(supported_error(with(R"("zero_optimization": {"offload_optimizer": {"device": "cpu"}})")) == "(no error)");
   CHECK(supported_error(with(R"("zero_optimization": {"offload_param": {"device": "nvme", "nvme_path": "/nvme"}})")) ==
-        "config error at zero_optimization.offload_param.device: \"nvme\" is not supported yet (offload arrives with "
-        "its issue); use \"none\"");
+        "config error at zero_optimization.offload_param.device: \"nvme\" is not supported yet (parameter offload "
+        "arrives with its issue); use \"none\"");
   CHECK(supported_error(with(R"("zero_optimization": {"stage": 0}, "fp16": {"enabled": false})")) == "(no error)");
 }
 
@@ -258,19 +256,19 @@ TEST_CASE("DeepSpeed's deprecated spellings are read as the current keys, each w
   CHECK(offload.notices[2] == "config notice at zero_optimization.cpu_offload_use_pin_memory (line 3): DeepSpeed's "
                               "deprecated spelling (which DeepSpeed ignores), read as \"pin_memory\": true in "
                               "offload_optimizer and offload_param");
-  // Offload itself is not built: the mapped key is refused with offload's own message.
+  // Parameter offload is not built: the mapped key is refused with its own message.
   CHECK(error_of([&] { offload.check_supported(); }) ==
-        "config error at zero_optimization.offload_optimizer.device: \"cpu\" is not supported yet (offload arrives "
-        "with its issue); use \"none\"");
+        "config error at zero_optimization.offload_param.device: \"cpu\" is not supported yet (parameter offload "
+        "arrives with its issue); use \"none\"");
 
   const Config bfloat = read(R"("bfloat16": {"enabled": true})");
   CHECK(bfloat.bf16.enabled);
   CHECK(bfloat.notices == std::vector<std::string>{
                               "config notice at bfloat16 (line 2): DeepSpeed's deprecated name, read as \"bf16\""});
   const Config aio = read(R"("aio": {"thread_count": 4})");
-  CHECK(aio.aio_intra_op_parallelism == 4);
+  CHECK(aio.aio.intra_op_parallelism == 4);
   CHECK(aio.notices == std::vector<std::string>{
-                           "config notice at aio.thread_count (line 2): DeepSpeed ignores it; Fathom reads it as "
+                           "config notice at aio.thread_count (line 2): DeepSpeed's older name, read as "
                            "\"intra_op_parallelism\" (4 I/O threads)"});
   // An unknown key is still an error with a did-you-mean.
   CHECK(parse_error(with(R"("zero_optimization": {"cpu_ofload": true})")).find("did you mean \"cpu_offload\"") !=
@@ -587,7 +585,7 @@ TEST_CASE("DeepSpeed keys Fathom does not implement: accepted off, errors on", "
         "false");
   CHECK(parse_error(with(R"("activation_checkpointing": {"cpu_checkpointing": true})")) ==
         "config error at activation_checkpointing.cpu_checkpointing: true is not supported: checkpointed activations "
-        "stay on the model's device (offload is not built yet); remove it or set false");
+        "stay on the model's device (Fathom offloads optimizer state, not activations); remove it or set false");
   CHECK(parse_error(with(R"("activation_checkpointing": {"number_checkpoints": 0})")) ==
         "config error at activation_checkpointing.number_checkpoints: expected an integer >= 1, got 0");
   CHECK(parse_error(with(R"("sequence_parallel": 1)")) ==
@@ -798,4 +796,28 @@ TEST_CASE("the checker reports keyed problems and then one that names no key, th
   CHECK(check.problems[2].find("train_batch_size (10) is not a multiple of") != std::string::npos);  // no key: the end
   CHECK(check_config_file(write_file("good.json", R"({"train_batch_size": 8})"), 2).config->batch.train_micro_batch_size_per_gpu == 4);
   CHECK(check_config_file("no_such_config.json", 1).problems.size() == 1);
+}
+
+TEST_CASE("aio: DeepSpeed's keys and defaults, thread_count as the older name, GDS refused", "[engine]") {
+  const Config defaults = Config::from_string(with(""));
+  CHECK(defaults.aio.block_size == 1048576);
+  CHECK(defaults.aio.queue_depth == 8);
+  CHECK(defaults.aio.intra_op_parallelism == 1);
+  CHECK_FALSE(defaults.aio.single_submit);
+  CHECK(defaults.aio.overlap_events);
+  const Config tuned = Config::from_string(with(R"("aio": {"block_size": 262144, "queue_depth": 32,
+    "intra_op_parallelism": 2, "single_submit": true, "overlap_events": false, "use_gds": false})"));
+  CHECK(tuned.aio.block_size == 262144);
+  CHECK(tuned.aio.queue_depth == 32);
+  CHECK(tuned.aio.intra_op_parallelism == 2);
+  CHECK(tuned.aio.single_submit);
+  CHECK_FALSE(tuned.aio.overlap_events);
+  CHECK(Config::from_string(tuned.to_json()).aio.queue_depth == 32);  // the recorded config keeps it
+  CHECK(parse_error(with(R"("aio": {"thread_count": 2, "intra_op_parallelism": 2})")) ==
+        "config error at aio.thread_count: is DeepSpeed's older name of \"intra_op_parallelism\", which is given too "
+        "(line 1); keep \"intra_op_parallelism\"");
+  CHECK(parse_error(with(R"("aio": {"use_gds": true})")).find("GPUDirect Storage") != std::string::npos);
+  CHECK(parse_error(with(R"("aio": {"queue_depth": 0})")) ==
+        "config error at aio.queue_depth: expected an integer >= 1, got 0");
+  CHECK(parse_error(with(R"("aio": {"queue_dpth": 4})")).find("did you mean \"queue_depth\"") != std::string::npos);
 }

@@ -1,0 +1,81 @@
+#include "engine/offload_setup.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace fathom {
+namespace {
+
+constexpr const char* kKey = "zero_optimization.offload_optimizer";
+
+// <nvme_path> must be an existing, writable directory: Fathom creates only its own
+// sub-directories below it, so a typo does not scatter swap files somewhere unexpected.
+void check_nvme_path(const std::string& path) {
+  struct stat info {};
+  FATHOM_CHECK(::stat(path.c_str(), &info) == 0, "config error at ", kKey, ".nvme_path: \"", path,
+               "\" does not "
+               "exist; create it (a directory on a fast local disk, e.g. an NVMe mount) or point nvme_path at one");
+  FATHOM_CHECK(S_ISDIR(info.st_mode), "config error at ", kKey, ".nvme_path: \"", path,
+               "\" is not a directory; "
+               "point nvme_path at a directory on a fast local disk");
+  FATHOM_CHECK(::access(path.c_str(), W_OK | X_OK) == 0, "config error at ", kKey, ".nvme_path: \"", path,
+               "\" is not writable by this process; fix its permissions or point nvme_path at a writable directory");
+}
+
+// The job's directory name: FATHOM_JOB_NAME, or the first rank's process id (unique on its host
+// while the job runs; every rank gets the same one).
+std::string job_name(const parallel::ProcessGroups& groups) {
+  if (const char* name = std::getenv("FATHOM_JOB_NAME"); name != nullptr && *name != '\0') return name;
+  Tensor pid = Tensor::empty({1}, DType::I64);
+  pid.data<int64_t>()[0] = static_cast<int64_t>(::getpid());
+  groups.world_ptr()->broadcast(pid, 0);
+  return "job" + std::to_string(pid.data<int64_t>()[0]);
+}
+
+zero::OptimizerOffload::Tier tier_of(const std::string& device) {
+  if (device == "cpu") return zero::OptimizerOffload::Tier::Host;
+  if (device == "nvme") return zero::OptimizerOffload::Tier::Nvme;
+  return zero::OptimizerOffload::Tier::Device;
+}
+
+}  // namespace
+
+zero::OptimizerOffload optimizer_offload(const Config& config, const parallel::ProcessGroups& groups) {
+  const OffloadOptimizerConfig& c = config.zero.offload_optimizer;
+  zero::OptimizerOffload offload;
+  offload.tier = tier_of(c.device);
+  offload.sub_group_elements = config.zero.sub_group_size;
+  FATHOM_CHECK(offload.sub_group_elements > 0, "config error at zero_optimization.sub_group_size: must be > 0, got ",
+               offload.sub_group_elements);
+  if (offload.tier == zero::OptimizerOffload::Tier::Device) return offload;
+  FATHOM_CHECK(config.zero.stage >= 1, "config error at ", kKey, ".device: \"", c.device,
+               "\" offloads ZeRO's "
+               "optimizer shard, but zero_optimization.stage is 0; use stage 1, 2 or 3");
+  FATHOM_CHECK(c.ratio == 1.0 || config.zero.stage == 3, "config error at ", kKey, ".ratio: ", c.ratio,
+               " (a partial "
+               "offload) needs zero_optimization.stage 3, as in DeepSpeed; stage is ",
+               config.zero.stage, ", use ratio 1.0");
+  FATHOM_CHECK(c.ratio > 0.0, "config error at ", kKey, ".ratio: must be > 0 (set device \"none\" for no offload)");
+  offload.pin_memory = c.pin_memory;
+  offload.ratio = c.ratio;
+  if (offload.tier == zero::OptimizerOffload::Tier::Nvme) {
+    check_nvme_path(c.nvme_path);
+    const int rank = groups.world_ptr()->rank();
+    offload.swap_directory = c.nvme_path + "/" + job_name(groups) + "/rank" + std::to_string(rank);
+    offload.buffer_count = c.buffer_count;
+    offload.pipeline_read = c.pipeline_read;
+    offload.pipeline_write = c.pipeline_write;
+  }
+  offload.aio = {.block_size = config.aio.block_size,
+                 .queue_depth = config.aio.queue_depth,
+                 .intra_op_parallelism = config.aio.intra_op_parallelism,
+                 .single_submit = config.aio.single_submit,
+                 .overlap_events = config.aio.overlap_events};
+  return offload;
+}
+
+}  // namespace fathom
