@@ -39,29 +39,53 @@ double norm(const std::vector<double>& v) {
 }
 }  // namespace
 
-TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<parallel::Communicator> group, int steps,
+Initialized start_tiny_gpt(const std::string& config, std::shared_ptr<parallel::Communicator> group,
                            bool activation_checkpointing, Device device) {
   const int rank = group ? group->rank() : 0;
   models::GPTConfig gpt = tiny_gpt();
   gpt.activation_checkpointing = activation_checkpointing;
   auto model = std::make_shared<models::GPT>(gpt, 1000 + rank);
   model->to(device);
-  Initialized init = initialize(Config::from_string(config), model, nullptr, token_data(), group);
-  TrainingRun run;
-  run.engine = init.engine;
-  init.engine->on_step([&](const StepReport& r) { run.losses.push_back(r.loss); });
-  while (init.engine->global_steps() < steps) {
+  return initialize(Config::from_string(config), model, nullptr, token_data(), group);
+}
+
+namespace {
+// The steps, and the collectives issued by backwards that do not end a cycle.
+int64_t run_steps(Initialized& init, int steps, std::vector<double>* losses, Device device) {
+  const int64_t last = init.engine->global_steps() + steps;
+  parallel::Communicator* group = &init.engine->training_state().data_group();
+  int64_t outside_boundaries = 0;
+  std::vector<double> seen;
+  init.engine->on_step([&](const StepReport& r) { seen.push_back(r.loss); });
+  while (init.engine->global_steps() < last) {
     for (const Batch& batch : *init.loader) {
       const autograd::Variable logits =
           (*init.engine)(autograd::Variable(batch.inputs.to(device)), batch.sample_index);
       const bool boundary = init.engine->is_gradient_accumulation_boundary();
-      const int64_t before = group ? group->collectives_issued() : 0;
+      const int64_t before = group->collectives_issued();
       init.engine->backward(nn::cross_entropy(logits, batch.targets.to(device), batch.loss_normaliser));
-      if (!boundary && group) run.collectives_outside_boundaries += group->collectives_issued() - before;
+      if (!boundary) outside_boundaries += group->collectives_issued() - before;
       init.engine->step();
-      if (init.engine->global_steps() >= steps) break;
+      if (init.engine->global_steps() >= last) break;
     }
   }
+  init.engine->on_step(nullptr);
+  if (losses) losses->insert(losses->end(), seen.begin(), seen.end());
+  return outside_boundaries;
+}
+}  // namespace
+
+void train_steps(Initialized& init, int steps, std::vector<double>* losses, Device device) {
+  run_steps(init, steps, losses, device);
+}
+
+TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<parallel::Communicator> group, int steps,
+                           bool activation_checkpointing, Device device) {
+  Initialized init = start_tiny_gpt(config, group, activation_checkpointing, device);
+  TrainingRun run;
+  run.engine = init.engine;
+  const int64_t outside = run_steps(init, steps, &run.losses, device);
+  if (group) run.collectives_outside_boundaries = outside;
   // Stage 3 keeps shards only: gather the whole model to compare it.
   if (const zero::ShardedState* zero = zero::as_sharded(init.engine->training_state()); zero && zero->gatherer())
     run.zero3_peak_gathered = zero->gatherer()->peak_gathered_elements();

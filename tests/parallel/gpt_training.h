@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/initialize.h"
 #include "parallel/communicator.h"
 
 namespace fathom::testing {
@@ -29,6 +30,12 @@ struct TrainingRun {
 TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<parallel::Communicator> group, int steps,
                            bool activation_checkpointing = false, Device device = kCPU);
 
+// The pieces of train_tiny_gpt, for tests that save, load or look between steps: the tiny GPT's
+// engine (rank-dependent initial weights, as above), and `steps` more optimizer steps of it,
+// each step's loss appended to `losses`.
+Initialized start_tiny_gpt(const std::string& config, std::shared_ptr<parallel::Communicator> group,
+                           bool activation_checkpointing = false, Device device = kCPU);
+void train_steps(Initialized& init, int steps, std::vector<double>* losses = nullptr, Device device = kCPU);
 
 void require_equivalent(const TrainingRun& alone, const TrainingRun& parallel, double bound);
 

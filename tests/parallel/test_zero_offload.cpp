@@ -1,0 +1,284 @@
+// Optimizer offload (zero_optimization.offload_optimizer; docs/offload.md) moves data, never
+// arithmetic: with device cpu or nvme, at ZeRO stages 1-3, f32 and bf16, gradient accumulation 1
+// and 2, several sub-groups and a partial offload, every step's loss and every final weight equal
+// the run without offload bit for bit. The tiers are told apart by the allocators' tagged counters
+// (on a CPU-only machine every tier is host memory); checkpoints go through the swap files; a
+// damaged swap file, a full disk and bad paths end the step with errors that say what to do.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/allocator.h"
+#include "engine/initialize.h"
+#include "gpt_training.h"
+#include "mpi_test_util.h"
+#include "offload/host_memory.h"
+#include "offload/io_faults.h"
+#include "test_util.h"
+#include "zero/sharded_state.h"
+
+using namespace fathom;
+using fathom::testing::runtime;
+using fathom::testing::start_tiny_gpt;
+using fathom::testing::train_steps;
+using fathom::testing::train_tiny_gpt;
+using fathom::testing::TrainingRun;
+namespace fs = std::filesystem;
+
+namespace {
+constexpr int kSteps = 4;
+
+// A directory every rank shares, removed at the end (the test's working directory is on a local
+// disk, which O_DIRECT needs; /tmp may be a tmpfs that lacks it on older kernels).
+struct Scratch {
+  std::string path;
+  explicit Scratch(const std::string& name) : path((fs::current_path() / ("offload-test-" + name)).string()) {
+    runtime().world().barrier();
+    if (runtime().world().rank() == 0) {
+      fs::remove_all(path);
+      fs::create_directories(path);
+    }
+    runtime().world().barrier();
+  }
+  ~Scratch() {
+    runtime().world().barrier();
+    if (runtime().world().rank() == 0) fs::remove_all(path);
+  }
+};
+
+std::string config_text(int stage, int gas, bool bf16, const std::string& offload = "", const std::string& extra = "") {
+  return detail::concat(R"({"train_batch_size": 24, "gradient_accumulation_steps": )", gas,
+                        R"(, "optimizer": {"type": "AdamW", "params": {"lr": 5e-4, "weight_decay": 0.1}},
+      "gradient_clipping": 1.0, "seed": 7, "bf16": {"enabled": )",
+                        bf16 ? "true" : "false", R"(}, "zero_optimization": {"stage": )", stage,
+                        stage == 3 ? R"(, "stage3_param_persistence_threshold": 0)" : "",
+                        offload.empty() ? "" : ", " + offload, "}", extra, "}");
+}
+
+// Both pipelines: three sub-groups of three tensors (Adam's master and moments) in memory at once.
+std::string nvme(const std::string& path, int buffer_count = 9) {
+  return R"("sub_group_size": 2000, "offload_optimizer": {"device": "nvme", "nvme_path": ")" + path +
+         R"(", "buffer_count": )" + std::to_string(buffer_count) +
+         R"(, "pipeline_read": true, "pipeline_write": true})";
+}
+const std::string kCpu = R"("sub_group_size": 2000, "offload_optimizer": {"device": "cpu"})";
+
+void require_identical(const TrainingRun& expected, const TrainingRun& actual) {
+  REQUIRE(actual.losses == expected.losses);
+  REQUIRE(actual.weights.size() == expected.weights.size());
+  for (size_t i = 0; i < expected.weights.size(); ++i) {
+    INFO(expected.weights[i].first);
+    REQUIRE(actual.weights[i].second.to_vector<double>() == expected.weights[i].second.to_vector<double>());
+  }
+}
+
+const zero::OptimizerShard& shard_of(const Engine& engine) {
+  const zero::ShardedState* sharded = zero::as_sharded(engine.training_state());
+  REQUIRE(sharded != nullptr);
+  return sharded->optimizer_shard();
+}
+
+int64_t bytes(Allocator& allocator, MemoryTag tag) { return allocator.stats().snapshot()[tag].current; }
+
+std::vector<zero::FlatRange> states_of(const Engine& engine) {
+  const zero::TrainingState& state = engine.training_state();
+  int64_t total = 0;
+  for (const zero::FlatSlot& slot : state.flat_slots()) total += slot.numel;
+  return state.flat_ranges({0, total});
+}
+}  // namespace
+
+TEST_CASE("offload cpu and nvme x stages 1-3 x f32/bf16 x accumulation 1/2 equal no offload bit for bit", "[offload]") {
+  const auto& world = runtime().world_ptr();
+  const Scratch swap_dir("equivalence");
+  const std::string& swap = swap_dir.path;
+  for (bool bf16 : {false, true})
+    for (int stage : {1, 2, 3})
+      for (int gas : {1, 2}) {
+        const TrainingRun plain = train_tiny_gpt(config_text(stage, gas, bf16), world, kSteps);
+        for (const std::string& offload : {kCpu, nvme(swap)}) {
+          INFO((bf16 ? "bf16" : "f32") << ", stage " << stage << ", gas " << gas << ", " << offload << ", "
+                                       << world->size() << " ranks");
+          const TrainingRun offloaded = train_tiny_gpt(config_text(stage, gas, bf16, offload), world, kSteps);
+          CHECK(shard_of(*offloaded.engine).sub_groups() > 2);  // several sub-groups per shard
+          require_identical(plain, offloaded);
+        }
+      }
+  // Stage 3's partial offload: the first half of the sub-groups offloaded, the rest on the device.
+  for (const std::string& device : {"cpu", "nvme"}) {
+    INFO("ratio 0.5, " << device);
+    const std::string partial = R"("sub_group_size": 2000, "offload_optimizer": {"device": ")" + std::string(device) +
+                                R"(", "nvme_path": ")" + swap + R"(", "ratio": 0.5})";
+    const TrainingRun offloaded = train_tiny_gpt(config_text(3, 2, true, partial), world, kSteps);
+    const zero::OptimizerShard& shard = shard_of(*offloaded.engine);
+    CHECK(shard.tier_of(0) != zero::OptimizerOffload::Tier::Device);
+    CHECK(shard.tier_of(shard.sub_groups() - 1) == zero::OptimizerOffload::Tier::Device);
+    require_identical(train_tiny_gpt(config_text(3, 2, true), world, kSteps), offloaded);
+  }
+}
+
+TEST_CASE("offload tiers by their tags: cpu leaves the device tier, nvme holds at most buffer_count buffers",
+          "[offload]") {
+  const auto& world = runtime().world_ptr();
+  Allocator& device = allocator_for(kCPU);  // the model's tier on a CPU-only run
+  Allocator& host = offload::host_tier_allocator(false);
+  for (int stage : {1, 2, 3}) {
+    INFO("stage " << stage);
+    const int64_t device_masters = bytes(device, MemoryTag::MasterWeights);
+    const int64_t device_states = bytes(device, MemoryTag::OptimizerState);
+    const TrainingRun run = train_tiny_gpt(config_text(stage, 1, true, kCpu), world, 2);
+    CHECK(bytes(device, MemoryTag::MasterWeights) == device_masters);  // none on the device tier
+    CHECK(bytes(device, MemoryTag::OptimizerState) == device_states);
+    CHECK(bytes(host, MemoryTag::MasterWeights) > 0);
+    CHECK(bytes(host, MemoryTag::OptimizerState) > 0);
+  }
+  // Pinned: the same bytes counted as pinned.
+  {
+    const TrainingRun run = train_tiny_gpt(
+        config_text(2, 1, true, R"("offload_optimizer": {"device": "cpu", "pin_memory": true})"), world, 1);
+    CHECK(bytes(offload::host_tier_allocator(true), MemoryTag::OptimizerState) > 0);
+  }
+
+  const Scratch swap_dir("memory");
+  const std::string& swap = swap_dir.path;
+  for (const std::string& pipelines :
+       {std::string(R"(, "buffer_count": 3)"),
+        std::string(R"(, "buffer_count": 9, "pipeline_read": true, "pipeline_write": true)")}) {
+    INFO("nvme" << pipelines);
+    const int64_t device_states = bytes(device, MemoryTag::OptimizerState);
+    const int64_t host_masters = bytes(host, MemoryTag::MasterWeights);
+    const int64_t host_states = bytes(host, MemoryTag::OptimizerState);
+    host.stats().reset_peak();
+    const std::string offload = R"("sub_group_size": 2000, "offload_optimizer": {"device": "nvme", "nvme_path": ")" +
+                                swap + R"(")" + pipelines + "}";
+    const TrainingRun run = train_tiny_gpt(config_text(2, 1, true, offload), world, 3);
+    const MemorySnapshot peak = host.stats().snapshot();
+    const int64_t buffer_count = pipelines.find("9") != std::string::npos ? 9 : 3;
+    // Each buffer: one tensor of the largest sub-group (2000 fp32 elements), page-rounded.
+    const int64_t buffer_bytes = 2000 * 4;
+    CHECK(peak[MemoryTag::MasterWeights].peak - host_masters + peak[MemoryTag::OptimizerState].peak - host_states <=
+          buffer_count * buffer_bytes);
+    CHECK(peak[MemoryTag::OptimizerState].peak > host_states);  // it did hold states
+    // Between steps nothing of the optimizer side stays in memory.
+    CHECK(bytes(host, MemoryTag::MasterWeights) == host_masters);
+    CHECK(bytes(host, MemoryTag::OptimizerState) == host_states);
+    CHECK(bytes(device, MemoryTag::OptimizerState) == device_states);
+    const auto io = shard_of(*run.engine).io_counters();
+    REQUIRE(io.has_value());
+    CHECK(io->bytes_written > 0);
+    CHECK(io->bytes_read > 0);
+  }
+}
+
+TEST_CASE("nvme offload checkpoints: saved from the swap files, loaded back into them, resumed like no offload",
+          "[offload]") {
+  const auto& world = runtime().world_ptr();
+  const Scratch swap_dir("checkpoint");
+  const std::string& swap = swap_dir.path;
+  const Scratch checkpoint_dir("checkpoint-dir");
+  const std::string& checkpoint = checkpoint_dir.path;
+  const std::string offloaded = config_text(2, 1, true, nvme(swap));
+  Initialized trained = start_tiny_gpt(offloaded, world);
+  train_steps(trained, 3);
+  trained.engine->save_checkpoint(checkpoint, "three");
+  const std::vector<zero::FlatRange> saved = states_of(*trained.engine);
+
+  // Loaded into a fresh offloaded engine: every state equals the saved one (read back from its
+  // swap files), and one more step equals the same step resumed without offload.
+  Initialized resumed = start_tiny_gpt(offloaded, world);
+  resumed.engine->load_checkpoint(checkpoint, "three");
+  const std::vector<zero::FlatRange> loaded = states_of(*resumed.engine);
+  REQUIRE(loaded.size() == saved.size());
+  for (size_t i = 0; i < saved.size(); ++i) {
+    INFO(saved[i].name);
+    CHECK(loaded[i].name == saved[i].name);
+    CHECK(loaded[i].values.to_vector<float>() == saved[i].values.to_vector<float>());
+  }
+  Initialized plain = start_tiny_gpt(config_text(2, 1, true), world);
+  plain.engine->load_checkpoint(checkpoint, "three");
+  std::vector<double> resumed_losses, plain_losses;
+  train_steps(resumed, 2, &resumed_losses);
+  train_steps(plain, 2, &plain_losses);
+  CHECK(resumed_losses == plain_losses);
+  const auto a = resumed.engine->consolidated_state_dict(), b = plain.engine->consolidated_state_dict();
+  for (size_t i = 0; i < a.size(); ++i)
+    CHECK(a[i].second.to(DType::F32).to_vector<float>() == b[i].second.to(DType::F32).to_vector<float>());
+}
+
+TEST_CASE("nvme offload: a damaged swap file and a full disk stop the step with the file named", "[offload]") {
+  const auto& world = runtime().world_ptr();
+  const Scratch swap_dir("faults");
+  const std::string& swap = swap_dir.path;
+  const Scratch checkpoint_dir("faults-checkpoint");
+  const std::string& checkpoint = checkpoint_dir.path;
+  const std::string offloaded = config_text(1, 1, false, nvme(swap));
+  {
+    Initialized init = start_tiny_gpt(offloaded, world);
+    train_steps(init, 1);
+    // Every rank damages one byte of its own first sub-group's state between steps.
+    std::string victim;
+    for (const auto& entry : fs::recursive_directory_iterator(swap))
+      if (entry.path().filename() == "group0.swp" &&
+          entry.path().string().find("rank" + std::to_string(world->rank()) + "/") != std::string::npos)
+        victim = entry.path().string();
+    REQUIRE(!victim.empty());
+    const int fd = ::open(victim.c_str(), O_WRONLY);
+    REQUIRE(fd >= 0);
+    const char garbage = 0x5a;
+    REQUIRE(::pwrite(fd, &garbage, 1, 4096 + 100) == 1);
+    ::close(fd);
+    CHECK_THROWS_WITH(train_steps(init, 1), Catch::Contains("corrupt") && Catch::Contains("group0.swp"));
+  }
+  {
+    Initialized init = start_tiny_gpt(offloaded, world);
+    train_steps(init, 1);
+    init.engine->save_checkpoint(checkpoint, "one");
+    offload::set_io_faults({.space_left = 0});
+    CHECK_THROWS_WITH(train_steps(init, 1), Catch::Contains("no space left") && Catch::Contains(".swp"));
+    offload::set_io_faults({});
+  }
+  // The last checkpoint is whole: it loads and trains.
+  Initialized reloaded = start_tiny_gpt(offloaded, world);
+  reloaded.engine->load_checkpoint(checkpoint, "one");
+  std::vector<double> losses;
+  train_steps(reloaded, 1, &losses);
+  CHECK(losses.size() == 1);
+}
+
+TEST_CASE("offload bad input: paths, O_DIRECT, buffer_count, stage and ratio", "[offload]") {
+  const auto& world = runtime().world_ptr();
+  const Scratch swap_dir("bad-input");
+  const std::string& swap = swap_dir.path;
+  auto error_of = [&](const std::string& config) {
+    try {
+      start_tiny_gpt(config, world);
+    } catch (const Error& e) {
+      return e.message();
+    }
+    return std::string("(no error)");
+  };
+  const std::string missing = swap + "/does-not-exist";
+  CHECK_THAT(error_of(config_text(2, 1, false, nvme(missing))),
+             Catch::Contains("nvme_path: \"" + missing + "\" does not exist"));
+  {
+    std::ofstream(swap + "/a-file") << "x";
+    CHECK_THAT(error_of(config_text(2, 1, false, nvme(swap + "/a-file"))), Catch::Contains("is not a directory"));
+  }
+  // Not writable: a directory of a read-only file system, which root cannot write either.
+  CHECK_THAT(error_of(config_text(2, 1, false, nvme("/proc/self"))),
+             Catch::Contains("\"/proc/self\" is not writable") || Catch::Contains("cannot create the swap directory"));
+  offload::set_io_faults({.refuse_direct_io = true});
+  CHECK_THAT(error_of(config_text(2, 1, false, nvme(swap))), Catch::Contains("O_DIRECT") && Catch::Contains(swap));
+  offload::set_io_faults({});
+  CHECK_THAT(error_of(config_text(2, 1, false, nvme(swap, 4))),
+             Catch::Contains("buffer_count: 4 buffers are too few") && Catch::Contains("needs 9"));
+  CHECK_THAT(error_of(config_text(0, 1, false, kCpu)), Catch::Contains("zero_optimization.stage is 0"));
+  CHECK_THAT(error_of(config_text(2, 1, false, R"("offload_optimizer": {"device": "cpu", "ratio": 0.5})")),
+             Catch::Contains("ratio: 0.5 (a partial offload) needs zero_optimization.stage 3"));
+  // Nothing is left behind in nvme_path by the engines that failed.
+  runtime().world().barrier();
+  for (const auto& entry : fs::recursive_directory_iterator(swap)) CHECK(entry.path().extension() != ".swp");
+}
