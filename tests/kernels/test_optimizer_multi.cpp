@@ -3,6 +3,7 @@
 // tensors (odd sizes, an empty one, misaligned views, every kind of parameter copy) updated
 // either way must come out bit for bit the same, and a bad entry must stop the whole step
 // before anything is written.
+#include <cmath>
 #include <cstring>
 
 #include "kernels/step_lists.h"
@@ -86,6 +87,30 @@ TEST_CASE("scale_multi scales every tensor in f32 and writes the rounded copies"
   CHECK(error_of([&] { scale_multi(bad, 2.0); }) ==
         "scale_multi (tensor 2): values must be f32 (fp32 master state), got bf16");
   CHECK(same_bits(bad[0].values, list[0].values));  // checked before anything was written
+}
+
+// The fused kernels round the 16-bit copy with their own vectorisable code: it must equal the
+// conversion everywhere else (nearest even, NaN quietened with its sign and payload kept).
+TEST_CASE("the fused kernels' bf16 and f16 copies round exactly as the tensor conversion does", "[kernels]") {
+  const float nan_payload = [] {
+    const uint32_t bits = 0xffa12345u;  // a negative signalling NaN with a payload
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }();
+  const std::vector<float> edge = {0.0f, -0.0f, 1.0f, 1.00390625f, 1.01171875f, 1.0078125f, 3.0e38f, -3.4e38f,
+                                   1e-40f, -1e-45f, INFINITY, -INFINITY, NAN, nan_payload, 65504.f, 65520.f};
+  std::vector<float> values = edge;
+  Generator gen(3);
+  const Tensor random = Tensor::empty({1000});
+  fill_normal(random, gen, 0.0, 1e3);
+  for (float v : random.to_vector<float>()) values.push_back(v);
+  for (DType copy_dtype : {DType::BF16, DType::F16}) {
+    INFO(dtype_name(copy_dtype));
+    const Tensor v = Tensor::from_vector(values), copy = Tensor::empty({static_cast<int64_t>(values.size())}, copy_dtype);
+    scale_multi({{v, copy}}, 1.0);
+    CHECK(same_bits(copy, v.to(copy_dtype)));
+  }
 }
 
 TEST_CASE("multi-tensor steps check every entry before updating any", "[kernels]") {
