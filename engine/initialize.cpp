@@ -59,8 +59,12 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
                            .reduce_bucket_elements = config.zero.reduce_bucket_size,
                            .allgather_bucket_elements = config.zero.allgather_bucket_size,
                            .overlap_comm = config.zero.overlap_comm,
+                           // Offloaded at stages 2-3, the gradient shard lives in the host tier as the
+                           // optimizer's fp32 gradient (bit-equal: each micro-step adds to it once).
                            .accumulate_in_fp32 = config.grad_accum_dtype.empty()
-                                                     ? config.batch.gradient_accumulation_steps > 1
+                                                     ? config.batch.gradient_accumulation_steps > 1 ||
+                                                           (config.zero.stage >= 2 &&
+                                                            offload.tier != zero::OptimizerOffload::Tier::Device)
                                                      : config.grad_accum_dtype == "fp32",
                            .averaging = averaging_of(config),
                            .gather = {.persistence_threshold = config.zero.param_persistence_threshold,

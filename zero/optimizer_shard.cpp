@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/grad_mode.h"
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "offload/host_memory.h"
@@ -109,14 +110,19 @@ void OptimizerShard::in_tier(const std::function<void()>& fn) const {
   fn();
 }
 
-void OptimizerShard::take_gradient(const Tensor& reduced) {
+void OptimizerShard::take_gradient(Tensor reduced) {
   MemoryTagScope tag(MemoryTag::Gradients);
   in_tier([&] {
-    const Device where = offloaded() ? kCPU : reduced.device();
+    // An fp32 buffer already where the optimizer reads it is adopted as it is (the caller gives it
+    // up): one gradient buffer per rank, not two, at the boundary.
+    const Allocator& tier = allocator_for_new(offloaded() ? kCPU : reduced.device());
+    if (reduced.dtype() == DType::F32 && reduced.storage()->allocator() == &tier) {
+      gradient_ = std::move(reduced);
+      return;
+    }
     Tensor f32 = reduced.dtype() == DType::F32 ? reduced : reduced.to(DType::F32);
-    if (f32.device() != where) f32 = f32.to(where);
-    // The shard's own buffer is zeroed and refilled next cycle: the optimizer reads a copy.
-    gradient_ = f32.storage() == reduced.storage() ? f32.clone() : f32;
+    if (offloaded()) f32 = f32.to(kCPU);
+    gradient_ = f32.storage() == reduced.storage() || f32.storage()->allocator() != &tier ? f32.clone() : f32;
   });
 }
 

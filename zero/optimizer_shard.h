@@ -48,8 +48,9 @@ class OptimizerShard {
   const autograd::Variable& master(size_t sub_group = 0) const { return groups_.at(sub_group).master; }
 
   // The shard's fp32 gradient at the accumulation boundary, made from `reduced` (the shard's
-  // reduced gradient, any dtype) where the optimizer reads it; undefined after drop_gradient().
-  void take_gradient(const Tensor& reduced);
+  // reduced gradient, any dtype, which the caller gives up) where the optimizer reads it;
+  // undefined after drop_gradient().
+  void take_gradient(Tensor reduced);
   const Tensor& gradient() const { return gradient_; }
   void drop_gradient() { gradient_ = Tensor(); }
   // Where the states this shard keeps apart from the model live: runs `fn` with allocations on

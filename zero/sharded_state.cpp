@@ -1,6 +1,7 @@
 #include "zero/sharded_state.h"
 
 #include <cmath>
+#include <utility>
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
@@ -54,10 +55,7 @@ ShardedState::ShardedState(const NamedParameters& params, ParallelLayout layout,
             [this, s](const autograd::Variable&) { fold_into_flat_gradients(s); }));
     }
   } else {
-    MemoryTagScope tag(MemoryTag::Gradients);
-    shard_->in_tier([&] {
-      gradient_shard_ = Tensor::zeros({owned_.size()}, gradient_dtype_, shard_->offloaded() ? kCPU : flat_.device());
-    });
+    allocate_gradient_shard();
     build_buckets();
     for (size_t s = 0; s < flat_.slots().size(); ++s)
       hooks_.push_back(flat_.slots()[s].param.add_grad_ready_hook(
@@ -199,9 +197,15 @@ void ShardedState::reduce_scatter_flat_gradients() {
   gradient_shard_ = reduced.narrow(0, 0, owned_.size());
 }
 
-void ShardedState::gradients_to_master() {
-  shard_->take_gradient(gradient_shard_);
-  if (options_.stage == 1) gradient_shard_ = Tensor();  // the reduce-scatter's output is no longer needed
+// The shard's gradient goes to the optimizer side (adopted when it is fp32 where the optimizer
+// reads it); stages 2-3 start the next cycle from a new zeroed buffer (zero_grad).
+void ShardedState::gradients_to_master() { shard_->take_gradient(std::exchange(gradient_shard_, Tensor())); }
+
+void ShardedState::allocate_gradient_shard() {
+  MemoryTagScope tag(MemoryTag::Gradients);
+  shard_->in_tier([&] {
+    gradient_shard_ = Tensor::zeros({owned_.size()}, gradient_dtype_, shard_->offloaded() ? kCPU : flat_.device());
+  });
 }
 
 bool ShardedState::local_overflow() const {
@@ -294,7 +298,8 @@ void ShardedState::release_full_parameters() {
 void ShardedState::zero_grad() {
   shard_->drop_gradient();
   if (flat_gradients_.defined()) flat_gradients_.zero_();
-  if (options_.stage >= 2) gradient_shard_.zero_();
+  if (options_.stage >= 2 && gradient_shard_.defined()) gradient_shard_.zero_();
+  else if (options_.stage >= 2) allocate_gradient_shard();
 }
 
 void ShardedState::set_gradient_reduction(bool on) {

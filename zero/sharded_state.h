@@ -105,6 +105,7 @@ class ShardedState final : public TrainingState {
   void launch_ready_buckets();
   void complete(size_t bucket);
   void gradients_to_master();
+  void allocate_gradient_shard();  // stages 2-3: zeros, in the offload tier when offloaded
   void all_gather_parameters();
   void reduce_scatter_flat_gradients();
   // The dtype stage 2-3 buckets travel in: the configured one, or the parameters'.
