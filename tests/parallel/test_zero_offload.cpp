@@ -120,6 +120,24 @@ TEST_CASE("offload cpu and nvme x stages 1-3 x f32/bf16 x accumulation 1/2 equal
   }
 }
 
+TEST_CASE("SGD with momentum and Lion run on the CPU tier too, bit for bit", "[offload]") {
+  const auto& world = runtime().world_ptr();
+  const Scratch swap_dir("optimizers");
+  for (const std::string& optimizer : {std::string(R"({"type": "SGD", "params": {"lr": 0.05, "momentum": 0.9}})"),
+                                       std::string(R"({"type": "Lion", "params": {"lr": 1e-4, "weight_decay": 0.1}})")}) {
+    INFO(optimizer);
+    auto with = [&](const std::string& offload) {
+      std::string text = config_text(2, 1, true, offload);
+      const size_t at = text.find(R"({"type": "AdamW")");
+      return text.replace(at, text.find('}', text.find('}', at) + 1) - at + 1, optimizer);
+    };
+    const TrainingRun plain = train_tiny_gpt(with(""), world, kSteps);
+    require_identical(plain, train_tiny_gpt(with(kCpu), world, kSteps));
+    // SGD keeps one state (momentum), Lion one (exp_avg): two tensors per sub-group, six with both pipelines.
+    require_identical(plain, train_tiny_gpt(with(nvme(swap_dir.path, 6)), world, kSteps));
+  }
+}
+
 TEST_CASE("offload tiers by their tags: cpu leaves the device tier, nvme holds at most buffer_count buffers",
           "[offload]") {
   const auto& world = runtime().world_ptr();
