@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Optimizer offload in one run, one table (docs/benchmarks.md, "Optimizer offload"):
+#   1. the CPU Adam's GB/s beside a STREAM-like triad and PyTorch's CPU AdamW (default, foreach
+#      and fused=True, at 1 and 2 threads; the best is the peer), from a scratch virtual env;
+#   2. the I/O engine's swap write and read GB/s (io_uring and threads) beside dd with O_DIRECT
+#      on the same file system, in the same run;
+#   3. GPT step time at ZeRO stage 2 with offload none / cpu / nvme (a small GPT and a ~100M one),
+#      the optimizer step's share, bytes swapped per step, the time the step waited on I/O and
+#      the peak RSS;
+#   4. the largest GPT (n_layer on a ladder) that trains under a per-rank memory cap with and
+#      without nvme offload.
+#   benchmarks/offload/run.sh [build-dir] [--dir SWAPDIR] [--cap MiB] [--quick]
+# SWAPDIR (default: build-dir/offload-bench) must be on a local disk with O_DIRECT.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+build=build swap="" cap=1024 quick=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --dir) swap=$2; shift 2 ;;
+    --cap) cap=$2; shift 2 ;;
+    --quick) quick=1; shift ;;
+    *) build=$1; shift ;;
+  esac
+done
+bench=$build/benchmarks/offload/fathom_offload_bench
+[[ -x "$bench" ]] || { echo "no benchmark binary at $bench (build the fathom_offload_bench target)" >&2; exit 1; }
+swap=${swap:-$build/offload-bench}
+mkdir -p "$swap"
+venv=${FATHOM_BENCH_VENV:-$build/bench-venv}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+results=$(mktemp)
+trap 'rm -f "$results" "$swap/dd.bin"' EXIT
+record() { grep '^RESULT ' | sed 's/^RESULT //' >>"$results"; }
+
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores," \
+     "CPU flags: $(grep -o -w -E 'avx2|avx512f|avx512_bf16|fma' /proc/cpuinfo | sort -u | tr '\n' ' ')," \
+     "swap dir $swap on $(df -T "$swap" | awk 'NR==2 {print $2 " " $1}'); $(date '+%Y-%m-%d %H:%M %Z')"
+
+elements=$((32 << 20))
+"$bench" adam --elements $elements | record
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
+  echo "installing PyTorch (CPU peer) into $venv ..."
+  python3 -m venv "$venv" && "$venv/bin/pip" install -q torch numpy
+fi
+if "$venv/bin/python" -c "import torch" 2>/dev/null; then
+  for impl in default foreach fused; do
+    for threads in 1 2; do
+      "$venv/bin/python" benchmarks/offload/torch_adam.py --elements $elements --impl $impl --threads $threads | record
+    done
+  done
+else
+  echo "(PyTorch unavailable: its rows are skipped)"
+fi
+
+mib=$((quick ? 256 : 1024))
+dd_write=$(dd if=/dev/zero of="$swap/dd.bin" bs=1M count=$mib oflag=direct conv=fdatasync 2>&1 | tail -1)
+dd_read=$(dd if="$swap/dd.bin" of=/dev/null bs=1M iflag=direct 2>&1 | tail -1)
+echo "{\"mode\": \"dd\", \"write\": \"$dd_write\", \"read\": \"$dd_read\"}" >>"$results"
+for backend in io_uring threads; do
+  "$bench" io --dir "$swap" --mib $mib --backend $backend | record
+done
+"$bench" io --dir "$swap" --mib $mib --backend io_uring --queue-depth 32 --threads 2 | record
+
+models=("--layers 4 --width 512 --heads 8 --vocab 8192")
+((quick)) || models+=("--layers 12 --width 768 --heads 12 --vocab 16384")
+for model in "${models[@]}"; do
+  for offload in none cpu nvme; do
+    # shellcheck disable=SC2086
+    "$bench" step --offload $offload --dir "$swap" $model --steps 3 --sub-group 5000000 --pipeline | record
+  done
+done
+
+# The largest model under the cap: n_layer up the ladder until a step fails (width 768).
+largest() {
+  local offload=$1 best=0
+  for layers in 2 4 6 8 12 16 20 24 32 40 48; do
+    # shellcheck disable=SC2086
+    if FATHOM_CPU_MEMORY_LIMIT_MB=$cap "$bench" step --offload "$offload" --dir "$swap" --layers $layers --width 768 \
+         --heads 12 --vocab 16384 --steps 1 --sub-group 2000000 --pipeline >/dev/null 2>&1; then
+      best=$layers
+    else
+      break
+    fi
+  done
+  echo "{\"mode\": \"largest\", \"offload\": \"$offload\", \"cap_mib\": $cap, \"layers\": $best}" >>"$results"
+}
+((quick)) || { largest none; largest nvme; }
+
+python3 benchmarks/offload/table.py "$results"
