@@ -8,6 +8,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
+#include "offload/device_transfers.h"
 #include "offload/host_memory.h"
 #include "offload/tensor_swapper.h"
 #include "zero/flat_optimizer_state.h"
@@ -42,6 +43,8 @@ OptimizerShard::OptimizerShard(const Tensor& params, Range covers, bool keeps_ma
     swapper_ = std::make_unique<offload::TensorSwapper>(
         offload_.swap_directory + "/optimizer" + std::to_string(shards.fetch_add(1)), offload_.aio, offload_.backend);
   }
+  if (offloaded() && params_.device().is_cuda())
+    transfers_ = std::make_unique<offload::DeviceTransfers>(params_.device().index);
   build_sub_groups(keeps_masters);
 
   NamedParameters named;
@@ -140,6 +143,7 @@ void OptimizerShard::step() {
   step_groups(groups_on(Tier::Device));
   in_tier([&] { step_groups(groups_on(Tier::Host)); });
   in_tier([&] { step_swapped(groups_on(Tier::Nvme)); });
+  if (transfers_) transfers_->finish();  // the updated parameters are on the GPU
 }
 
 void OptimizerShard::step_groups(const std::vector<size_t>& groups) {
@@ -158,7 +162,22 @@ void OptimizerShard::step_groups(const std::vector<size_t>& groups) {
 }
 
 void OptimizerShard::write_back(const SubGroup& g) const {
-  if (g.separate_master) params_.narrow(0, g.range.begin, g.range.size()).copy_(g.master.data());  // rounds once
+  if (!g.separate_master) return;
+  const Tensor target = params_.narrow(0, g.range.begin, g.range.size());
+  if (!transfers_ || g.tier == Tier::Device) {
+    target.copy_(g.master.data());  // rounds once
+    return;
+  }
+  // Rounded on the host (the same rule as on the GPU) into the tier, then copied on the side
+  // stream while the next sub-group is updated.
+  Tensor rounded;
+  {
+    MemoryTagScope tag(MemoryTag::Communication);
+    offload::HostTierScope host(offload_.pin_memory);
+    rounded = g.master.data().to(params_.dtype());
+    if (rounded.storage() == g.master.data().storage()) rounded = rounded.clone();
+  }
+  transfers_->to_device(target, rounded);
 }
 
 std::vector<Tensor> OptimizerShard::swapped_tensors(const SubGroup& g) const {
@@ -241,6 +260,7 @@ void OptimizerShard::load(const FlatReader& read, const SavedStates& saved, cons
     read(master_source, g.master.data(), {covers_.begin + g.range.begin, covers_.begin + g.range.end});
     write_back(g);
   }
+  if (transfers_) transfers_->finish();
   if (optimizer_) in_tier([&] { load_optimizer_flat_ranges(*optimizer_, layout_, read, saved); });
   for (const size_t k : swapped) {
     groups_[k].has_states = optimizer_ && optimizer_->step_count(groups_[k].master) > 0;

@@ -9,7 +9,9 @@
 //   nvme:   swap files (offload/tensor_swapper.h): a sub-group's master and states are read in,
 //           updated and written back one sub-group at a time, reading k+1 and writing k-1 while k
 //           is updated when pipeline_read / pipeline_write are on.
-// After the step the updated values are written into the model's parameters, rounded once.
+// After the step the updated values are written into the model's parameters, rounded once — on a
+// GPU, rounded on the host into pinned memory and copied on a stream of their own
+// (offload/device_transfers.h), each sub-group's copy overlapping the next one's update.
 // Placement moves data and never arithmetic: every tier, and every sub-group size, computes the
 // same values bit for bit (the optimizers it takes are elementwise; ZeRO refuses Lamb).
 
@@ -23,6 +25,7 @@
 #include "zero/training_state.h"
 
 namespace fathom::offload {
+class DeviceTransfers;
 class TensorSwapper;
 }
 
@@ -67,6 +70,8 @@ class OptimizerShard {
   void load(const FlatReader& read, const SavedStates& saved, const std::string& master_source);
   // nvme: what the I/O engine moved so far (and how long the step waited for it).
   std::optional<offload::IoEngine::Counters> io_counters() const;
+  // Offloaded with the model on a GPU: the copy stream between the two (null otherwise).
+  offload::DeviceTransfers* transfers() const { return transfers_.get(); }
 
  private:
   struct SubGroup {
@@ -93,6 +98,7 @@ class OptimizerShard {
   OptimizerOffload offload_;
   std::vector<SubGroup> groups_;
   std::unique_ptr<offload::TensorSwapper> swapper_;
+  std::unique_ptr<offload::DeviceTransfers> transfers_;
   std::shared_ptr<nn::Optimizer> optimizer_;
   OptimizerLayout layout_;
   Tensor gradient_;

@@ -9,6 +9,8 @@
 #include "kernels/elementwise.h"
 #include "kernels/optimizer_kernels.h"
 #include "kernels/reduction.h"
+#include "offload/device_transfers.h"
+#include "offload/host_memory.h"
 
 namespace fathom::zero {
 
@@ -137,13 +139,35 @@ void ShardedState::complete(size_t b) {
   scale_in_place(bucket.received, options_.averaging.after(group_->size()));
   const int64_t begin = std::max(bucket.range.begin, owned_.begin);
   if (bucket.received.numel() > 0) {
-    Tensor target = gradient_shard_.narrow(0, begin - owned_.begin, bucket.received.numel());
-    Tensor part = bucket.received.dtype() == target.dtype() ? bucket.received : bucket.received.to(target.dtype());
-    if (part.device() != target.device()) part = part.to(target.device());  // offloaded: to the host tier now
-    add_(target, part);
+    const int64_t offset = begin - owned_.begin;
+    if (offload::DeviceTransfers* transfers = shard_->transfers()) {
+      // Offloaded from a GPU: copied to the host on the side stream now, added at end_backward.
+      Tensor staging;
+      {
+        MemoryTagScope tag(MemoryTag::Communication);
+        offload::HostTierScope host(options_.offload.pin_memory);
+        staging = Tensor::empty({bucket.received.numel()}, bucket.received.dtype());
+      }
+      transfers->to_host(staging, bucket.received);
+      arriving_.push_back({std::move(staging), offset});
+    } else {
+      add_into_gradient_shard(bucket.received, offset);
+    }
   }
   bucket = Bucket{.range = bucket.range};  // frees the buffers
   ++next_complete_;
+}
+
+void ShardedState::add_into_gradient_shard(const Tensor& part, int64_t offset) {
+  Tensor target = gradient_shard_.narrow(0, offset, part.numel());
+  add_(target, part.dtype() == target.dtype() ? part : part.to(target.dtype()));
+}
+
+void ShardedState::land_arriving_gradients() {
+  if (arriving_.empty()) return;
+  shard_->transfers()->finish();
+  for (const Arriving& a : arriving_) add_into_gradient_shard(a.host, a.offset);
+  arriving_.clear();
 }
 
 void ShardedState::end_backward() {
@@ -157,6 +181,7 @@ void ShardedState::end_backward() {
       in_backward_ = false;
     }
     while (next_complete_ < buckets_.size()) complete(next_complete_);
+    land_arriving_gradients();
     if (gatherer_) gatherer_->release_all();  // parameters without gradients, prefetches unused
   } else if (boundary_) {
     reduce_scatter_flat_gradients();

@@ -104,6 +104,8 @@ class ShardedState final : public TrainingState {
   void fold_into_flat_gradients(size_t slot);  // stage 1, fp32 accumulation of 16-bit gradients
   void launch_ready_buckets();
   void complete(size_t bucket);
+  void add_into_gradient_shard(const Tensor& part, int64_t offset);  // at `offset` in the shard
+  void land_arriving_gradients();  // offloaded from a GPU: the buckets' host copies added in
   void gradients_to_master();
   void allocate_gradient_shard();  // stages 2-3: zeros, in the offload tier when offloaded
   void all_gather_parameters();
@@ -122,6 +124,11 @@ class ShardedState final : public TrainingState {
   std::unique_ptr<ParameterGatherer> gatherer_;
   std::optional<parallel::GradientBuckets> plan_;  // stages 2-3: which slots go together
   std::vector<Bucket> buckets_;
+  struct Arriving {
+    Tensor host;     // a completed bucket's part of this shard, on its way to the host
+    int64_t offset;  // in the shard
+  };
+  std::vector<Arriving> arriving_;
   bool every_slot_counted_ = true;  // no tensor-parallel replicas or tie followers among the slots
   std::vector<autograd::HookHandle> hooks_;
   size_t next_complete_ = 0;

@@ -109,6 +109,12 @@ void Event::record(const Stream& stream) {
 void Event::record_on_current_stream() {
   FATHOM_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_), static_cast<cudaStream_t>(current_stream())));
 }
+void Event::wait_on(const Stream& stream) const {
+  FATHOM_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream.handle()), static_cast<cudaEvent_t>(handle_), 0));
+}
+void Event::wait_on_current_stream() const {
+  FATHOM_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(current_stream()), static_cast<cudaEvent_t>(handle_), 0));
+}
 void Event::synchronize() const { FATHOM_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_))); }
 bool Event::query() const {
   const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(handle_));

@@ -69,6 +69,10 @@ class Event {
   Event& operator=(Event&& other) noexcept;
   void record(const Stream& stream);
   void record_on_current_stream();  // on current_stream(): after the compute kernels enqueued so far
+  // Work enqueued on `stream` (or current_stream()) from now on waits for what this event
+  // recorded, without blocking the host: how two streams are ordered.
+  void wait_on(const Stream& stream) const;
+  void wait_on_current_stream() const;
   void synchronize() const;
   bool query() const;  // true when the recorded work has completed
   // Milliseconds between two recorded timing events.

@@ -31,6 +31,8 @@ Event& Event::operator=(Event&&) noexcept = default;
 void Event::record(const Stream&) { require_device(0); }
 void Event::record_on_current_stream() { require_device(0); }
 void Event::synchronize() const { require_device(0); }
+void Event::wait_on(const Stream&) const { require_device(0); }
+void Event::wait_on_current_stream() const { require_device(0); }
 bool Event::query() const { require_device(0); return true; }
 float Event::elapsed_ms(const Event&) const { require_device(0); return 0; }
 Allocator& device_allocator(int) { no_cuda(); }

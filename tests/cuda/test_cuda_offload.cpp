@@ -1,0 +1,86 @@
+// Optimizer offload with the model on the GPU (the GPU check's offload row; under emulation in
+// CI): ZeRO stage 2 and 3 with offload_optimizer cpu and nvme (pinned host memory) take the steps
+// that no offload takes on the GPU. The reduced gradients travel to the host and the updated
+// parameters back on the transfer stream (offload/device_transfers.h); the CPU Adam and the CUDA
+// Adam evaluate the same f32 expressions, differing at most by FMA contraction, so the bound is
+// the f32 equivalence bound rather than bit equality (which the CPU-only tests demand).
+#include <filesystem>
+
+#include "engine/initialize.h"
+#include "models/gpt.h"
+#include "offload/device_transfers.h"
+#include "offload/host_memory.h"
+#include "parallel/local_communicator.h"
+#include "require_cuda.h"
+#include "test_util.h"
+#include "zero/sharded_state.h"
+
+using namespace fathom;
+
+namespace {
+
+struct Run {
+  std::vector<double> losses;
+  nn::NamedTensors weights;
+  int64_t transfers = 0;
+};
+
+Run train(int stage, const std::string& offload) {
+  const Device gpu = Device::cuda(0);
+  models::GPTConfig config;
+  config.n_layer = 2;
+  config.n_head = 2;
+  config.n_embd = 16;
+  config.vocab_size = 64;
+  config.block_size = 8;
+  auto gpt = std::make_shared<models::GPT>(config, /*seed=*/5);
+  gpt->to(gpu);
+  const auto groups = parallel::ProcessGroups::data_parallel(std::make_shared<parallel::LocalCommunicator>());
+  const std::string json = R"({"train_batch_size": 2, "optimizer": {"type": "AdamW", "params": {"lr": 0.01}},
+      "zero_optimization": {"stage": )" + std::to_string(stage) +
+                           R"(, "stage3_param_persistence_threshold": 0, "reduce_bucket_size": 2000,
+      "sub_group_size": 3000)" + offload + "}}";
+  Initialized init = initialize(Config::from_string(json), gpt, nullptr, nullptr, groups);
+  Run run;
+  for (int step = 0; step < 3; ++step) {
+    const StepReport& report = init.engine->train_batch([&] {
+      std::vector<int64_t> ids(2 * 8), next(2 * 8), rows{2 * step, 2 * step + 1};
+      for (int64_t i = 0; i < 16; ++i) ids[i] = (i * 37 + step) % 64, next[i] = (i * 53 + 2) % 64;
+      return Batch{Tensor::from_vector(ids, {2, 8}), Tensor::from_vector(next, {2, 8}), Tensor::from_vector(rows, {2})};
+    });
+    run.losses.push_back(report.loss);
+  }
+  run.weights = init.engine->consolidated_state_dict();
+  const auto& shard = zero::as_sharded(init.engine->training_state())->optimizer_shard();
+  if (shard.transfers()) run.transfers = shard.transfers()->copies();
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("optimizer offload with the model on the GPU trains as without offload, cpu and nvme", "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  const std::string swap = (std::filesystem::current_path() / "cuda-offload-test").string();
+  std::filesystem::create_directories(swap);
+  for (int stage : {2, 3}) {
+    const Run expected = train(stage, "");
+    for (const std::string device : {"cpu", "nvme"}) {
+      INFO("stage " << stage << ", offload " << device);
+      Allocator& pinned = offload::host_tier_allocator(true);
+      pinned.stats().reset_peak();
+      const int64_t pinned_before = pinned.stats().snapshot().total.current;
+      const Run run = train(stage, R"(, "offload_optimizer": {"device": ")" + device +
+                                       R"(", "pin_memory": true, "nvme_path": ")" + swap + R"("})");
+      CHECK(run.transfers > 0);  // gradients down and parameters up on the transfer stream
+      CHECK(pinned.stats().snapshot().total.peak > pinned_before);  // the states lived in pinned memory
+      for (size_t s = 0; s < run.losses.size(); ++s)
+        CHECK(std::fabs(run.losses[s] - expected.losses[s]) <= 1e-5 * std::fabs(expected.losses[s]));
+      REQUIRE(run.weights.size() == expected.weights.size());
+      for (size_t i = 0; i < run.weights.size(); ++i) {
+        INFO(run.weights[i].first);
+        FATHOM_REQUIRE_CLOSE(run.weights[i].second, expected.weights[i].second, 1e-5, 1e-5);
+      }
+    }
+  }
+  std::filesystem::remove_all(swap);
+}
