@@ -18,8 +18,6 @@ void DeviceTransfers::enqueue(const Tensor& destination, const Tensor& source) {
                    destination.numel() == source.numel(),
                "DeviceTransfers: ", destination.str(), " and ", source.str(),
                " must be contiguous and of one dtype and size");
-  const Tensor& on_device = destination.device().is_cuda() ? destination : source;
-  cuda::record_stream(on_device.raw_data(), stream_);
   cuda::copy_bytes_async(destination.raw_data(), destination.device(), source.raw_data(), source.device(),
                          static_cast<size_t>(source.numel()) * element_size(source.dtype()), stream_);
   in_flight_.push_back(destination);

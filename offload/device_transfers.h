@@ -6,8 +6,9 @@
 //   to_device(device, host): enqueued at once; the kernels that read `device` come after finish();
 //   finish(): blocks the host until every enqueued copy has landed and makes the compute stream
 //     wait for them too; the CPU may then read what came to the host, the GPU what went to it.
-// Both tensors of a copy are kept alive until finish() (the device one is also marked as used on
-// the copy stream, so the caching allocator does not hand its memory out early). Host memory
+// Both tensors of a copy are kept alive until finish(), which waits for the copy stream: the
+// caching allocator cannot hand their memory out while a copy runs (no record_stream, which would
+// tie the blocks to a stream that may be gone when they are freed). Host memory
 // should be pinned (offload/host_memory.h), or the driver copies synchronously through a bounce
 // buffer. Tensors: contiguous, the same dtype and element count.
 
