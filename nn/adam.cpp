@@ -36,7 +36,7 @@ AdamHyper Adam::hyper(const ParamGroup& group, int64_t step) const {
 }
 
 void Adam::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) {
-  adam_step(param, grad, state.buffers[0], state.buffers[1], hyper(group, state.step));
+  adam_step(param, grad, state.buffers[0], state.buffers[1], hyper(group, state.step), state.copy);
 }
 
 void Adam::update_group(const ParamGroup& group, const std::vector<Update>& updates) {
@@ -45,7 +45,7 @@ void Adam::update_group(const ParamGroup& group, const std::vector<Update>& upda
   for (const auto& [key, members] : batch_updates(updates, [](const Update& u) { return u.state->step; })) {
     std::vector<AdamTensors> tensors;
     for (const Update* u : members)
-      tensors.push_back({u->param, u->grad, u->state->buffers[0], u->state->buffers[1], Tensor()});
+      tensors.push_back({u->param, u->grad, u->state->buffers[0], u->state->buffers[1], u->copy()});
     adam_step_multi(tensors, hyper(group, key.second));
   }
 }

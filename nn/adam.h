@@ -39,6 +39,7 @@ class Adam : public Optimizer {
   std::vector<std::string> state_names() const override;
   void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) override;
   void update_group(const ParamGroup& group, const std::vector<Update>& updates) override;
+  bool fused_copies() const override { return true; }
 
  private:
   AdamHyper hyper(const ParamGroup& group, int64_t step) const;

@@ -172,8 +172,23 @@ void Optimizer::step() {
       ++state.step;
     }
     if (!updates.empty()) update_group(groups_[g], updates);
+    if (!fused_copies())
+      for (const Update& u : updates)
+        if (u.copy().defined()) u.copy().copy_(u.param);
   }
   end_step();
+}
+
+void Optimizer::set_copy(const autograd::Variable& param, Tensor copy) {
+  const Slot slot = find(param);
+  if (copy.defined()) {
+    const Tensor& data = param.data();
+    FATHOM_CHECK(copy.numel() == data.numel() && copy.is_contiguous() && copy.device() == data.device() &&
+                     (copy.dtype() == DType::BF16 || copy.dtype() == DType::F16 || copy.dtype() == DType::F32),
+                 type_, ": the copy of \"", keys_[slot.group][slot.index], "\" (", copy.str(), ") must be a "
+                 "contiguous bf16, f16 or f32 tensor of ", data.numel(), " elements on ", data.device().str());
+  }
+  states_[slot.group][slot.index].copy = std::move(copy);
 }
 
 void Optimizer::update_group(const ParamGroup& group, const std::vector<Update>& updates) {

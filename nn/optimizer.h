@@ -73,6 +73,13 @@ class Optimizer {
   virtual std::vector<Tensor> rank_local_state() const { return {}; }
   virtual void load_rank_local_state(const std::vector<Tensor>& /*state*/) {}
 
+  // After each update of `param`, `copy` holds its new values rounded once to copy's dtype (bf16,
+  // f16 or f32; the param's element count and device, contiguous): the 16-bit model a master
+  // weight feeds. Adam and SGD write it in their update's own pass (fused_copies()); the others
+  // convert after the update. An undefined `copy` removes it.
+  void set_copy(const autograd::Variable& param, Tensor copy);
+  virtual bool fused_copies() const { return false; }
+
   // The names of its per-element state tensors ("exp_avg", "exp_avg_sq"; none for plain SGD),
   // known before the first step: what an offloaded step must keep for each parameter.
   std::vector<std::string> element_state_names() const { return state_names(); }
@@ -96,6 +103,7 @@ class Optimizer {
  protected:
   struct ParamState {
     int64_t step = 0;
+    Tensor copy;                  // set_copy's: rewritten after every update (undefined: none)
     std::vector<Tensor> buffers;  // in the order of state_names(); empty before the first step
     std::vector<double> scalars;  // in the order of scalar_states(); empty before the first step
   };
@@ -118,6 +126,7 @@ class Optimizer {
   struct Update {
     Tensor param, grad;
     ParamState* state;
+    const Tensor& copy() const { return state->copy; }  // undefined, or to write in the same pass
   };
   // Updates them: update() for each by default. Optimizers whose update is elementwise (Adam,
   // SGD) override it to update the whole list in one multi-tensor kernel, one launch on CUDA

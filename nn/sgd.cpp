@@ -30,7 +30,8 @@ SgdHyper Sgd::hyper(const ParamGroup& group, bool first_step) const {
 }
 
 void Sgd::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) {
-  sgd_step(param, grad, state.buffers.empty() ? Tensor() : state.buffers[0], hyper(group, state.step == 1));
+  sgd_step(param, grad, state.buffers.empty() ? Tensor() : state.buffers[0], hyper(group, state.step == 1),
+           state.copy);
 }
 
 void Sgd::update_group(const ParamGroup& group, const std::vector<Update>& updates) {
@@ -39,7 +40,7 @@ void Sgd::update_group(const ParamGroup& group, const std::vector<Update>& updat
   for (const auto& [key, members] : batch_updates(updates, first_step)) {
     std::vector<SgdTensors> tensors;
     for (const Update* u : members)
-      tensors.push_back({u->param, u->grad, u->state->buffers.empty() ? Tensor() : u->state->buffers[0], Tensor()});
+      tensors.push_back({u->param, u->grad, u->state->buffers.empty() ? Tensor() : u->state->buffers[0], u->copy()});
     sgd_step_multi(tensors, hyper(group, key.second != 0));
   }
 }

@@ -32,6 +32,7 @@ class Sgd : public Optimizer {
   std::vector<std::string> state_names() const override;
   void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state) override;
   void update_group(const ParamGroup& group, const std::vector<Update>& updates) override;
+  bool fused_copies() const override { return true; }
 
  private:
   SgdHyper hyper(const ParamGroup& group, bool first_step) const;

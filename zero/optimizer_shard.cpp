@@ -50,6 +50,7 @@ OptimizerShard::OptimizerShard(const Tensor& params, Range covers, bool keeps_ma
   NamedParameters named;
   for (const SubGroup& g : groups_) named.emplace_back(g.master.name(), g.master);
   if (make_optimizer) optimizer_ = make_optimizer(named);
+  if (optimizer_) attach_copies();
   layout_.covers = covers_;
   for (const SubGroup& g : groups_) {
     layout_.keys.push_back(g.master.name());
@@ -157,27 +158,31 @@ void OptimizerShard::step_groups(const std::vector<size_t>& groups) {
   optimizer_->step();
   for (const size_t k : groups) {
     groups_[k].master.zero_grad();
-    write_back(groups_[k]);
+    upload(groups_[k]);
   }
 }
 
+// Where the optimizer writes each separate master's rounded copy: the parameters themselves when
+// they are on the master's device, else (a GPU model offloaded) pinned memory to upload from.
+void OptimizerShard::attach_copies() {
+  for (SubGroup& g : groups_) {
+    if (!g.separate_master) continue;
+    Tensor target = params_.narrow(0, g.range.begin, g.range.size());
+    if (g.master.device() != params_.device()) {
+      MemoryTagScope tag(MemoryTag::Communication);
+      offload::HostTierScope host(offload_.pin_memory);
+      target = g.upload = Tensor::empty({g.range.size()}, params_.dtype());
+    }
+    optimizer_->set_copy(g.master, target);
+  }
+}
+
+void OptimizerShard::upload(const SubGroup& g) const {
+  if (g.upload.defined()) transfers_->to_device(params_.narrow(0, g.range.begin, g.range.size()), g.upload);
+}
+
 void OptimizerShard::write_back(const SubGroup& g) const {
-  if (!g.separate_master) return;
-  const Tensor target = params_.narrow(0, g.range.begin, g.range.size());
-  if (!transfers_ || g.tier == Tier::Device) {
-    target.copy_(g.master.data());  // rounds once
-    return;
-  }
-  // Rounded on the host (the same rule as on the GPU) into the tier, then copied on the side
-  // stream while the next sub-group is updated.
-  Tensor rounded;
-  {
-    MemoryTagScope tag(MemoryTag::Communication);
-    offload::HostTierScope host(offload_.pin_memory);
-    rounded = g.master.data().to(params_.dtype());
-    if (rounded.storage() == g.master.data().storage()) rounded = rounded.clone();
-  }
-  transfers_->to_device(target, rounded);
+  if (g.separate_master) params_.narrow(0, g.range.begin, g.range.size()).copy_(g.master.data());  // rounds once
 }
 
 std::vector<Tensor> OptimizerShard::swapped_tensors(const SubGroup& g) const {
@@ -260,7 +265,6 @@ void OptimizerShard::load(const FlatReader& read, const SavedStates& saved, cons
     read(master_source, g.master.data(), {covers_.begin + g.range.begin, covers_.begin + g.range.end});
     write_back(g);
   }
-  if (transfers_) transfers_->finish();
   if (optimizer_) in_tier([&] { load_optimizer_flat_ranges(*optimizer_, layout_, read, saved); });
   for (const size_t k : swapped) {
     groups_[k].has_states = optimizer_ && optimizer_->step_count(groups_[k].master) > 0;

@@ -9,9 +9,10 @@
 //   nvme:   swap files (offload/tensor_swapper.h): a sub-group's master and states are read in,
 //           updated and written back one sub-group at a time, reading k+1 and writing k-1 while k
 //           is updated when pipeline_read / pipeline_write are on.
-// After the step the updated values are written into the model's parameters, rounded once — on a
-// GPU, rounded on the host into pinned memory and copied on a stream of their own
-// (offload/device_transfers.h), each sub-group's copy overlapping the next one's update.
+// The optimizer writes the updated values into the model's 16-bit parameters in its update's own
+// pass (nn::Optimizer::set_copy), rounded once — offloaded from a GPU, into pinned host memory
+// that a stream of their own (offload/device_transfers.h) copies up, each sub-group's upload
+// overlapping the next one's update.
 // Placement moves data and never arithmetic: every tier, and every sub-group size, computes the
 // same values bit for bit (the optimizers it takes are elementwise; ZeRO refuses Lamb).
 
@@ -81,12 +82,15 @@ class OptimizerShard {
     bool separate_master = false;  // false: a view of the parameters (f32 model on the device)
     size_t swap_group = 0;         // nvme: its group in swapper_
     bool has_states = false;       // nvme: the optimizer has created its states (after its first step)
+    Tensor upload;                 // offloaded from a GPU: the rounded copy, in pinned memory, to upload
   };
   void build_sub_groups(bool keeps_masters);
   void check_buffer_count() const;
   // One optimizer step over `groups` (each given its gradient slice), values written back.
   void step_groups(const std::vector<size_t>& groups);
-  void write_back(const SubGroup& group) const;
+  void attach_copies();
+  void upload(const SubGroup& group) const;      // after a step: the rounded copy to the GPU
+  void write_back(const SubGroup& group) const;  // after a load: the master rounded into the parameters
   void step_swapped(const std::vector<size_t>& groups);
   std::vector<Tensor> swapped_tensors(const SubGroup& group) const;
   void swap_in(size_t g) const;

@@ -653,3 +653,30 @@ TEST_CASE("optimizer state is charged to MemoryTag::OptimizerState", "[nn]") {
     CHECK(memory_snapshot()[MemoryTag::Other].current == other_base);
   }
 }
+
+// set_copy: the 16-bit model a master feeds, rewritten after every update — in the update's own
+// pass by Adam and SGD, by a conversion after it by the others — always the new values rounded once.
+TEST_CASE("set_copy: every optimizer leaves the rounded parameter in the copy", "[nn]") {
+  for (const std::string type : {"AdamW", "SGD", "Lion"}) {
+    INFO(type);
+    Variable p = param(kP0);
+    std::unique_ptr<Optimizer> optimizer;
+    if (type == "AdamW") optimizer = std::make_unique<AdamW>(std::vector<ParamGroup>{{{p}}}, AdamOptions{.lr = 0.1});
+    if (type == "SGD") optimizer = std::make_unique<Sgd>(std::vector<ParamGroup>{{{p}}}, SgdOptions{.lr = 0.1, .momentum = 0.9});
+    if (type == "Lion") optimizer = std::make_unique<Lion>(std::vector<ParamGroup>{{{p}}}, LionOptions{.lr = 0.1});
+    CHECK(optimizer->fused_copies() == (type != "Lion"));
+    for (DType dtype : {DType::BF16, DType::F16}) {
+      const Tensor copy = Tensor::zeros({3}, dtype);
+      optimizer->set_copy(p, copy);
+      run(*optimizer, p, {kG1, kG2});
+      CHECK(copy.to(DType::F32).to_vector<float>() == p.data().to(dtype).to(DType::F32).to_vector<float>());
+    }
+    optimizer->set_copy(p, Tensor());  // removed: the old copy is left alone
+    const std::vector<float> before = p.data().to_vector<float>();
+    run(*optimizer, p, {kG1});
+    CHECK(p.data().to_vector<float>() != before);
+    CHECK_THROWS_WITH(optimizer->set_copy(p, Tensor::zeros({4}, DType::BF16)),
+                      Catch::Contains("the copy of \"w\"") && Catch::Contains("must be a contiguous bf16, f16 or f32 "
+                                                                              "tensor of 3 elements on cpu"));
+  }
+}
