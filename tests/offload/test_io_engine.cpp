@@ -15,56 +15,16 @@
 #include "offload/direct_file.h"
 #include "offload/io_engine.h"
 #include "offload/io_faults.h"
+#include "offload/offload_test_util.h"
+#include "test_util.h"
 
 using namespace fathom;
 using namespace fathom::offload;
+using namespace fathom::testing;
 
 namespace {
 
-// A fresh directory under /tmp, removed with everything in it.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/fathom_io_engine_XXXXXX";
-    REQUIRE(::mkdtemp(pattern) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    ::chmod(path.c_str(), 0700);
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-};
 
-struct AlignedBuffer {
-  std::unique_ptr<unsigned char, decltype(&std::free)> memory;
-  int64_t bytes;
-  // aligned_alloc wants a size that is a multiple of the alignment.
-  explicit AlignedBuffer(int64_t n)
-      : memory(static_cast<unsigned char*>(std::aligned_alloc(4096, static_cast<size_t>((n + 4095) / 4096 * 4096))),
-               &std::free),
-        bytes(n) {
-    REQUIRE(memory != nullptr);
-    std::memset(memory.get(), 0, static_cast<size_t>(n));
-  }
-  unsigned char* data() const { return memory.get(); }
-  void randomize(uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    for (int64_t i = 0; i < bytes; ++i) memory.get()[i] = static_cast<unsigned char>(rng());
-  }
-  bool same(const AlignedBuffer& other, int64_t n) const { return std::memcmp(data(), other.data(), n) == 0; }
-};
-
-template <typename Body>
-std::string error_of(Body&& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.message();
-  }
-  return "(no error)";
-}
 
 // Resets the fault seam when a test leaves, also when it fails.
 struct FaultScope {

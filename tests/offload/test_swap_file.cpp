@@ -14,47 +14,20 @@
 #include "offload/direct_file.h"
 #include "offload/io_engine.h"
 #include "offload/io_faults.h"
+#include "offload/offload_test_util.h"
+#include "test_util.h"
 #include "offload/swap_file.h"
 
 using namespace fathom;
 using namespace fathom::offload;
+using namespace fathom::testing;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/fathom_swap_file_XXXXXX";
-    REQUIRE(::mkdtemp(pattern) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-};
 
-// Host-tier-like blocks: page-aligned, capacity padded to whole pages.
-struct Block {
-  std::unique_ptr<unsigned char, decltype(&std::free)> memory;
-  int64_t bytes, capacity;
-  explicit Block(int64_t n)
-      : memory(nullptr, &std::free), bytes(n), capacity(std::max<int64_t>(4096, (n + 4095) / 4096 * 4096)) {
-    memory.reset(static_cast<unsigned char*>(std::aligned_alloc(4096, static_cast<size_t>(capacity))));
-    REQUIRE(memory != nullptr);
-    std::memset(memory.get(), 0, static_cast<size_t>(capacity));
-  }
-  SwapSpan span() const { return {memory.get(), bytes, capacity}; }
-  void randomize(uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    for (int64_t i = 0; i < bytes; ++i) memory.get()[i] = static_cast<unsigned char>(rng());
-  }
-  bool same(const Block& other) const { return std::memcmp(memory.get(), other.memory.get(), bytes) == 0; }
-};
 
-std::vector<Block> blocks(const std::vector<int64_t>& sizes, uint64_t seed) {
-  std::vector<Block> out;
+std::vector<AlignedBuffer> blocks(const std::vector<int64_t>& sizes, uint64_t seed) {
+  std::vector<AlignedBuffer> out;
   for (const int64_t n : sizes) {
     out.emplace_back(n);
     out.back().randomize(seed++);
@@ -62,20 +35,10 @@ std::vector<Block> blocks(const std::vector<int64_t>& sizes, uint64_t seed) {
   return out;
 }
 
-std::vector<SwapSpan> spans(const std::vector<Block>& blocks) {
+std::vector<SwapSpan> spans(const std::vector<AlignedBuffer>& blocks) {
   std::vector<SwapSpan> out;
-  for (const Block& b : blocks) out.push_back(b.span());
+  for (const AlignedBuffer& b : blocks) out.push_back(b.span());
   return out;
-}
-
-template <typename Body>
-std::string error_of(Body&& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error.message();
-  }
-  return "(no error)";
 }
 
 // Damage the file the way something outside Fathom would: a plain buffered write.
@@ -90,7 +53,7 @@ void scribble(const std::string& path, int64_t offset) {
 
 const std::vector<int64_t> kSizes = {3 * 4096 + 100, 1, 0, 1 << 20, 4096};
 
-std::string read_back(SwapFile& file, std::vector<Block>& in) {
+std::string read_back(SwapFile& file, std::vector<AlignedBuffer>& in) {
   return error_of([&] {
     file.begin_read(spans(in));
     file.finish_read();
@@ -107,7 +70,7 @@ TEST_CASE("SwapFile round-trips several spans, write after write", "[offload]") 
   CHECK_FALSE(file.has_state());
   CHECK(file.path() == dir.file("group0.swp"));
   for (uint64_t round = 0; round < 3; ++round) {
-    std::vector<Block> out = blocks(kSizes, 10 * round), in = blocks(kSizes, 999);
+    std::vector<AlignedBuffer> out = blocks(kSizes, 10 * round), in = blocks(kSizes, 999);
     file.begin_write(spans(out));
     CHECK_FALSE(file.has_state());
     file.finish_write();
@@ -129,7 +92,7 @@ TEST_CASE("SwapFile detects damage, truncation, stale headers and missing state"
   IoEngine engine(AioOptions{.block_size = 128 << 10});
   const std::string path = dir.file("group1.swp");
   SwapFile file(engine, path);
-  std::vector<Block> out = blocks(kSizes, 1), in = blocks(kSizes, 2);
+  std::vector<AlignedBuffer> out = blocks(kSizes, 1), in = blocks(kSizes, 2);
   const int64_t span0 = file.alignment();  // the header fits in the first block
   const std::string corrupt = "swap file '" + path + "' is corrupt or truncated (";
   const std::string fix =
@@ -163,7 +126,7 @@ TEST_CASE("SwapFile detects damage, truncation, stale headers and missing state"
   }
   SECTION("new data under the old header (the header write never happened)") {
     DirectFile raw(path);
-    Block fresh(DirectFile::round_up(kSizes[0], file.alignment()));
+    AlignedBuffer fresh(DirectFile::round_up(kSizes[0], file.alignment()));
     fresh.randomize(77);
     engine.write(raw, span0, fresh.memory.get(), fresh.bytes).wait();
     CHECK_THAT(read_back(file, in), Catch::Contains(corrupt) && Catch::Contains(fix) && Catch::Contains("span 0's"));
@@ -171,16 +134,16 @@ TEST_CASE("SwapFile detects damage, truncation, stale headers and missing state"
   SECTION("other sizes than were written") {
     std::vector<int64_t> sizes = kSizes;
     sizes[1] = 2;
-    std::vector<Block> other = blocks(sizes, 3);
+    std::vector<AlignedBuffer> other = blocks(sizes, 3);
     CHECK_THAT(read_back(file, other), Catch::Contains(corrupt) && Catch::Contains(fix) &&
                                            Catch::Contains("span 1 holds 1 bytes, 2 were asked for"));
     sizes.pop_back();
-    std::vector<Block> fewer = blocks(sizes, 3);
+    std::vector<AlignedBuffer> fewer = blocks(sizes, 3);
     CHECK_THAT(read_back(file, fewer), Catch::Contains(corrupt) && Catch::Contains(fix) &&
                                            Catch::Contains("records 5 spans, 4 were asked for"));
   }
   SECTION("a failed write leaves no readable state, not the previous one") {
-    std::vector<Block> next = blocks(kSizes, 5);
+    std::vector<AlignedBuffer> next = blocks(kSizes, 5);
     set_io_faults(IoFaults{.space_left = 4096});
     file.begin_write(spans(next));
     const std::string failed = error_of([&] { file.finish_write(); });
@@ -200,7 +163,7 @@ TEST_CASE("SwapFile refuses spans direct I/O cannot move, and out-of-order calls
   TempDir dir;
   IoEngine engine;
   SwapFile file(engine, dir.file("group2.swp"));
-  Block block(5000);
+  AlignedBuffer block(5000);
   const SwapSpan misaligned{block.memory.get() + 8, 100, block.capacity - 8};
   CHECK_THAT(error_of([&] { file.begin_write({misaligned}); }),
              Catch::Contains("span 0's buffer") && Catch::Contains("not aligned"));
@@ -219,7 +182,7 @@ TEST_CASE("SwapFile refuses spans direct I/O cannot move, and out-of-order calls
 TEST_CASE("SwapFile drains a write it was never asked to finish", "[offload]") {
   TempDir dir;
   IoEngine engine(AioOptions{.block_size = 64 << 10});
-  std::vector<Block> out = blocks({1 << 20, 1 << 20}, 9);
+  std::vector<AlignedBuffer> out = blocks({1 << 20, 1 << 20}, 9);
   {
     SwapFile file(engine, dir.file("group3.swp"));
     file.begin_write(spans(out));
