@@ -60,6 +60,20 @@ for backend in io_uring threads; do
   "$bench" io --dir "$swap" --mib $mib --backend $backend | record
 done
 "$bench" io --dir "$swap" --mib $mib --backend io_uring --queue-depth 32 --threads 2 | record
+# The kernel interfaces themselves, through fio when it is installed (Debian's fio; a benchmark
+# peer only): libaio (what DeepSpeed's aio uses) against io_uring, same block size and depth.
+if command -v fio >/dev/null 2>&1; then
+  for engine in libaio io_uring; do
+    for rw in write read; do
+      fio --name=fathom --filename="$swap/fio.bin" --size=${mib}M --bs=1M --iodepth=8 --direct=1 --ioengine=$engine \
+          --rw=$rw --output-format=terse --terse-version=3 2>/dev/null |
+        awk -F';' -v e=$engine -v r=$rw '{ printf "{\"mode\": \"fio\", \"engine\": \"%s\", \"rw\": \"%s\", \"gbs\": %.3f}\n", e, r, (r == "read" ? $7 : $48) * 1024 / 1e9 }' >>"$results"
+    done
+  done
+  rm -f "$swap/fio.bin"
+else
+  echo "(fio not installed: the libaio / io_uring rows are skipped; apt-get install fio)"
+fi
 
 models=("--layers 4 --width 512 --heads 8 --vocab 8192")
 ((quick)) || models+=("--layers 12 --width 768 --heads 12 --vocab 16384")

@@ -37,6 +37,11 @@ for r in by("io"):
           f"{write_peer:.2f} GB/s | {r['write_gbs'] / write_peer:.2f} |")
     print(f"| swap read ({setting}) | {r['read_gbs']:.2f} GB/s | dd O_DIRECT {read_peer:.2f} GB/s | "
           f"{r['read_gbs'] / read_peer:.2f} |")
+fio = {(r["engine"], r["rw"]): r["gbs"] for r in by("fio")}
+for rw, peer in (("write", write_peer), ("read", read_peer)):
+    if ("libaio", rw) in fio and ("io_uring", rw) in fio:
+        print(f"| fio {rw}, qd 8, 1 MiB: io_uring vs libaio (DeepSpeed's) | {fio[('io_uring', rw)]:.2f} GB/s | "
+              f"libaio {fio[('libaio', rw)]:.2f} GB/s | {fio[('io_uring', rw)] / fio[('libaio', rw)]:.2f} |")
 steps = by("step")
 for parameters in sorted({r["parameters"] for r in steps}):
     none = next(r for r in steps if r["parameters"] == parameters and r["offload"] == "none")
