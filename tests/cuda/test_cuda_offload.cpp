@@ -4,6 +4,8 @@
 // parameters back on the transfer stream (offload/device_transfers.h); the CPU Adam and the CUDA
 // Adam evaluate the same f32 expressions, differing at most by FMA contraction, so the bound is
 // the f32 equivalence bound rather than bit equality (which the CPU-only tests demand).
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "engine/initialize.h"
@@ -64,7 +66,9 @@ Run train(int stage, const std::string& offload) {
 
 TEST_CASE("optimizer offload with the model on the GPU trains as without offload, cpu and nvme", "[cuda]") {
   FATHOM_REQUIRE_CUDA();
-  const std::string swap = (std::filesystem::current_path() / "cuda-offload-test").string();
+  // Per process: CTest runs the emulated binary under two thread orders at once.
+  const std::string swap =
+      (std::filesystem::current_path() / ("cuda-offload-test-" + std::to_string(::getpid()))).string();
   std::filesystem::create_directories(swap);
   for (int stage : {2, 3}) {
     const Run expected = train(stage, "");
