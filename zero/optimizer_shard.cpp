@@ -34,9 +34,7 @@ OptimizerShard::OptimizerShard(const Tensor& params, Range covers, bool keeps_ma
     : params_(params), covers_(covers), offload_(std::move(offload)) {
   FATHOM_CHECK(offload_.sub_group_elements > 0, "config error at zero_optimization.sub_group_size: must be > 0");
   FATHOM_CHECK(offload_.ratio > 0.0 && offload_.ratio <= 1.0,
-               "config error at "
-               "zero_optimization.offload_optimizer.ratio: must be in (0, 1], got ",
-               offload_.ratio);
+               "config error at zero_optimization.offload_optimizer.ratio: must be in (0, 1], got ", offload_.ratio);
   if (offload_.tier == Tier::Nvme) {
     // One directory per shard: two engines of one process (a test, an evaluation copy) never share files.
     static std::atomic<int> shards{0};
