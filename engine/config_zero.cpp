@@ -140,6 +140,14 @@ ZeroConfig parse_zero(const ConfigSection& s, std::vector<std::string>& notices)
   c.sub_group_size = s.integer("sub_group_size", c.sub_group_size, 0);
   map_deprecated_offload(s, "cpu_offload", "offload_optimizer", c.offload_optimizer.device, notices);
   map_deprecated_offload(s, "cpu_offload_param", "offload_param", c.offload_param.device, notices);
+  // DeepSpeed ignores parameter offload below stage 3; Fathom says so rather than train without it.
+  if (c.offload_param.device != "none" && c.stage != 3) {
+    const std::string what = "\"" + c.offload_param.device + "\" offloads ZeRO stage 3's parameter shards, but "
+                             "zero_optimization.stage is " + std::to_string(c.stage) + " (DeepSpeed ignores it below "
+                             "stage 3); set \"stage\": 3 or remove it";
+    if (s.find("offload_param")) s.section("offload_param").fail("device", what);
+    s.fail("cpu_offload_param", "(read as offload_param.device) " + what);
+  }
   // DeepSpeed maps this one to nothing; Fathom pins the buffers of both offloads, as meant.
   if (s.boolean("cpu_offload_use_pin_memory", false)) {
     c.offload_optimizer.pin_memory = c.offload_param.pin_memory = true;

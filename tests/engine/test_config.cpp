@@ -80,7 +80,8 @@ TEST_CASE("check_supported names each feature that is not built yet", "[engine]"
   CHECK(supported_error(with(R"("zero_optimization": {"stage": 3})")) == "(no error)");
   CHECK(supported_error(with(R"("bf16": {"enabled": true})")) == "(no error)");  // built: mixed precision
   CHECK(supported_error(with(R"("zero_optimization": {"offload_optimizer": {"device": "cpu"}})")) == "(no error)");
-  CHECK(supported_error(with(R"("zero_optimization": {"offload_param": {"device": "nvme", "nvme_path": "/nvme"}})")) ==
+  CHECK(supported_error(with(R"("zero_optimization": {"stage": 3, "offload_param": {"device": "nvme",
+    "nvme_path": "/nvme"}})")) ==
         "config error at zero_optimization.offload_param.device: \"nvme\" is not supported yet (parameter offload "
         "arrives with its issue); use \"none\"");
   CHECK(supported_error(with(R"("zero_optimization": {"stage": 0}, "fp16": {"enabled": false})")) == "(no error)");
@@ -244,7 +245,7 @@ TEST_CASE("DeepSpeed's deprecated spellings are read as the current keys, each w
                                "as {\"stage\": 1}"});
   CHECK(read(R"("zero_optimization": false)").zero.stage == 0);
 
-  const Config offload = read(R"("zero_optimization": {"stage": 2, "cpu_offload": true, "cpu_offload_param": true,
+  const Config offload = read(R"("zero_optimization": {"stage": 3, "cpu_offload": true, "cpu_offload_param": true,
     "cpu_offload_use_pin_memory": true, "stage3_gather_fp16_weights_on_model_save": true})");
   CHECK(offload.zero.offload_optimizer.device == "cpu");
   CHECK(offload.zero.offload_param.device == "cpu");
@@ -796,6 +797,17 @@ TEST_CASE("the checker reports keyed problems and then one that names no key, th
   CHECK(check.problems[2].find("train_batch_size (10) is not a multiple of") != std::string::npos);  // no key: the end
   CHECK(check_config_file(write_file("good.json", R"({"train_batch_size": 8})"), 2).config->batch.train_micro_batch_size_per_gpu == 4);
   CHECK(check_config_file("no_such_config.json", 1).problems.size() == 1);
+}
+
+TEST_CASE("offload_param below stage 3 is refused naming the stage (DeepSpeed ignores it there)", "[engine]") {
+  CHECK(parse_error(with(R"("zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}})")) ==
+        "config error at zero_optimization.offload_param.device: \"cpu\" offloads ZeRO stage 3's parameter shards, "
+        "but zero_optimization.stage is 2 (DeepSpeed ignores it below stage 3); set \"stage\": 3 or remove it");
+  CHECK(parse_error(with(R"("zero_optimization": {"stage": 1, "cpu_offload_param": true})")) ==
+        "config error at zero_optimization.cpu_offload_param: (read as offload_param.device) \"cpu\" offloads ZeRO "
+        "stage 3's parameter shards, but zero_optimization.stage is 1 (DeepSpeed ignores it below stage 3); set "
+        "\"stage\": 3 or remove it");
+  CHECK(parse_error(with(R"("zero_optimization": {"stage": 3, "offload_param": {"device": "cpu"}})")) == "(no error)");
 }
 
 TEST_CASE("aio: DeepSpeed's keys and defaults, thread_count as the older name, GDS refused", "[engine]") {
