@@ -5,6 +5,7 @@
 #include "core/logging.h"
 #include "engine/monitor.h"
 #include "engine/offload_setup.h"
+#include "offload/host_memory.h"
 #include "engine/pipeline_executor.h"
 #include "engine/profilers.h"
 #include "nn/optimizer_factory.h"
@@ -71,7 +72,11 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
                                       .prefetch_elements = config.zero.prefetch_bucket_size,
                                       .max_live_elements = config.zero.max_live_parameters,
                                       .max_reuse_distance = config.zero.max_reuse_distance},
-                           .offload = std::move(offload)},
+                           .offload = std::move(offload),
+                           .parameter_shard_allocator =
+                               config.zero.offload_param.device == "cpu"
+                                   ? &offload::host_tier_allocator(config.zero.offload_param.pin_memory)
+                                   : nullptr},
       make_optimizer, &model);
 }
 

@@ -1,6 +1,7 @@
 #include "zero/flat_parameters.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
@@ -15,7 +16,8 @@ int64_t total_numel(const FlatParameters::Named& params) {
 }
 }  // namespace
 
-FlatParameters::FlatParameters(const Named& params, int world_size, int rank, Storage storage)
+FlatParameters::FlatParameters(const Named& params, int world_size, int rank, Storage storage,
+                               Allocator* shard_allocator)
     : partition_(total_numel(params), world_size), storage_(storage) {
   FATHOM_CHECK(!params.empty(), "ZeRO: the model has no parameters");
   const DType dtype = params.front().second.dtype();
@@ -46,6 +48,13 @@ FlatParameters::FlatParameters(const Named& params, int world_size, int rank, St
   }
   {
     MemoryTagScope tag(MemoryTag::Parameters);
+    std::optional<HostAllocatorScope> tier;
+    if (shard_allocator != nullptr) {
+      FATHOM_CHECK(device_.is_cpu(), "ZeRO: parameter offload (offload_param) with the model on ", device_.str(),
+                   " is not built yet (the shard would need copying to the device before each all-gather); keep "
+                   "the model on the host or set offload_param.device \"none\"");
+      tier.emplace(*shard_allocator);
+    }
     owned_ = Tensor::zeros({mine.size()}, dtype, device_);
   }
   for (const Slot& slot : slots_) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "core/allocator.h"
 #include "zero/partition.h"
 
 namespace fathom::zero {
@@ -30,7 +31,10 @@ class FlatParameters {
   enum class Storage { Full, ShardOnly };
   // All parameters must share one floating dtype. Their data is copied into the buffer
   // (charged to MemoryTag::Parameters) and replaced by views of it (Full) or released (ShardOnly).
-  FlatParameters(const Named& params, int world_size, int rank, Storage storage = Storage::Full);
+  // ShardOnly: `shard_allocator` (offload's host tier: zero_optimization.offload_param) holds the
+  // shard when given, the parameters' device otherwise.
+  FlatParameters(const Named& params, int world_size, int rank, Storage storage = Storage::Full,
+                 Allocator* shard_allocator = nullptr);
 
   Storage storage() const { return storage_; }
   // Full: the padded buffer. ShardOnly: undefined.

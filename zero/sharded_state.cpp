@@ -26,10 +26,13 @@ FlatParameters::Storage storage_for(int stage) {
 ShardedState::ShardedState(const NamedParameters& params, ParallelLayout layout, ShardedOptions options,
                            const OptimizerFactory& make_optimizer, nn::Module* model)
     : TrainingState(std::move(layout), false),
-      flat_(params, layout_.groups.data().size(), layout_.groups.data().rank(), storage_for(options.stage)),
+      flat_(params, layout_.groups.data().size(), layout_.groups.data().rank(), storage_for(options.stage),
+            options.parameter_shard_allocator),
       group_(layout_.groups.for_device(parallel::Axis::Data, flat_.device())),
       options_(options) {
   FATHOM_CHECK(options_.stage >= 1 && options_.stage <= 3, "ZeRO: stage must be 1, 2 or 3, got ", options_.stage);
+  FATHOM_CHECK(options_.stage == 3 || options_.parameter_shard_allocator == nullptr,
+               "ZeRO: parameter offload needs stage 3 (stages 1-2 keep full parameters), got stage ", options_.stage);
   FATHOM_CHECK(options_.stage < 3 || model != nullptr, "ZeRO: stage 3 needs the model (to gather each "
                "module's parameters around its forward and backward)");
   FATHOM_CHECK(layout_.placements.size() == params.size(), "training state: ", layout_.placements.size(),

@@ -53,6 +53,9 @@ struct ShardedOptions {
   parallel::GradientAveraging averaging;            // prescaling, predivision, communication dtype
   GatherOptions gather;                             // stage 3: persistence, prefetch, live cap
   OptimizerOffload offload;                         // where masters, optimizer state and gradients live
+  // Stage 3 (offload_param): the allocator that holds this rank's parameter shard (offload's host
+  // tier), or null for the parameters' device.
+  Allocator* parameter_shard_allocator = nullptr;
 };
 
 class ShardedState final : public TrainingState {

@@ -138,6 +138,29 @@ TEST_CASE("SGD with momentum and Lion run on the CPU tier too, bit for bit", "[o
   }
 }
 
+// Parameter offload (offload_param cpu, stage 3): this rank's parameter shard lives in the host
+// tier; the gatherer all-gathers from there. It moves data only.
+TEST_CASE("offload_param cpu at stage 3 equals stage 3 without it bit for bit; the shard lives in the host tier",
+          "[offload]") {
+  const auto& world = runtime().world_ptr();
+  const Scratch swap_dir("parameters");
+  Allocator& device = allocator_for(kCPU);
+  Allocator& host = offload::host_tier_allocator(false);
+  for (bool bf16 : {false, true})
+    for (bool checkpointing : {false, true}) {
+      INFO((bf16 ? "bf16" : "f32") << ", activation checkpointing " << checkpointing);
+      const TrainingRun plain = train_tiny_gpt(config_text(3, 2, bf16), world, kSteps, checkpointing);
+      const int64_t device_parameters = bytes(device, MemoryTag::Parameters);
+      const int64_t host_parameters = bytes(host, MemoryTag::Parameters);
+      const TrainingRun offloaded = train_tiny_gpt(
+          config_text(3, 2, bf16, R"("offload_param": {"device": "cpu"}, )" + nvme(swap_dir.path)), world, kSteps,
+          checkpointing);
+      require_identical(plain, offloaded);
+      CHECK(bytes(host, MemoryTag::Parameters) > host_parameters);        // the shard
+      CHECK(bytes(device, MemoryTag::Parameters) == device_parameters);  // nothing gathered stays
+    }
+}
+
 TEST_CASE("offload tiers by their tags: cpu leaves the device tier, nvme holds at most buffer_count buffers",
           "[offload]") {
   const auto& world = runtime().world_ptr();
