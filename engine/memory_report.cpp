@@ -1,5 +1,6 @@
 #include "engine/memory_report.h"
 
+#include <string>
 #include <vector>
 
 #include "core/allocator.h"
@@ -10,24 +11,33 @@ namespace fathom {
 
 namespace {
 
-// Every allocator of this process: the CPU's, offload's host tier and pinned memory, each GPU's.
-std::vector<MemorySnapshot> every_device() {
-  std::vector<MemorySnapshot> snapshots{memory_snapshot(kCPU), offload::host_tier_allocator(false).stats().snapshot(),
-                                        offload::host_tier_allocator(true).stats().snapshot()};
-  for (int device = 0; device < cuda::device_count(); ++device) snapshots.push_back(memory_snapshot(Device::cuda(device)));
+// Every allocator of this process by name: the CPU's, offload's host tier and pinned memory, each
+// GPU's.
+struct NamedSnapshot {
+  std::string name;
+  MemorySnapshot snapshot;
+  bool listed_when_empty = true;  // offload's tiers appear in the breakdown only when they hold bytes
+  const MemoryCounter& operator[](MemoryTag tag) const { return snapshot[tag]; }
+};
+std::vector<NamedSnapshot> every_device() {
+  std::vector<NamedSnapshot> snapshots{{"host", memory_snapshot(kCPU)},
+                                       {"host tier", offload::host_tier_allocator(false).stats().snapshot(), false},
+                                       {"pinned", offload::host_tier_allocator(true).stats().snapshot(), false}};
+  for (int device = 0; device < cuda::device_count(); ++device)
+    snapshots.push_back({Device::cuda(device).str(), memory_snapshot(Device::cuda(device))});
   return snapshots;
 }
 
-int64_t tag_bytes(const std::vector<MemorySnapshot>& snapshots, MemoryTag tag, bool peak) {
+int64_t tag_bytes(const std::vector<NamedSnapshot>& snapshots, MemoryTag tag, bool peak) {
   int64_t sum = 0;
-  for (const MemorySnapshot& s : snapshots) sum += peak ? s[tag].peak : s[tag].current;
+  for (const NamedSnapshot& s : snapshots) sum += peak ? s[tag].peak : s[tag].current;
   return sum;
 }
 
 }  // namespace
 
 ModelStateBytes model_state_bytes(bool peak) {
-  const std::vector<MemorySnapshot> snapshots = every_device();
+  const std::vector<NamedSnapshot> snapshots = every_device();
   const auto bytes = [&](MemoryTag tag) { return tag_bytes(snapshots, tag, peak); };
   return {.parameters = bytes(MemoryTag::Parameters),
           .gradients = bytes(MemoryTag::Gradients),
@@ -44,7 +54,7 @@ std::string format_model_state_bytes(const ModelStateBytes& b) {
 }
 
 std::string format_memory_breakdown(const std::string& point) {
-  const std::vector<MemorySnapshot> snapshots = every_device();
+  const std::vector<NamedSnapshot> snapshots = every_device();
   std::string line = "memory after " + point;
   int64_t total = 0;
   for (int t = 0; t < kNumMemoryTags; ++t) {
@@ -52,11 +62,12 @@ std::string format_memory_breakdown(const std::string& point) {
     line += std::string(" | ") + memory_tag_name(static_cast<MemoryTag>(t)) + " " + format_bytes(bytes);
     total += bytes;
   }
-  line += " | total " + format_bytes(total) + " (host " + format_bytes(snapshots[0].total.current);
-  if (snapshots[1].total.current > 0) line += ", host tier " + format_bytes(snapshots[1].total.current);
-  if (snapshots[2].total.current > 0) line += ", pinned " + format_bytes(snapshots[2].total.current);
-  for (size_t d = 3; d < snapshots.size(); ++d)
-    line += ", cuda:" + std::to_string(d - 3) + " " + format_bytes(snapshots[d].total.current);
+  line += " | total " + format_bytes(total) + " (";
+  for (size_t i = 0; i < snapshots.size(); ++i) {
+    const int64_t bytes = snapshots[i].snapshot.total.current;
+    if (snapshots[i].listed_when_empty || bytes > 0)
+      line += (i == 0 ? "" : ", ") + snapshots[i].name + " " + format_bytes(bytes);
+  }
   return line + ")";
 }
 

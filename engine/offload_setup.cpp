@@ -48,9 +48,7 @@ zero::OptimizerOffload optimizer_offload(const Config& config, const parallel::P
   const OffloadOptimizerConfig& c = config.zero.offload_optimizer;
   zero::OptimizerOffload offload;
   offload.tier = tier_of(c.device);
-  offload.sub_group_elements = config.zero.sub_group_size;
-  FATHOM_CHECK(offload.sub_group_elements > 0, "config error at zero_optimization.sub_group_size: must be > 0, got ",
-               offload.sub_group_elements);
+  offload.sub_group_elements = config.zero.sub_group_size;  // > 0: zero::OptimizerShard checks it
   if (offload.tier == zero::OptimizerOffload::Tier::Device) return offload;
   FATHOM_CHECK(config.zero.stage >= 1, "config error at ", kKey, ".device: \"", c.device,
                "\" offloads ZeRO's "
@@ -59,7 +57,6 @@ zero::OptimizerOffload optimizer_offload(const Config& config, const parallel::P
                " (a partial "
                "offload) needs zero_optimization.stage 3, as in DeepSpeed; stage is ",
                config.zero.stage, ", use ratio 1.0");
-  FATHOM_CHECK(c.ratio > 0.0, "config error at ", kKey, ".ratio: must be > 0 (set device \"none\" for no offload)");
   offload.pin_memory = c.pin_memory;
   offload.ratio = c.ratio;
   if (offload.tier == zero::OptimizerOffload::Tier::Nvme) {

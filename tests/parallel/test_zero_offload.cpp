@@ -317,6 +317,10 @@ TEST_CASE("offload bad input: paths, O_DIRECT, buffer_count, stage and ratio", "
   CHECK_THAT(error_of(config_text(2, 1, false, nvme(swap, 4))),
              Catch::Contains("buffer_count: 4 buffers are too few") && Catch::Contains("needs 9"));
   CHECK_THAT(error_of(config_text(0, 1, false, kCpu)), Catch::Contains("zero_optimization.stage is 0"));
+  CHECK_THAT(error_of(config_text(2, 1, false, R"("sub_group_size": 0)")),
+             Catch::Contains("zero_optimization.sub_group_size: must be > 0"));
+  CHECK_THAT(error_of(config_text(3, 1, false, R"("offload_optimizer": {"device": "cpu", "ratio": 0})")),
+             Catch::Contains("offload_optimizer.ratio: must be in (0, 1], got 0"));
   CHECK_THAT(error_of(config_text(2, 1, false, R"("offload_optimizer": {"device": "cpu", "ratio": 0.5})")),
              Catch::Contains("ratio: 0.5 (a partial offload) needs zero_optimization.stage 3"));
   // Nothing is left behind in nvme_path by the engines that failed.
