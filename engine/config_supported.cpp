@@ -9,7 +9,6 @@ namespace {
 
 constexpr bool kFp16Built = true;
 constexpr bool kBf16Built = true;
-constexpr bool kParameterNvmeBuilt = false;
 
 }  // namespace
 
@@ -19,10 +18,6 @@ void Config::check_supported() const {
     fail("fp16.enabled", "true is not supported yet (fp16 mixed precision arrives with its issue); use false");
   if (bf16.enabled && !kBf16Built)
     fail("bf16.enabled", "true is not supported yet (bf16 mixed precision arrives with its issue); use false");
-  // Parameter offload to host memory is built; to NVMe (swapping shards ahead of use) is not yet.
-  if (zero.offload_param.device == "nvme" && !kParameterNvmeBuilt)
-    fail("zero_optimization.offload_param.device",
-         "\"nvme\" is not supported yet (parameter offload to NVMe arrives with its issue); use \"cpu\" or \"none\"");
 }
 
 }  // namespace fathom

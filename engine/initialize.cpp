@@ -5,7 +5,6 @@
 #include "core/logging.h"
 #include "engine/monitor.h"
 #include "engine/offload_setup.h"
-#include "offload/host_memory.h"
 #include "engine/pipeline_executor.h"
 #include "engine/profilers.h"
 #include "nn/optimizer_factory.h"
@@ -35,7 +34,7 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
                                                          const zero::ParallelLayout& layout,
                                                          const zero::OptimizerFactory& make_optimizer) {
   const auto named = model.named_parameters();
-  zero::OptimizerOffload offload = optimizer_offload(config, layout.groups);  // checked at every stage
+  OffloadPlacement offload = offload_placement(config, layout.groups);  // checked at every stage
   if (config.zero.stage == 0)
     return std::make_unique<zero::ReplicatedState>(
         named, layout,
@@ -65,18 +64,15 @@ std::unique_ptr<zero::TrainingState> make_training_state(const Config& config, n
                            .accumulate_in_fp32 = config.grad_accum_dtype.empty()
                                                      ? config.batch.gradient_accumulation_steps > 1 ||
                                                            (config.zero.stage >= 2 &&
-                                                            offload.tier != zero::OptimizerOffload::Tier::Device)
+                                                            offload.optimizer.tier != zero::OptimizerOffload::Tier::Device)
                                                      : config.grad_accum_dtype == "fp32",
                            .averaging = averaging_of(config),
                            .gather = {.persistence_threshold = config.zero.param_persistence_threshold,
                                       .prefetch_elements = config.zero.prefetch_bucket_size,
                                       .max_live_elements = config.zero.max_live_parameters,
                                       .max_reuse_distance = config.zero.max_reuse_distance},
-                           .offload = std::move(offload),
-                           .parameter_shard_allocator =
-                               config.zero.offload_param.device == "cpu"
-                                   ? &offload::host_tier_allocator(config.zero.offload_param.pin_memory)
-                                   : nullptr},
+                           .offload = std::move(offload.optimizer),
+                           .parameter_offload = std::move(offload.parameters)},
       make_optimizer, &model);
 }
 

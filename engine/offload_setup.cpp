@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <string>
 
 #include "core/error.h"
 
@@ -11,18 +12,19 @@ namespace fathom {
 namespace {
 
 constexpr const char* kKey = "zero_optimization.offload_optimizer";
+constexpr const char* kParamKey = "zero_optimization.offload_param";
 
 // <nvme_path> must be an existing, writable directory: Fathom creates only its own
 // sub-directories below it, so a typo does not scatter swap files somewhere unexpected.
-void check_nvme_path(const std::string& path) {
+void check_nvme_path(const std::string& path, const char* key) {
   struct stat info {};
-  FATHOM_CHECK(::stat(path.c_str(), &info) == 0, "config error at ", kKey, ".nvme_path: \"", path,
+  FATHOM_CHECK(::stat(path.c_str(), &info) == 0, "config error at ", key, ".nvme_path: \"", path,
                "\" does not "
                "exist; create it (a directory on a fast local disk, e.g. an NVMe mount) or point nvme_path at one");
-  FATHOM_CHECK(S_ISDIR(info.st_mode), "config error at ", kKey, ".nvme_path: \"", path,
+  FATHOM_CHECK(S_ISDIR(info.st_mode), "config error at ", key, ".nvme_path: \"", path,
                "\" is not a directory; "
                "point nvme_path at a directory on a fast local disk");
-  FATHOM_CHECK(::access(path.c_str(), W_OK | X_OK) == 0, "config error at ", kKey, ".nvme_path: \"", path,
+  FATHOM_CHECK(::access(path.c_str(), W_OK | X_OK) == 0, "config error at ", key, ".nvme_path: \"", path,
                "\" is not writable by this process; fix its permissions or point nvme_path at a writable directory");
 }
 
@@ -42,9 +44,20 @@ zero::OptimizerOffload::Tier tier_of(const std::string& device) {
   return zero::OptimizerOffload::Tier::Device;
 }
 
-}  // namespace
+offload::AioOptions aio_of(const Config& config) {
+  return {.block_size = config.aio.block_size,
+          .queue_depth = config.aio.queue_depth,
+          .intra_op_parallelism = config.aio.intra_op_parallelism,
+          .single_submit = config.aio.single_submit,
+          .overlap_events = config.aio.overlap_events};
+}
 
-zero::OptimizerOffload optimizer_offload(const Config& config, const parallel::ProcessGroups& groups) {
+std::string swap_directory(const std::string& nvme_path, const std::string& job, const parallel::ProcessGroups& groups) {
+  return nvme_path + "/" + job + "/rank" + std::to_string(groups.world_ptr()->rank());
+}
+
+zero::OptimizerOffload optimizer_offload(const Config& config, const parallel::ProcessGroups& groups,
+                                         const std::string& job) {
   const OffloadOptimizerConfig& c = config.zero.offload_optimizer;
   zero::OptimizerOffload offload;
   offload.tier = tier_of(c.device);
@@ -60,19 +73,39 @@ zero::OptimizerOffload optimizer_offload(const Config& config, const parallel::P
   offload.pin_memory = c.pin_memory;
   offload.ratio = c.ratio;
   if (offload.tier == zero::OptimizerOffload::Tier::Nvme) {
-    check_nvme_path(c.nvme_path);
-    const int rank = groups.world_ptr()->rank();
-    offload.swap_directory = c.nvme_path + "/" + job_name(groups) + "/rank" + std::to_string(rank);
+    check_nvme_path(c.nvme_path, kKey);
+    offload.swap_directory = swap_directory(c.nvme_path, job, groups);
     offload.buffer_count = c.buffer_count;
     offload.pipeline_read = c.pipeline_read;
     offload.pipeline_write = c.pipeline_write;
   }
-  offload.aio = {.block_size = config.aio.block_size,
-                 .queue_depth = config.aio.queue_depth,
-                 .intra_op_parallelism = config.aio.intra_op_parallelism,
-                 .single_submit = config.aio.single_submit,
-                 .overlap_events = config.aio.overlap_events};
+  offload.aio = aio_of(config);
   return offload;
+}
+
+// Stage 3 only: the config parser refuses offload_param below it, naming the stage.
+zero::ParameterOffload parameter_offload(const Config& config, const parallel::ProcessGroups& groups,
+                                         const std::string& job) {
+  const OffloadParamConfig& c = config.zero.offload_param;
+  zero::ParameterOffload offload;
+  offload.tier = tier_of(c.device);
+  offload.pin_memory = c.pin_memory;
+  if (offload.tier != zero::ParameterOffload::Tier::Nvme) return offload;
+  check_nvme_path(c.nvme_path, kParamKey);
+  offload.swap_directory = swap_directory(c.nvme_path, job, groups);
+  offload.buffer_count = c.buffer_count;
+  offload.buffer_elements = c.buffer_size;
+  offload.max_in_cpu = c.max_in_cpu;
+  offload.aio = aio_of(config);
+  return offload;
+}
+
+}  // namespace
+
+OffloadPlacement offload_placement(const Config& config, const parallel::ProcessGroups& groups) {
+  const bool swaps = config.zero.offload_optimizer.device == "nvme" || config.zero.offload_param.device == "nvme";
+  const std::string job = swaps ? job_name(groups) : "";
+  return {optimizer_offload(config, groups, job), parameter_offload(config, groups, job)};
 }
 
 }  // namespace fathom

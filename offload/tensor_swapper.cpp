@@ -39,7 +39,7 @@ struct TensorSwapper::Group {
   bool holds_state = false;
 };
 
-TensorSwapper::TensorSwapper(std::string directory, AioOptions aio, IoBackend backend)
+TensorSwapper::TensorSwapper(std::string directory, AioOptions aio, IoBackend backend, const std::string& path_key)
     : directory_(std::move(directory)), engine_(aio, backend) {
   namespace fs = std::filesystem;
   for (fs::path p = fs::path(directory_).lexically_normal(); !p.empty() && !fs::exists(p); p = p.parent_path())
@@ -47,7 +47,7 @@ TensorSwapper::TensorSwapper(std::string directory, AioOptions aio, IoBackend ba
   std::error_code error;
   fs::create_directories(directory_, error);
   FATHOM_CHECK(!error, "offload: cannot create the swap directory \"", directory_, "\": ", error.message(),
-               "; set zero_optimization.offload_optimizer.nvme_path to a writable directory on a local disk");
+               "; set ", path_key, " to a writable directory on a local disk");
 }
 
 TensorSwapper::~TensorSwapper() {

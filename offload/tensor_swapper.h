@@ -25,7 +25,9 @@ class SwapFile;
 
 class TensorSwapper {
  public:
-  TensorSwapper(std::string directory, AioOptions aio, IoBackend backend = IoBackend::Auto);
+  // `path_key`: the config key that names the directory's parent, for errors.
+  TensorSwapper(std::string directory, AioOptions aio, IoBackend backend = IoBackend::Auto,
+                const std::string& path_key = "zero_optimization.offload_optimizer.nvme_path");
   ~TensorSwapper();
   TensorSwapper(const TensorSwapper&) = delete;
   TensorSwapper& operator=(const TensorSwapper&) = delete;

@@ -1,7 +1,6 @@
 #include "zero/flat_parameters.h"
 
 #include <algorithm>
-#include <optional>
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
@@ -17,7 +16,7 @@ int64_t total_numel(const FlatParameters::Named& params) {
 }  // namespace
 
 FlatParameters::FlatParameters(const Named& params, int world_size, int rank, Storage storage,
-                               Allocator* shard_allocator)
+                               const ParameterOffload& offload)
     : partition_(total_numel(params), world_size), storage_(storage) {
   FATHOM_CHECK(!params.empty(), "ZeRO: the model has no parameters");
   const DType dtype = params.front().second.dtype();
@@ -36,34 +35,35 @@ FlatParameters::FlatParameters(const Named& params, int world_size, int rank, St
   }
   autograd::NoGradGuard no_grad;
   const Range mine = partition_.owned(rank);
+  std::vector<ParameterStore::Piece> pieces;
+  for (const Slot& slot : slots_) {
+    const Range overlap{std::max(slot.offset, mine.begin), std::min(slot.offset + slot.numel, mine.end)};
+    pieces.push_back({slot.name, overlap.size() > 0 ? Range{overlap.begin - mine.begin, overlap.end - mine.begin}
+                                                    : Range{}});
+  }
   if (storage == Storage::Full) {
+    FATHOM_CHECK(offload.tier == ParameterOffload::Tier::Device, "ZeRO: parameter offload (offload_param) needs "
+                 "stage 3: stages 1-2 keep full parameters on every rank");
     buffer_ = empty_like(dtype, MemoryTag::Parameters);
     for (const Slot& slot : slots_) {
       Tensor view = buffer_.narrow(0, slot.offset, slot.numel).view(slot.param.sizes());
       view.copy_(slot.param.data());
       slot.param.set_data(view);
     }
-    owned_ = buffer_.narrow(0, mine.begin, mine.size());
+    shard_ = resident_parameters(buffer_.narrow(0, mine.begin, mine.size()), std::move(pieces));
     return;
   }
-  {
-    MemoryTagScope tag(MemoryTag::Parameters);
-    std::optional<HostAllocatorScope> tier;
-    if (shard_allocator != nullptr) {
-      FATHOM_CHECK(device_.is_cpu(), "ZeRO: parameter offload (offload_param) with the model on ", device_.str(),
-                   " is not built yet (the shard would need copying to the device before each all-gather); keep "
-                   "the model on the host or set offload_param.device \"none\"");
-      tier.emplace(*shard_allocator);
-    }
-    owned_ = Tensor::zeros({mine.size()}, dtype, device_);
-  }
-  for (const Slot& slot : slots_) {
-    const Range overlap{std::max(slot.offset, mine.begin), std::min(slot.offset + slot.numel, mine.end)};
-    if (overlap.size() > 0)
-      owned_.narrow(0, overlap.begin - mine.begin, overlap.size())
-          .copy_(slot.param.data().contiguous().view({slot.numel}).narrow(0, overlap.begin - slot.offset, overlap.size()));
+  shard_ = make_parameter_store(offload, std::move(pieces), mine.size(), dtype, device_);
+  // Slot by slot, each parameter's part goes into the shard and its full data is released.
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    const Slot& slot = slots_[s];
+    const Range piece = shard_->pieces()[s].range;
+    if (piece.size() > 0)
+      shard_->assign(piece, slot.param.data().contiguous().view({slot.numel})
+                                .narrow(0, piece.begin + mine.begin - slot.offset, piece.size()));
     slot.param.set_data(released(dtype));
   }
+  shard_->flush();
 }
 
 Tensor FlatParameters::released(DType dtype) const { return Tensor::empty({0}, dtype, device_); }

@@ -4,15 +4,17 @@
 // partition's padding (zeros).
 //   Full (stages 1 and 2): the whole buffer exists and each parameter's data is a view of its slot,
 //     so a whole-buffer all-gather refreshes every parameter at once.
-//   ShardOnly (stage 3): only this rank's owned elements exist; parameters are released (empty
-//     data) until a ParameterGatherer gathers them.
+//   ShardOnly (stage 3): only this rank's owned elements exist, where offload_param puts them
+//     (a ParameterStore: the device, the host tier or swap files); parameters are released
+//     (empty data) until a ParameterGatherer gathers them.
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "autograd/variable.h"
-#include "core/allocator.h"
+#include "zero/parameter_store.h"
 #include "zero/partition.h"
 
 namespace fathom::zero {
@@ -31,17 +33,17 @@ class FlatParameters {
   enum class Storage { Full, ShardOnly };
   // All parameters must share one floating dtype. Their data is copied into the buffer
   // (charged to MemoryTag::Parameters) and replaced by views of it (Full) or released (ShardOnly).
-  // ShardOnly: `shard_allocator` (offload's host tier: zero_optimization.offload_param) holds the
-  // shard when given, the parameters' device otherwise.
+  // ShardOnly: `offload` (zero_optimization.offload_param) says where the shard lives.
   FlatParameters(const Named& params, int world_size, int rank, Storage storage = Storage::Full,
-                 Allocator* shard_allocator = nullptr);
+                 const ParameterOffload& offload = {});
 
   Storage storage() const { return storage_; }
   // Full: the padded buffer. ShardOnly: undefined.
   const Tensor& buffer() const { return storage_ == Storage::Full ? buffer_ : kNone; }
-  // This rank's owned elements (a view of the buffer, or the shard itself).
-  const Tensor& owned() const { return owned_; }
-  DType dtype() const { return owned_.dtype(); }
+  // This rank's owned elements (a view of the buffer, or the shard itself), piece by piece: one
+  // piece per slot, in slot order.
+  ParameterStore& shard() const { return *shard_; }
+  DType dtype() const { return shard_->dtype(); }
   Device device() const { return device_; }
   const Partition& partition() const { return partition_; }
   const std::vector<Slot>& slots() const { return slots_; }
@@ -58,7 +60,8 @@ class FlatParameters {
   Partition partition_;
   Storage storage_;
   Device device_ = kCPU;
-  Tensor buffer_, owned_;
+  Tensor buffer_;
+  std::unique_ptr<ParameterStore> shard_;
 };
 
 }  // namespace fathom::zero

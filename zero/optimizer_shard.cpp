@@ -29,7 +29,7 @@ const char* tier_name(Tier tier) {
   return "?";
 }
 
-OptimizerShard::OptimizerShard(const Tensor& params, Range covers, bool keeps_masters, OptimizerOffload offload,
+OptimizerShard::OptimizerShard(ParameterStore& params, Range covers, bool keeps_masters, OptimizerOffload offload,
                                const OptimizerFactory& make_optimizer)
     : params_(params), covers_(covers), offload_(std::move(offload)) {
   FATHOM_CHECK(offload_.sub_group_elements > 0, "config error at zero_optimization.sub_group_size: must be > 0");
@@ -71,9 +71,9 @@ void OptimizerShard::build_sub_groups(bool keeps_masters) {
     SubGroup g;
     g.range = {std::min(n, k * size), std::min(n, (k + 1) * size)};
     g.tier = k < std::max<int64_t>(offloaded, 1) ? offload_.tier : Tier::Device;
-    g.separate_master = keeps_masters || g.tier != Tier::Device;
+    g.separate_master = keeps_masters || g.tier != Tier::Device || !params_.resident().defined();
     const std::string name = count == 1 ? "zero_shard" : "zero_shard." + std::to_string(k);
-    const Tensor slice = params_.narrow(0, g.range.begin, g.range.size());
+    const Tensor slice = params_.read(g.range);
     Tensor data = slice;
     if (g.separate_master) {
       MemoryTagScope tag(MemoryTag::MasterWeights);
@@ -156,16 +156,19 @@ void OptimizerShard::step_groups(const std::vector<size_t>& groups) {
   optimizer_->step();
   for (const size_t k : groups) {
     groups_[k].master.zero_grad();
-    upload(groups_[k]);
+    publish(groups_[k]);
   }
 }
 
 // Where the optimizer writes each separate master's rounded copy: the parameters themselves when
-// they are on the master's device, else (a GPU model offloaded) pinned memory to upload from.
+// they are in memory on the master's device, else (a GPU model offloaded) pinned memory to upload
+// from; swapped parameters get none (publish assigns them).
 void OptimizerShard::attach_copies() {
+  const Tensor resident = params_.resident();
+  if (!resident.defined()) return;
   for (SubGroup& g : groups_) {
     if (!g.separate_master) continue;
-    Tensor target = params_.narrow(0, g.range.begin, g.range.size());
+    Tensor target = resident.narrow(0, g.range.begin, g.range.size());
     if (g.master.device() != params_.device()) {
       MemoryTagScope tag(MemoryTag::Communication);
       offload::HostTierScope host(offload_.pin_memory);
@@ -175,12 +178,13 @@ void OptimizerShard::attach_copies() {
   }
 }
 
-void OptimizerShard::upload(const SubGroup& g) const {
-  if (g.upload.defined()) transfers_->to_device(params_.narrow(0, g.range.begin, g.range.size()), g.upload);
+void OptimizerShard::publish(const SubGroup& g) const {
+  if (g.upload.defined()) transfers_->to_device(params_.resident().narrow(0, g.range.begin, g.range.size()), g.upload);
+  else if (!params_.resident().defined()) params_.assign(g.range, g.master.data());  // rounds once
 }
 
 void OptimizerShard::write_back(const SubGroup& g) const {
-  if (g.separate_master) params_.narrow(0, g.range.begin, g.range.size()).copy_(g.master.data());  // rounds once
+  if (g.separate_master) params_.assign(g.range, g.master.data());  // rounds once
 }
 
 std::vector<Tensor> OptimizerShard::swapped_tensors(const SubGroup& g) const {
@@ -263,6 +267,7 @@ void OptimizerShard::load(const FlatReader& read, const SavedStates& saved, cons
     read(master_source, g.master.data(), {covers_.begin + g.range.begin, covers_.begin + g.range.end});
     write_back(g);
   }
+  params_.flush();
   if (optimizer_) in_tier([&] { load_optimizer_flat_ranges(*optimizer_, layout_, read, saved); });
   for (const size_t k : swapped) {
     groups_[k].has_states = optimizer_ && optimizer_->step_count(groups_[k].master) > 0;

@@ -12,7 +12,8 @@
 // The optimizer writes the updated values into the model's 16-bit parameters in its update's own
 // pass (nn::Optimizer::set_copy), rounded once — offloaded from a GPU, into pinned host memory
 // that a stream of their own (offload/device_transfers.h) copies up, each sub-group's upload
-// overlapping the next one's update.
+// overlapping the next one's update; parameters in swap files (offload_param nvme) are assigned
+// each sub-group's values after its update instead.
 // Placement moves data and never arithmetic: every tier, and every sub-group size, computes the
 // same values bit for bit (the optimizers it takes are elementwise; ZeRO refuses Lamb).
 
@@ -23,6 +24,7 @@
 
 #include "offload/io_engine.h"
 #include "zero/optimizer_offload.h"
+#include "zero/parameter_store.h"
 #include "zero/training_state.h"
 
 namespace fathom::offload {
@@ -34,10 +36,10 @@ namespace fathom::zero {
 
 class OptimizerShard {
  public:
-  // `params`: this rank's shard of the flat parameters (1-D, the model's device), covering
-  // `covers` in flat coordinates. `keeps_masters`: the model is 16-bit. `make_optimizer` null: no
-  // optimizer (evaluation).
-  OptimizerShard(const Tensor& params, Range covers, bool keeps_masters, OptimizerOffload offload,
+  // `params`: this rank's shard of the flat parameters (wherever it lives; it must outlive this),
+  // covering `covers` in flat coordinates. `keeps_masters`: the model is 16-bit. `make_optimizer`
+  // null: no optimizer (evaluation).
+  OptimizerShard(ParameterStore& params, Range covers, bool keeps_masters, OptimizerOffload offload,
                  const OptimizerFactory& make_optimizer);
   ~OptimizerShard();
   OptimizerShard(const OptimizerShard&) = delete;
@@ -62,7 +64,7 @@ class OptimizerShard {
   void in_tier(const std::function<void()>& fn) const;
   bool offloaded() const { return offload_.tier != OptimizerOffload::Tier::Device; }
 
-  // Steps every sub-group and writes the updated values into `params` (the constructor's).
+  // Steps every sub-group and writes the updated values into the parameters (the constructor's).
   void step();
   // Checkpoints: "master" (when `with_master`) and "optim.<state>" over covers; with nvme
   // offload the values are copies read from the swap files.
@@ -79,7 +81,7 @@ class OptimizerShard {
     Range range;  // within the shard
     OptimizerOffload::Tier tier;
     autograd::Variable master;
-    bool separate_master = false;  // false: a view of the parameters (f32 model on the device)
+    bool separate_master = false;  // false: a view of the parameters (f32 model, resident, on the device)
     size_t swap_group = 0;         // nvme: its group in swapper_
     bool has_states = false;       // nvme: the optimizer has created its states (after its first step)
     Tensor upload;                 // offloaded from a GPU: the rounded copy, in pinned memory, to upload
@@ -89,7 +91,7 @@ class OptimizerShard {
   // One optimizer step over `groups` (each given its gradient slice), values written back.
   void step_groups(const std::vector<size_t>& groups);
   void attach_copies();
-  void upload(const SubGroup& group) const;      // after a step: the rounded copy to the GPU
+  void publish(const SubGroup& group) const;     // after a step: swapped parameters assigned, or uploaded
   void write_back(const SubGroup& group) const;  // after a load: the master rounded into the parameters
   void step_swapped(const std::vector<size_t>& groups);
   std::vector<Tensor> swapped_tensors(const SubGroup& group) const;
@@ -97,7 +99,7 @@ class OptimizerShard {
   void swap_out(size_t g) const;
   std::vector<size_t> groups_on(OptimizerOffload::Tier tier) const;
 
-  Tensor params_;
+  ParameterStore& params_;
   Range covers_;
   OptimizerOffload offload_;
   std::vector<SubGroup> groups_;

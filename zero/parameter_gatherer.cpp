@@ -14,18 +14,17 @@ namespace {
 // backward nodes read them (they run after it: they produced its inputs).
 class GatherBeforeBackward final : public autograd::Function {
  public:
-  GatherBeforeBackward(ParameterGatherer& gatherer, std::vector<size_t> slots)
-      : gatherer_(gatherer), slots_(std::move(slots)) {}
+  GatherBeforeBackward(ParameterGatherer& gatherer, size_t module) : gatherer_(gatherer), module_(module) {}
   std::string name() const override { return "zero3_gather_before_backward"; }
   autograd::TensorList forward(const autograd::TensorList& inputs) override { return inputs; }
   autograd::TensorList backward(const autograd::TensorList& grads) override {
-    for (size_t slot : slots_) gatherer_.gather(slot);
+    gatherer_.on_module_backward(module_);
     return grads;
   }
 
  private:
   ParameterGatherer& gatherer_;
-  std::vector<size_t> slots_;
+  size_t module_;
 };
 }  // namespace
 
@@ -40,7 +39,9 @@ ParameterGatherer::ParameterGatherer(const FlatParameters& flat, std::shared_ptr
   pending_.resize(n);
   for (size_t s = 0; s < n; ++s) {
     persistent_[s] = flat_.slots()[s].numel <= options_.persistence_threshold;
-    if (persistent_[s]) finish_gather(s);
+    if (!persistent_[s]) continue;
+    flat_.shard().check_module(flat_.slots()[s].name, flat_.shard().pieces()[s].range.size());
+    finish_gather(s);
   }
 }
 
@@ -48,10 +49,7 @@ void ParameterGatherer::start_gather(size_t s) {
   if (gathered_[s] || pending_[s].work) return;
   const FlatParameters::Slot& slot = flat_.slots()[s];
   const Partition& partition = flat_.partition();
-  const Range mine = partition.owned(group_->rank());
-  const Range overlap{std::max(slot.offset, mine.begin), std::min(slot.offset + slot.numel, mine.end)};
-  const Tensor input = overlap.size() > 0 ? flat_.owned().narrow(0, overlap.begin - mine.begin, overlap.size())
-                                          : flat_.owned().narrow(0, 0, 0);
+  const Tensor input = flat_.shard().acquire(s);  // this rank's part, released once gathered
   Tensor full;
   {
     MemoryTagScope tag(MemoryTag::Parameters);
@@ -69,6 +67,7 @@ void ParameterGatherer::finish_gather(size_t s) {
   if (gathered_[s]) return;
   start_gather(s);
   pending_[s].work->wait();
+  flat_.shard().release(s);
   const FlatParameters::Slot& slot = flat_.slots()[s];
   in_flight_elements_ -= slot.numel;
   slot.param.set_data(pending_[s].full.view(slot.shape));
@@ -77,6 +76,18 @@ void ParameterGatherer::finish_gather(size_t s) {
 }
 
 void ParameterGatherer::gather(size_t s) { finish_gather(s); }
+
+void ParameterGatherer::on_module_backward(size_t m) {
+  events_.push_back({Event::ModuleBackwardStarted, static_cast<int>(m)});
+  for (size_t s : module_slots_[m]) finish_gather(s);
+  if (recording_) return;
+  // Backward visits the recorded path in reverse: the last position of m before the one reached.
+  size_t found = backward_position_;
+  while (found > 0 && order_[found - 1] != m) --found;
+  if (found == 0) return;  // off the path
+  backward_position_ = found - 1;
+  if (backward_position_ > 0) read_ahead(backward_position_ - 1, -1);
+}
 
 void ParameterGatherer::release(size_t s) {
   if (persistent_[s]) return;
@@ -92,7 +103,8 @@ void ParameterGatherer::release_all() {
   for (size_t s = 0; s < gathered_.size(); ++s) release(s);
   if (!order_.empty()) recording_ = false;  // the first step's order is known
   cursor_ = 0;
-  position_ = order_.size();
+  position_ = backward_position_ = order_.size();
+  flat_.shard().settle();
   if (!events_.empty()) last_step_events_ = std::exchange(events_, {});
 }
 
@@ -118,6 +130,9 @@ void ParameterGatherer::install_hooks(nn::Module& model) {
       if (auto it = slot_of.find(param.impl().get()); it != slot_of.end() && !persistent_[it->second])
         slots.push_back(it->second);
     if (slots.empty()) continue;
+    int64_t shard_elements = 0;
+    for (size_t s : slots) shard_elements += flat_.shard().pieces()[s].range.size();
+    flat_.shard().check_module(name, shard_elements);
     const size_t m = module_slots_.size();
     module_slots_.push_back(slots);
     hooks_.push_back(module->register_forward_pre_hook(
@@ -131,7 +146,7 @@ void ParameterGatherer::install_hooks(nn::Module& model) {
         if (outputs[i].requires_grad()) needs_grad.push_back(outputs[i]), where.push_back(i);
       if (needs_grad.empty()) return;
       const autograd::VariableList wrapped =
-          autograd::apply_function(std::make_shared<GatherBeforeBackward>(*this, module_slots_[m]), needs_grad);
+          autograd::apply_function(std::make_shared<GatherBeforeBackward>(*this, m), needs_grad);
       for (size_t i = 0; i < where.size(); ++i) outputs[where[i]] = wrapped[i];
     }));
   }
@@ -155,6 +170,7 @@ void ParameterGatherer::on_module_forward(size_t m, bool start) {
   }
   for (size_t s : module_slots_[m]) finish_gather(s);
   prefetch_after(m);
+  if (!recording_ && position_ < order_.size()) read_ahead(position_ + 1, +1);
 }
 
 // stage3_max_reuse_distance: a parameter the recorded path uses again before that many other
@@ -174,6 +190,7 @@ bool ParameterGatherer::reused_soon(size_t s) const {
 // Starts the gathers of the modules expected next, from the first step's order.
 void ParameterGatherer::prefetch_after(size_t m) {
   if (recording_ || position_ >= order_.size()) return;  // off the recorded path: no prefetch
+  if (!flat_.shard().gathers_ahead()) return;
   // stage3_prefetch_bucket_size bounds what is in flight ahead of use, not what one module adds.
   int64_t budget = options_.prefetch_elements - in_flight_elements_;
   for (size_t next = position_ + 1; next < order_.size() && budget > 0; ++next) {
@@ -184,6 +201,21 @@ void ParameterGatherer::prefetch_after(size_t m) {
       start_gather(s);
       budget -= numel;
       events_.push_back({Event::PrefetchIssued, static_cast<int>(order_[next])});
+    }
+  }
+}
+
+// Reads of the pieces the recorded path needs next, in its order, as far as prefetch_elements
+// of parameters ahead; the store says no when its buffers or memory bound are full.
+void ParameterGatherer::read_ahead(size_t position, int direction) {
+  int64_t budget = options_.prefetch_elements;
+  for (auto i = static_cast<int64_t>(position); i >= 0 && i < static_cast<int64_t>(order_.size()) && budget > 0;
+       i += direction) {
+    const size_t m = order_[static_cast<size_t>(i)];
+    for (size_t s : module_slots_[m]) {
+      if (gathered_[s] || pending_[s].work) continue;
+      budget -= flat_.slots()[s].numel;
+      if (flat_.shard().prefetch(s)) events_.push_back({Event::ReadIssued, static_cast<int>(m)});
     }
   }
 }

@@ -41,6 +41,9 @@ class ParameterGatherer {
   void install_hooks(nn::Module& model);
 
   void gather(size_t slot);    // full data in the parameter (waits for a prefetch in flight)
+  // Backward reached module `module` (an index of the hooked modules): its parameters gathered,
+  // the reads of those before it on the recorded path started.
+  void on_module_backward(size_t module);
   void release(size_t slot);   // back to empty data (persistent parameters stay)
   void release_all();          // end of backward: whatever is still gathered
   void gather_all();           // e.g. to save the whole model
@@ -54,7 +57,7 @@ class ParameterGatherer {
 
   // What the last completed step's forwards and prefetches did, for tests: (module index, kind).
   struct Event {
-    enum Kind { PrefetchIssued, ModuleForwardStarted, ModuleForwardEnded } kind;
+    enum Kind { PrefetchIssued, ReadIssued, ModuleForwardStarted, ModuleForwardEnded, ModuleBackwardStarted } kind;
     int module = -1;
   };
   const std::vector<Event>& events() const { return last_step_events_; }
@@ -67,6 +70,7 @@ class ParameterGatherer {
   void start_gather(size_t slot);   // issues the all-gather (async)
   void finish_gather(size_t slot);  // waits and installs the data
   void prefetch_after(size_t module);
+  void read_ahead(size_t position, int direction);  // from order_[position] on, forward (+1) or back (-1)
   void on_module_forward(size_t module, bool start);
   bool reused_soon(size_t slot) const;
 
@@ -79,6 +83,7 @@ class ParameterGatherer {
   std::vector<size_t> order_;                      // module indices in first-step forward order
   size_t cursor_ = 0;                              // where to look for the next module in order_
   size_t position_ = 0;                            // order_ index of the module running (or size)
+  size_t backward_position_ = 0;                   // order_ index backward reached last (or size)
   bool recording_ = true;
   int64_t gathered_elements_ = 0, peak_gathered_elements_ = 0;
   int64_t in_flight_elements_ = 0;  // gathers started and not yet installed

@@ -27,12 +27,10 @@ ShardedState::ShardedState(const NamedParameters& params, ParallelLayout layout,
                            const OptimizerFactory& make_optimizer, nn::Module* model)
     : TrainingState(std::move(layout), false),
       flat_(params, layout_.groups.data().size(), layout_.groups.data().rank(), storage_for(options.stage),
-            options.parameter_shard_allocator),
+            options.parameter_offload),
       group_(layout_.groups.for_device(parallel::Axis::Data, flat_.device())),
       options_(options) {
   FATHOM_CHECK(options_.stage >= 1 && options_.stage <= 3, "ZeRO: stage must be 1, 2 or 3, got ", options_.stage);
-  FATHOM_CHECK(options_.stage == 3 || options_.parameter_shard_allocator == nullptr,
-               "ZeRO: parameter offload needs stage 3 (stages 1-2 keep full parameters), got stage ", options_.stage);
   FATHOM_CHECK(options_.stage < 3 || model != nullptr, "ZeRO: stage 3 needs the model (to gather each "
                "module's parameters around its forward and backward)");
   FATHOM_CHECK(layout_.placements.size() == params.size(), "training state: ", layout_.placements.size(),
@@ -46,7 +44,11 @@ ShardedState::ShardedState(const NamedParameters& params, ParallelLayout layout,
   gradient_dtype_ = keeps_masters_ && options_.accumulate_in_fp32 ? DType::F32 : flat_.dtype();
   owned_ = flat_.partition().owned(group_->rank());
 
-  shard_ = std::make_unique<OptimizerShard>(flat_.owned(), owned_, keeps_masters_, options_.offload, make_optimizer);
+  if (options_.stage == 3) {  // first: it checks that each module fits where the shard lives
+    gatherer_ = std::make_unique<ParameterGatherer>(flat_, group_, options_.gather);
+    gatherer_->install_hooks(*model);
+  }
+  shard_ = std::make_unique<OptimizerShard>(flat_.shard(), owned_, keeps_masters_, options_.offload, make_optimizer);
   optimizer_ = shard_->optimizer();
   optimizer_layout_ = shard_->layout();
 
@@ -65,10 +67,6 @@ ShardedState::ShardedState(const NamedParameters& params, ParallelLayout layout,
     for (size_t s = 0; s < flat_.slots().size(); ++s)
       hooks_.push_back(flat_.slots()[s].param.add_grad_ready_hook(
           [this, s](const autograd::Variable&) { on_gradient_ready(s); }));
-  }
-  if (options_.stage == 3) {
-    gatherer_ = std::make_unique<ParameterGatherer>(flat_, group_, options_.gather);
-    gatherer_->install_hooks(*model);
   }
 }
 
@@ -348,7 +346,7 @@ std::vector<FlatSlot> ShardedState::flat_slots() const {
 std::vector<FlatRange> ShardedState::flat_ranges(Range) const {
   const Partition& partition = flat_.partition();
   std::vector<FlatRange> out;
-  if (options_.stage == 3) out.push_back({"param", flat_.owned(), owned_});
+  if (options_.stage == 3) out.push_back({"param", flat_.shard().read({0, owned_.size()}), owned_});
   else out.push_back({"param", flat_.buffer(), {0, partition.padded_numel()}});
   for (FlatRange& state : shard_->flat_ranges(keeps_masters_)) out.push_back(std::move(state));
   return out;
@@ -359,8 +357,14 @@ void ShardedState::load_flat_ranges(const FlatReader& read, const SavedStates& s
   // An f32 model takes the fp32 masters when the checkpoint has them.
   const std::string param_source = saved.has_master && !keeps_masters_ ? "master" : "param";
   const int64_t numel = flat_.partition().numel();
-  if (options_.stage == 3) read(param_source, flat_.owned(), owned_);
-  else read(param_source, flat_.buffer().narrow(0, 0, numel), {0, numel});
+  if (options_.stage == 3) {
+    ParameterStore& shard = flat_.shard();
+    Tensor values = shard.resident();  // read in place, or into a copy that is then stored
+    if (!values.defined()) values = Tensor::empty({owned_.size()}, shard.dtype());
+    read(param_source, values, owned_);
+    if (!shard.resident().defined()) shard.assign({0, owned_.size()}, values);
+    shard.flush();
+  } else read(param_source, flat_.buffer().narrow(0, 0, numel), {0, numel});
   shard_->load(read, saved, saved.has_master ? "master" : "param");
   reload_parameters();
 }

@@ -39,6 +39,7 @@
 #include "zero/flat_optimizer_state.h"
 #include "zero/flat_parameters.h"
 #include "zero/optimizer_shard.h"
+#include "zero/parameter_offload.h"
 #include "zero/parameter_gatherer.h"
 #include "zero/training_state.h"
 
@@ -53,9 +54,7 @@ struct ShardedOptions {
   parallel::GradientAveraging averaging;            // prescaling, predivision, communication dtype
   GatherOptions gather;                             // stage 3: persistence, prefetch, live cap
   OptimizerOffload offload;                         // where masters, optimizer state and gradients live
-  // Stage 3 (offload_param): the allocator that holds this rank's parameter shard (offload's host
-  // tier), or null for the parameters' device.
-  Allocator* parameter_shard_allocator = nullptr;
+  ParameterOffload parameter_offload;               // stage 3: where the parameter shard lives
 };
 
 class ShardedState final : public TrainingState {

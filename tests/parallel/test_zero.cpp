@@ -2,6 +2,8 @@
 // gradient accumulation 1 and 2 at this world size (CTest runs 1, 2, 3 and 4 ranks) reproduce
 // the stage-0 one-process run's losses and final (gathered) weights — f32 within 1e-5, bf16
 // within 1e-2 — on a tiny GPT whose parameter count no world size divides.
+#include <filesystem>
+
 #include "autograd/functions.h"
 #include "core/memory_stats.h"
 #include "core/shape_ops.h"
@@ -219,4 +221,24 @@ TEST_CASE("ZeRO-3 with a module called twice per forward matches one process", "
   // second call gathers first, is still kept (reused after 0 other elements); the bias, reused
   // only after the weight's 144 elements, is released and gathered again.
   CHECK(gathers_released - gathers_kept == 4);
+
+  // Parameter offload to nvme (tiny buffers): the module's pieces come from swap files, for both
+  // calls; the same values as stage 3 without it, bit for bit.
+  const std::string swap = (std::filesystem::current_path() / "zero-twice-swap").string();
+  if (world->rank() == 0) std::filesystem::create_directories(swap);
+  world->barrier();
+  const std::vector<float> swapped = train_twice_linear(
+      R"({"stage": 3, "stage3_param_persistence_threshold": 0, "stage3_max_reuse_distance": 0, "offload_param":
+      {"device": "nvme", "nvme_path": ")" + swap + R"(", "buffer_count": 2, "buffer_size": 200, "max_in_cpu": 300}})",
+      world);
+  CHECK(swapped == released);
+  // Room for the weight (144 elements) but not for the module, whose weight and bias (156) are
+  // gathered together (one rank: its shard is the whole model).
+  if (world->size() == 1)
+    CHECK_THROWS_WITH(train_twice_linear(R"({"stage": 3, "stage3_param_persistence_threshold": 0, "offload_param":
+        {"device": "nvme", "nvme_path": ")" + swap + R"(", "max_in_cpu": 150}})", world),
+                      Catch::Contains("offload_param.max_in_cpu: 150 elements cannot hold module \"linear\"'s part") &&
+                          Catch::Contains("set max_in_cpu to 156"));
+  world->barrier();
+  if (world->rank() == 0) std::filesystem::remove_all(swap);
 }
