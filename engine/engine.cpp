@@ -34,6 +34,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::unique_ptr<zero::Training
       timers_(options.wall_clock_breakdown && model_ && model_->device().is_cuda()) {
   FATHOM_CHECK(model_ != nullptr, "Engine: no model");
   FATHOM_CHECK(state_ != nullptr, "Engine: no training state");
+  io_before_step_ = state_->io_totals().value_or(zero::IoTotals{});  // the first step's I/O excludes setup's
   claim_ = model_->claim("an engine");
   if (fp16) {
     FATHOM_CHECK(state_->keeps_masters(), "Engine: fp16 loss scaling needs fp32 master weights (a 16-bit model)");
@@ -298,6 +299,12 @@ void Engine::finish_cycle(StepReport& report) {
   report.step = global_steps_;
   report.samples = global_samples_;
   report.skipped_steps = skipped_steps_;
+  if (const std::optional<zero::IoTotals> io = state_->io_totals()) {
+    report.io = {.bytes_read = io->bytes_read - io_before_step_.bytes_read,
+                 .bytes_written = io->bytes_written - io_before_step_.bytes_written,
+                 .wait_seconds = io->wait_seconds - io_before_step_.wait_seconds};
+    io_before_step_ = *io;
+  }
   report.seconds = cycle_started_ ? ms_since(cycle_start_) / 1000.0 : 0.0;
   if (report.seconds > 0) {
     report.samples_per_second = static_cast<double>(options_.train_batch_size()) / report.seconds;
@@ -313,6 +320,11 @@ void Engine::finish_cycle(StepReport& report) {
     std::vector<MonitorEvent> events = {{"Train/Samples/train_loss", report.loss, global_samples_},
                                         {"Train/Samples/lr", report.lr, global_samples_}};
     if (scaler_) events.push_back({"Train/Samples/loss_scale", report.loss_scale, global_samples_});
+    if (report.io)
+      for (const auto& [name, value] : {std::pair{"io_read_MB", report.io->bytes_read / 1e6},
+                                        std::pair{"io_written_MB", report.io->bytes_written / 1e6},
+                                        std::pair{"io_wait_ms", report.io->wait_seconds * 1e3}})
+        events.push_back({std::string("Train/Samples/") + name, value, global_samples_});
     if (options_.wall_clock_breakdown)
       for (const auto& [name, ms] :
            {std::pair{"forward", report.times.forward_ms}, std::pair{"backward", report.times.backward_ms},
@@ -348,6 +360,11 @@ std::string Engine::format_report(const StepReport& r, bool wall_clock_breakdown
   if (r.loss_scale != 1.0 || r.skipped_steps > 0) {
     std::snprintf(line, sizeof line, " | scale 2^%.0f | skipped %lld%s", std::log2(r.loss_scale),
                   static_cast<long long>(r.skipped_steps), r.skipped ? " (this step: overflow)" : "");
+    out += line;
+  }
+  if (r.io) {
+    std::snprintf(line, sizeof line, " | io read %.1f MB written %.1f MB wait %.0f ms", r.io->bytes_read / 1e6,
+                  r.io->bytes_written / 1e6, r.io->wait_seconds * 1e3);
     out += line;
   }
   if (wall_clock_breakdown) {

@@ -85,6 +85,8 @@ struct StepReport {
   double loss_scale = 1.0;       // fp16: the scale this step used
   bool skipped = false;          // fp16: the step overflowed and was skipped
   int64_t skipped_steps = 0;     // fp16: skipped so far
+  // Offload to nvme: what this rank's swap files moved during the step, and how long it waited.
+  std::optional<zero::IoTotals> io;
 };
 
 class Engine;
@@ -240,6 +242,7 @@ class Engine {
   std::vector<PhaseTimes> micro_step_times_;  // this cycle's, but the last
   std::vector<std::string> memory_lines_;  // memory_breakdown of this cycle
   StepReport last_report_;
+  zero::IoTotals io_before_step_;  // the training state's I/O totals when the last step ended
   std::function<void(const StepReport&)> on_step_;
   std::unique_ptr<Monitor> monitor_;
   std::vector<std::unique_ptr<StepInstrument>> instruments_;

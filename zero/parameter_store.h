@@ -13,10 +13,12 @@
 // Every kind stores the same values: placement moves data, never arithmetic.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
+#include "offload/io_engine.h"
 #include "zero/parameter_offload.h"
 #include "zero/partition.h"
 
@@ -65,6 +67,8 @@ class ParameterStore {
   virtual Tensor read(Range range) = 0;
   virtual void assign(Range range, const Tensor& values) = 0;
   virtual void flush() = 0;
+  // Swapped: what its I/O engine moved so far.
+  virtual std::optional<offload::IoEngine::Counters> io_counters() const { return std::nullopt; }
 
  protected:
   ParameterStore(std::vector<Piece> pieces, int64_t numel, DType dtype, Device device)

@@ -337,6 +337,18 @@ void ShardedState::reload_parameters() {
   if (gatherer_) gatherer_->refresh_persistent();
 }
 
+std::optional<IoTotals> ShardedState::io_totals() const {
+  std::optional<IoTotals> totals;
+  for (const auto& counters : {shard_->io_counters(), flat_.shard().io_counters()}) {
+    if (!counters) continue;
+    if (!totals) totals.emplace();
+    totals->bytes_read += counters->bytes_read;
+    totals->bytes_written += counters->bytes_written;
+    totals->wait_seconds += counters->wait_seconds;
+  }
+  return totals;
+}
+
 std::vector<FlatSlot> ShardedState::flat_slots() const {
   std::vector<FlatSlot> slots;
   for (const auto& slot : flat_.slots()) slots.push_back({slot.name, slot.shape, slot.offset, slot.numel});

@@ -80,6 +80,7 @@ class ShardedState final : public TrainingState {
   void gather_full_parameters() override;
   void release_full_parameters() override;
   void reload_parameters() override;
+  std::optional<IoTotals> io_totals() const override;
 
   const FlatParameters& flat_parameters() const { return flat_; }
   parallel::Communicator& group() const { return *group_; }

@@ -47,7 +47,7 @@ class SwappedParameters final : public ParameterStore {
   int64_t resident_elements() const { return resident_; }
   int64_t peak_resident_elements() const { return peak_resident_; }
   void reset_peak() { peak_resident_ = resident_; }
-  offload::IoEngine::Counters io_counters() const { return swapper_->engine().counters(); }
+  std::optional<offload::IoEngine::Counters> io_counters() const override { return swapper_->engine().counters(); }
   const std::string& directory() const { return swapper_->directory(); }
 
  private:

@@ -25,6 +25,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,6 +80,12 @@ struct SavedStates {
 struct ParallelLayout {
   parallel::ProcessGroups groups;
   std::vector<nn::Placement> placements;  // one per parameter, in named order
+};
+
+// What offload's I/O engines moved (nvme offload), for the step report.
+struct IoTotals {
+  int64_t bytes_read = 0, bytes_written = 0;
+  double wait_seconds = 0;  // time training waited for I/O
 };
 
 class TrainingState {
@@ -152,6 +159,8 @@ class TrainingState {
   virtual void release_full_parameters() {}
   // After the stored parameters were overwritten (a checkpoint load). No-op below stage 3.
   virtual void reload_parameters() {}
+  // Offload to nvme: this rank's I/O so far (none without swap files).
+  virtual std::optional<IoTotals> io_totals() const { return std::nullopt; }
 
  protected:
   TrainingState(ParallelLayout layout, bool keeps_masters)

@@ -205,7 +205,7 @@ TEST_CASE("offload_param nvme equals stage 3 without it bit for bit, within max_
         const int64_t element_bytes = bf16 ? 2 : 4;
         CHECK(host.stats().snapshot()[MemoryTag::Parameters].peak - host_parameters <=
               (kMaxInCpu + kBufferCount * kBufferSize) * element_bytes);
-        const offload::IoEngine::Counters io = store.io_counters();
+        const offload::IoEngine::Counters io = store.io_counters().value();
         CHECK(io.bytes_read > 0);
         CHECK(io.bytes_written > 0);
       }
@@ -247,6 +247,12 @@ TEST_CASE("offload_param nvme reads module k+1 while module k computes, forward 
   }
   CHECK(forward);
   CHECK(backward);
+  // The step report says what the step moved: every piece read at least once, the shard written.
+  const std::optional<zero::IoTotals> io = run.engine->last_report().io;
+  REQUIRE(io.has_value());
+  CHECK(io->bytes_read >= sharded->flat_parameters().shard().numel() * 4);
+  CHECK(io->bytes_written >= sharded->flat_parameters().shard().numel() * 4);
+  CHECK(Engine::format_report(run.engine->last_report(), false).find(" | io read ") != std::string::npos);
 }
 
 TEST_CASE("offload tiers by their tags: cpu leaves the device tier, nvme holds at most buffer_count buffers",
