@@ -8,10 +8,13 @@
 //   fathom_offload_bench io --dir DIR [--mib M] [--backend auto|io_uring|threads] [--block-size B]
 //       [--queue-depth Q] [--threads T]
 //       the I/O engine writing then reading one M MiB swap file with O_DIRECT, in GB/s;
-//   fathom_offload_bench step [--offload none|cpu|nvme] [--dir DIR] [--stage 2] [--layers L]
-//       [--width W] [--heads H] [--vocab V] [--block T] [--steps S] [--sub-group N] [--pipeline]
-//       one rank training a bf16 GPT with AdamW: median step time, the optimizer step's share, bytes
-//       the I/O engine moved per step and the time the step waited for them, peak RSS.
+//   fathom_offload_bench step [--offload none|cpu|nvme] [--param none|cpu|nvme] [--dir DIR] [--stage 2]
+//       [--layers L] [--width W] [--heads H] [--vocab V] [--block T] [--steps S] [--sub-group N]
+//       [--pipeline] [--buffer-count C] [--buffer-size E] [--max-in-cpu E]
+//       one rank training a bf16 GPT with AdamW, the optimizer (--offload) and at stage 3 the
+//       parameters (--param; offload_param's buffer_count, buffer_size, max_in_cpu) offloaded:
+//       median step time, the optimizer step's share, bytes the swap files moved per step and the
+//       time the step waited for them, peak RSS.
 // Each mode prints one line "RESULT {json}". Median of the repeats/steps after one warm-up.
 #include <sys/resource.h>
 
@@ -140,12 +143,18 @@ void step(const Args& args) {
   const models::GPTConfig gpt =
       bench::gpt_config(number(args, "--layers", 4), number(args, "--heads", 8), number(args, "--width", 512),
                         number(args, "--vocab", 8192), number(args, "--block", 128), false);
+  const std::string param = arg(args, "--param", "none");
   std::string placement;
   if (offload != "none")
     placement = detail::concat(
         R"(, "sub_group_size": )", number(args, "--sub-group", 100'000'000), R"(, "offload_optimizer": {"device": ")",
         offload, R"(", "nvme_path": ")", arg(args, "--dir", "."),
         args.count("--pipeline") ? R"(", "buffer_count": 9, "pipeline_read": true, "pipeline_write": true})" : R"("})");
+  if (param != "none")
+    placement += detail::concat(R"(, "offload_param": {"device": ")", param, R"(", "nvme_path": ")",
+                                arg(args, "--dir", "."), R"(", "buffer_count": )", number(args, "--buffer-count", 5),
+                                R"(, "buffer_size": )", number(args, "--buffer-size", 100'000'000),
+                                R"(, "max_in_cpu": )", number(args, "--max-in-cpu", 1'000'000'000), "}");
   const std::string config = detail::concat(
       R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1, "steps_per_print": 1000000,
       "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}, "bf16": {"enabled": true},
@@ -160,29 +169,29 @@ void step(const Args& args) {
                  bench::synthetic_tokens(steps + 2, gpt.block_size, gpt.vocab_size), runtime.world_ptr());
   const zero::OptimizerShard& shard = zero::as_sharded(init.engine->training_state())->optimizer_shard();
   std::vector<double> step_ms, optimizer_ms, read_mb, written_mb, wait_ms;
-  offload::IoEngine::Counters before;
   for (const Batch& batch : *init.loader) {
     const auto start = Clock::now();
     init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs), batch.sample_index),
                                             batch.targets, batch.loss_normaliser));
     const auto optimizer_start = Clock::now();
     init.engine->step();
-    const offload::IoEngine::Counters io = shard.io_counters().value_or(offload::IoEngine::Counters{});
+    const zero::IoTotals io = init.engine->last_report().io.value_or(zero::IoTotals{});  // this step's
     if (init.engine->global_steps() > 1) {  // after the warm-up
       step_ms.push_back(seconds_since(start) * 1e3);
       optimizer_ms.push_back(seconds_since(optimizer_start) * 1e3);
-      read_mb.push_back((io.bytes_read - before.bytes_read) / 1e6);
-      written_mb.push_back((io.bytes_written - before.bytes_written) / 1e6);
-      wait_ms.push_back((io.wait_seconds - before.wait_seconds) * 1e3);
+      read_mb.push_back(io.bytes_read / 1e6);
+      written_mb.push_back(io.bytes_written / 1e6);
+      wait_ms.push_back(io.wait_seconds * 1e3);
     }
-    before = io;
     if (init.engine->global_steps() == steps + 1) break;
   }
   std::printf(
-      "RESULT {\"mode\": \"step\", \"offload\": \"%s\", \"parameters\": %lld, \"sub_groups\": %zu, "
+      "RESULT {\"mode\": \"step\", \"offload\": \"%s\", \"param\": \"%s\", \"stage\": %lld, \"parameters\": %lld, "
+      "\"sub_groups\": %zu, "
       "\"step_ms\": %.1f, \"optimizer_ms\": %.1f, \"read_mb\": %.1f, \"written_mb\": %.1f, \"io_wait_ms\": %.1f, "
       "\"peak_rss_mib\": %.1f, \"peak_allocated_mib\": %.1f}\n",
-      offload.c_str(), static_cast<long long>(parameters), shard.sub_groups(), bench::median(step_ms),
+      offload.c_str(), param.c_str(), static_cast<long long>(number(args, "--stage", 2)),
+      static_cast<long long>(parameters), shard.sub_groups(), bench::median(step_ms),
       bench::median(optimizer_ms), bench::median(read_mb), bench::median(written_mb), bench::median(wait_ms),
       peak_rss_bytes() / 1048576.0, peak_allocated_bytes() / 1048576.0);
 }

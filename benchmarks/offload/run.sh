@@ -7,8 +7,11 @@
 #   3. GPT step time at ZeRO stage 2 with offload none / cpu / nvme (a small GPT and a ~100M one),
 #      the optimizer step's share, bytes swapped per step, the time the step waited on I/O and
 #      the peak RSS;
-#   4. the largest GPT (n_layer on a ladder) that trains under a per-rank memory cap with and
-#      without nvme offload.
+#   4. ZeRO-Infinity at stage 3: the ~100M GPT with its parameters offloaded to nvme too
+#      (offload_param; max_in_cpu and buffer_size 2e7), beside stage 3 without offload, with the
+#      I/O efficiency: (bytes read / dd's read GB/s + bytes written / dd's write GB/s) / step time;
+#   5. the largest GPT (n_layer on a ladder) that trains under a per-rank memory cap without
+#      offload, with nvme optimizer offload, and with both offloaded at stage 3.
 #   benchmarks/offload/run.sh [build-dir] [--dir SWAPDIR] [--cap MiB] [--quick]
 # SWAPDIR (default: build-dir/offload-bench) must be on a local disk with O_DIRECT.
 set -uo pipefail
@@ -84,20 +87,33 @@ for model in "${models[@]}"; do
   done
 done
 
+infinity=(--param nvme --max-in-cpu 20000000 --buffer-size 20000000)
+gpt100m="--layers 12 --width 768 --heads 12 --vocab 16384"
+((quick)) && gpt100m="--layers 4 --width 512 --heads 8 --vocab 8192"
+for placement in "--offload none" "--offload nvme ${infinity[*]}"; do
+  # shellcheck disable=SC2086
+  "$bench" step --stage 3 $placement --dir "$swap" $gpt100m --steps 3 --sub-group 5000000 --pipeline | record
+done
+
 # The largest model under the cap: n_layer up the ladder until a step fails (width 768).
 largest() {
-  local offload=$1 best=0
+  local name=$1 best=0
+  shift
   for layers in 2 4 6 8 12 16 20 24 32 40 48; do
     # shellcheck disable=SC2086
-    if FATHOM_CPU_MEMORY_LIMIT_MB=$cap "$bench" step --offload "$offload" --dir "$swap" --layers $layers --width 768 \
+    if FATHOM_CPU_MEMORY_LIMIT_MB=$cap "$bench" step "$@" --dir "$swap" --layers $layers --width 768 \
          --heads 12 --vocab 16384 --steps 1 --sub-group 2000000 --pipeline >/dev/null 2>&1; then
       best=$layers
     else
       break
     fi
   done
-  echo "{\"mode\": \"largest\", \"offload\": \"$offload\", \"cap_mib\": $cap, \"layers\": $best}" >>"$results"
+  echo "{\"mode\": \"largest\", \"offload\": \"$name\", \"cap_mib\": $cap, \"layers\": $best}" >>"$results"
 }
-((quick)) || { largest none; largest nvme; }
+((quick)) || {
+  largest none --offload none
+  largest nvme --offload nvme
+  largest infinity --stage 3 --offload nvme "${infinity[@]}"
+}
 
 python3 benchmarks/offload/table.py "$results"

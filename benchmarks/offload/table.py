@@ -42,7 +42,7 @@ for rw, peer in (("write", write_peer), ("read", read_peer)):
     if ("libaio", rw) in fio and ("io_uring", rw) in fio:
         print(f"| fio {rw}, qd 8, 1 MiB: io_uring vs libaio (DeepSpeed's) | {fio[('io_uring', rw)]:.2f} GB/s | "
               f"libaio {fio[('libaio', rw)]:.2f} GB/s | {fio[('io_uring', rw)] / fio[('libaio', rw)]:.2f} |")
-steps = by("step")
+steps = [r for r in by("step") if r.get("stage", 2) == 2]
 for parameters in sorted({r["parameters"] for r in steps}):
     none = next(r for r in steps if r["parameters"] == parameters and r["offload"] == "none")
     for r in (r for r in steps if r["parameters"] == parameters):
@@ -57,10 +57,27 @@ for parameters in sorted({r["parameters"] for r in steps}):
               f"{none['peak_rss_mib']:.0f} MiB, allocated {none['peak_allocated_mib']:.0f} MiB | "
               f"{none['step_ms'] / r['step_ms']:.2f} speed, {r['peak_allocated_mib'] / none['peak_allocated_mib']:.2f} "
               f"allocated |")
+stage3 = [r for r in by("step") if r.get("stage") == 3]
+plain3 = next((r for r in stage3 if r["offload"] == "none" and r["param"] == "none"), None)
+for r in (r for r in stage3 if r["param"] == "nvme"):
+    disk_s = r["read_mb"] / 1e3 / read_peer + r["written_mb"] / 1e3 / write_peer
+    print(f"| GPT {r['parameters'] / 1e6:.1f}M stage 3, parameters and optimizer on nvme (ZeRO-Infinity): step | "
+          f"{r['step_ms']:.0f} ms, read {r['read_mb']:.0f} MB + wrote {r['written_mb']:.0f} MB, waited "
+          f"{r['io_wait_ms']:.0f} ms ({r['io_wait_ms'] / r['step_ms']:.0%} of the step), peak RSS "
+          f"{r['peak_rss_mib']:.0f} MiB, allocated {r['peak_allocated_mib']:.0f} MiB | stage 3 without offload: "
+          f"{plain3['step_ms']:.0f} ms, RSS {plain3['peak_rss_mib']:.0f} MiB, allocated "
+          f"{plain3['peak_allocated_mib']:.0f} MiB | {plain3['step_ms'] / r['step_ms']:.2f} speed, "
+          f"{r['peak_allocated_mib'] / plain3['peak_allocated_mib']:.2f} allocated |")
+    print(f"| I/O efficiency: the step's bytes at dd's O_DIRECT rates / step time | {disk_s * 1e3:.0f} ms of disk "
+          f"time | {r['step_ms']:.0f} ms step | {disk_s * 1e3 / r['step_ms']:.2f} |")
 largest = {r["offload"]: r for r in by("largest")}
-if "none" in largest and "nvme" in largest:
+if "none" in largest:
     size = lambda layers: (12 * layers * 768 * 768 + (16384 + 128) * 768) / 1e6
-    n, v = largest["none"], largest["nvme"]
-    print(f"| largest GPT (768 wide) under {n['cap_mib']} MiB per rank | nvme: {v['layers']} layers, "
-          f"{size(v['layers']):.0f}M | none: {n['layers']} layers, {size(n['layers']):.0f}M | "
-          f"{size(v['layers']) / max(size(n['layers']), 1e-9):.2f} |")
+    n = largest["none"]
+    for name, what in (("nvme", "optimizer on nvme"), ("infinity", "stage 3, parameters and optimizer on nvme")):
+        if name not in largest:
+            continue
+        v = largest[name]
+        print(f"| largest GPT (768 wide) under {n['cap_mib']} MiB per rank, {what} | {v['layers']} layers, "
+              f"{size(v['layers']):.0f}M | no offload: {n['layers']} layers, {size(n['layers']):.0f}M | "
+              f"{size(v['layers']) / max(size(n['layers']), 1e-9):.2f} |")
