@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "offload/host_memory.h"
+#include "zero/staged_parameters.h"
 #include "zero/swapped_parameters.h"
 
 namespace fathom::zero {
@@ -39,14 +40,13 @@ std::unique_ptr<ParameterStore> make_parameter_store(const ParameterOffload& off
                                                      std::vector<ParameterStore::Piece> pieces, int64_t numel,
                                                      DType dtype, Device device) {
   using Tier = ParameterOffload::Tier;
+  // Offloaded with the model on a GPU: the shard on the host, each piece staged on the device.
+  if (offload.tier != Tier::Device && !device.is_cpu())
+    return std::make_unique<StagedParameters>(make_parameter_store(offload, std::move(pieces), numel, dtype, kCPU),
+                                              device);
   if (offload.tier == Tier::Nvme) return std::make_unique<SwappedParameters>(offload, std::move(pieces), numel, dtype, device);
   std::optional<offload::HostTierScope> host;
-  if (offload.tier == Tier::Host) {
-    FATHOM_CHECK(device.is_cpu(), "ZeRO: parameter offload (offload_param) with the model on ", device.str(),
-                 " is not built yet (the shard would need copying to the device before each all-gather); keep "
-                 "the model on the host or set offload_param.device \"none\"");
-    host.emplace(offload.pin_memory);
-  }
+  if (offload.tier == Tier::Host) host.emplace(offload.pin_memory);
   MemoryTagScope tag(MemoryTag::Parameters);
   return resident_parameters(Tensor::zeros({numel}, dtype, device), std::move(pieces));
 }

@@ -17,9 +17,8 @@ constexpr const char* kKey = "zero_optimization.offload_param";
 SwappedParameters::SwappedParameters(const ParameterOffload& offload, std::vector<Piece> pieces, int64_t numel,
                                      DType dtype, Device device)
     : ParameterStore(std::move(pieces), numel, dtype, device), options_(offload) {
-  FATHOM_CHECK(device.is_cpu(), "ZeRO: parameter offload to nvme with the model on ", device.str(),
-               " is not built yet (each piece would need copying to the device before its all-gather); keep the "
-               "model on the host or set ", kKey, ".device \"none\"");
+  FATHOM_CHECK(device.is_cpu(), "SwappedParameters: the pieces live on the host, not ", device.str(),
+               " (StagedParameters serves a GPU model from them)");
   FATHOM_CHECK(options_.buffer_count >= 1, "config error at ", kKey, ".buffer_count: must be >= 1, got ",
                options_.buffer_count);
   const Piece* largest = nullptr;

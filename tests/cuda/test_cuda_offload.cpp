@@ -92,3 +92,31 @@ TEST_CASE("optimizer offload with the model on the GPU trains as without offload
   }
   std::filesystem::remove_all(swap);
 }
+
+// Parameter offload with the model on the GPU (stage 3): the shard lives in pinned host memory or
+// in swap files, and each piece is copied to the device before its all-gather
+// (zero/staged_parameters.h). The optimizer stays on the GPU, so nothing but placement differs:
+// the same values bit for bit.
+TEST_CASE("parameter offload with the model on the GPU trains as stage 3 without it, cpu and nvme", "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  const std::string swap =
+      (std::filesystem::current_path() / ("cuda-param-offload-test-" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(swap);
+  const Run expected = train(3, "");
+  for (const std::string device : {"cpu", "nvme"}) {
+    INFO("offload_param " << device);
+    Allocator& pinned = offload::host_tier_allocator(true);
+    pinned.stats().reset_peak();
+    const int64_t pinned_parameters = pinned.stats().snapshot()[MemoryTag::Parameters].current;
+    const Run run = train(3, R"(, "offload_param": {"device": ")" + device + R"(", "pin_memory": true, "nvme_path": ")" +
+                                 swap + R"(", "buffer_count": 3, "buffer_size": 2000, "max_in_cpu": 3000})");
+    CHECK(pinned.stats().snapshot()[MemoryTag::Parameters].peak > pinned_parameters);  // the shard was on the host
+    CHECK(run.losses == expected.losses);
+    REQUIRE(run.weights.size() == expected.weights.size());
+    for (size_t i = 0; i < run.weights.size(); ++i) {
+      INFO(run.weights[i].first);
+      CHECK(run.weights[i].second.to_vector<float>() == expected.weights[i].second.to_vector<float>());
+    }
+  }
+  std::filesystem::remove_all(swap);
+}

@@ -101,6 +101,16 @@ const zero::OptimizerShard& shard_of(const Engine& engine) {
 
 int64_t bytes(Allocator& allocator, MemoryTag tag) { return allocator.stats().snapshot()[tag].current; }
 
+// What starting an engine with `config` says, or "(no error)".
+std::string error_of(const std::string& config) {
+  try {
+    start_tiny_gpt(config, runtime().world_ptr());
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "(no error)";
+}
+
 std::vector<zero::FlatRange> states_of(const Engine& engine) {
   const zero::TrainingState& state = engine.training_state();
   int64_t total = 0;
@@ -410,14 +420,6 @@ TEST_CASE("offload_param bad input: stage, path, buffer_size and max_in_cpu", "[
   const auto& world = runtime().world_ptr();
   const Scratch swap_dir("parameters-bad-input");
   const std::string& swap = swap_dir.path;
-  auto error_of = [&](const std::string& config) {
-    try {
-      start_tiny_gpt(config, world);
-    } catch (const Error& e) {
-      return e.message();
-    }
-    return std::string("(no error)");
-  };
   CHECK_THAT(error_of(config_text(2, 1, false, nvme_param(swap))),
              Catch::Contains("offload_param") && Catch::Contains("stage"));
   CHECK_THAT(error_of(config_text(3, 1, false, nvme_param("/proc/self"))),
@@ -442,14 +444,6 @@ TEST_CASE("offload bad input: paths, O_DIRECT, buffer_count, stage and ratio", "
   const auto& world = runtime().world_ptr();
   const Scratch swap_dir("bad-input");
   const std::string& swap = swap_dir.path;
-  auto error_of = [&](const std::string& config) {
-    try {
-      start_tiny_gpt(config, world);
-    } catch (const Error& e) {
-      return e.message();
-    }
-    return std::string("(no error)");
-  };
   const std::string missing = swap + "/does-not-exist";
   CHECK_THAT(error_of(config_text(2, 1, false, nvme(missing))),
              Catch::Contains("nvme_path: \"" + missing + "\" does not exist"));
