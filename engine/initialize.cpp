@@ -7,6 +7,7 @@
 #include "engine/offload_setup.h"
 #include "engine/pipeline_executor.h"
 #include "engine/profilers.h"
+#include "nn/deferred_init.h"
 #include "nn/optimizer_factory.h"
 #include "parallel/compressed_optimizers.h"
 #include "parallel/local_communicator.h"
@@ -116,6 +117,11 @@ zero::ParallelLayout prepare(Config& config, nn::Module& model, const parallel::
   if (coord.data == 0 && coord.tensor == 0 && coord.pipeline == 0)
     for (const std::string& notice : config.notices) FATHOM_LOG(Warning, notice);
   config.check_supported();
+  for (const auto& [name, parameter] : model.named_parameters())
+    FATHOM_CHECK(!nn::is_deferred(parameter) || config.zero.stage == 3, "config error at zero_optimization.stage: the "
+                 "model was built shard by shard (nn::DeferredInit; \"", name, "\" has no values yet), which needs stage 3 "
+                 "to keep only each rank's shard; stage is ", config.zero.stage, ": use stage 3, or build the model "
+                 "without DeferredInit");
   FATHOM_CHECK(config.tensor_parallel_size == groups.tensor().size(), "initialize: the config's "
                "tensor_parallel.autotp_size is ", config.tensor_parallel_size, " but the process groups' tensor axis has ",
                groups.tensor().size(), " ranks; build the groups as runtime.groups(1, ", config.tensor_parallel_size,

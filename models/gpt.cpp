@@ -7,6 +7,7 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "core/cuda/cuda_runtime.h"
+#include "nn/deferred_init.h"
 #include "nn/init.h"
 
 namespace fathom::models {
@@ -131,13 +132,17 @@ void GPT::init_weights(uint64_t seed) {
     per_block = drawn_in(nn::TransformerBlock({config_.n_embd, config_.n_head, 0.0, config_.bias, config_.dtype}));
   const std::string blocks = "transformer.h.";
   std::map<int64_t, int64_t> drawn_so_far;  // per block
+  // Under nn::DeferredInit the parameters were released as they were built: each records how to
+  // fill itself instead, and ZeRO stage 3 fills one at a time, keeping its own shard.
+  const bool deferred = nn::DeferredInit::active();
+  const auto init = [deferred](const autograd::Variable& parameter, std::function<void(const autograd::Variable&)> fill) {
+    if (!deferred) return fill(parameter);
+    nn::defer_initial_value(parameter, [fill](const Tensor& out) { fill(autograd::Variable(out, false)); });
+  };
   for (const auto& [name, parameter] : named_parameters()) {
-    if (is_norm(name)) {
-      nn::init::constant_(parameter, is_bias(name) ? 0.0 : 1.0);
-      continue;
-    }
-    if (is_bias(name)) {
-      nn::init::zeros_(parameter);
+    if (is_norm(name) || is_bias(name)) {
+      const double value = is_norm(name) && !is_bias(name) ? 1.0 : 0.0;
+      init(parameter, [value](const autograd::Variable& p) { nn::init::constant_(p, value); });
       continue;
     }
     uint64_t offset = 0;
@@ -149,9 +154,11 @@ void GPT::init_weights(uint64_t seed) {
     } else if (name == "lm_head.weight") {  // untied
       offset = static_cast<uint64_t>(2 + config_.n_layer * per_block);
     }  // transformer.wte.weight: 0
-    Generator gen(seed, offset);
-    const bool is_residual = name.find("c_proj.weight") != std::string::npos;
-    nn::init::normal_(parameter, gen, 0.0, is_residual ? residual_std : 0.02);
+    const double std = name.find("c_proj.weight") != std::string::npos ? residual_std : 0.02;
+    init(parameter, [seed, offset, std](const autograd::Variable& p) {
+      Generator gen(seed, offset);
+      nn::init::normal_(p, gen, 0.0, std);
+    });
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/cuda/cuda_runtime.h"
+#include "nn/deferred_init.h"
 
 namespace fathom::nn {
 
@@ -73,6 +74,7 @@ void Module::register_buffer(const std::string& name, Tensor data) {
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(name);
   FATHOM_CHECK(module != nullptr, type_name(), ": child module \"", name, "\" is null");
+  release_if_deferred(*module);  // under nn::DeferredInit: one module's parameters in memory at a time
   children_.emplace_back(name, std::move(module));
 }
 
@@ -186,6 +188,10 @@ void Module::to(DType dtype) {
     for (auto& [name, parameter] : m.parameters_) {
       if (!is_floating_point(parameter.dtype()) || parameter.dtype() == dtype) continue;
       MemoryTagScope tag(MemoryTag::Parameters);
+      if (is_deferred(parameter)) {  // values come later, converted then
+        parameter.set_data(deferred_like(parameter.data(), dtype, parameter.data().device()));
+        continue;
+      }
       parameter.set_data(parameter.data().to(dtype));
       if (parameter.grad().defined()) parameter.set_grad(parameter.grad().to(dtype));
     }
@@ -200,6 +206,10 @@ void Module::to(Device device) {
     for (auto& [name, parameter] : m.parameters_) {
       if (parameter.data().device() == device) continue;
       MemoryTagScope tag(MemoryTag::Parameters);
+      if (is_deferred(parameter)) {
+        parameter.set_data(deferred_like(parameter.data(), parameter.dtype(), device));
+        continue;
+      }
       parameter.set_data(parameter.data().to(device));
       if (parameter.grad().defined()) parameter.set_grad(parameter.grad().to(device));
     }

@@ -5,6 +5,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
+#include "nn/deferred_init.h"
 
 namespace fathom::zero {
 namespace {
@@ -46,6 +47,8 @@ FlatParameters::FlatParameters(const Named& params, int world_size, int rank, St
                  "stage 3: stages 1-2 keep full parameters on every rank");
     buffer_ = empty_like(dtype, MemoryTag::Parameters);
     for (const Slot& slot : slots_) {
+      FATHOM_CHECK(!nn::is_deferred(slot.param), "ZeRO: \"", slot.name, "\" was built under nn::DeferredInit (shard by "
+                   "shard), which only stage 3 can take: stages 1-2 keep full parameters on every rank");
       Tensor view = buffer_.narrow(0, slot.offset, slot.numel).view(slot.param.sizes());
       view.copy_(slot.param.data());
       slot.param.set_data(view);
@@ -54,13 +57,16 @@ FlatParameters::FlatParameters(const Named& params, int world_size, int rank, St
     return;
   }
   shard_ = make_parameter_store(offload, std::move(pieces), mine.size(), dtype, device_);
-  // Slot by slot, each parameter's part goes into the shard and its full data is released.
+  // Slot by slot, each parameter's part goes into the shard and its full data is released; a
+  // parameter built under nn::DeferredInit is made now, one at a time, in the model's dtype.
   for (size_t s = 0; s < slots_.size(); ++s) {
     const Slot& slot = slots_[s];
     const Range piece = shard_->pieces()[s].range;
-    if (piece.size() > 0)
-      shard_->assign(piece, slot.param.data().contiguous().view({slot.numel})
-                                .narrow(0, piece.begin + mine.begin - slot.offset, piece.size()));
+    if (piece.size() > 0) {
+      const Tensor full = nn::is_deferred(slot.param) ? nn::initial_value(slot.param, slot.name).to(dtype)
+                                                      : slot.param.data().contiguous();
+      shard_->assign(piece, full.view({slot.numel}).narrow(0, piece.begin + mine.begin - slot.offset, piece.size()));
+    }
     slot.param.set_data(released(dtype));
   }
   shard_->flush();

@@ -121,7 +121,9 @@ void SwappedParameters::finish_oldest_io() {
 Tensor SwappedParameters::acquire(size_t p) {
   Slot& slot = slots_.at(p);
   if (size_of(p) == 0) return slot.data;
+  if (slot.state == State::Dirty) begin_write(p);
   switch (slot.state) {
+    case State::Dirty:  // (written above)
     case State::Writing:
       finish_write(p);
       [[fallthrough]];
@@ -195,7 +197,8 @@ Tensor SwappedParameters::read(Range range) {
 }
 
 // Each piece the range touches is brought into memory (read first only when the range covers
-// part of it), updated, and written through; its memory is released when the write lands.
+// part of it), updated, and written once its last part is assigned: a piece that straddles two
+// optimizer sub-groups is read and written once per step, not once per sub-group.
 void SwappedParameters::assign(Range range, const Tensor& values) {
   FATHOM_CHECK(values.numel() == range.size(), "SwappedParameters: ", values.numel(), " values for ", range.size(),
                " elements");
@@ -207,25 +210,37 @@ void SwappedParameters::assign(Range range, const Tensor& values) {
     Slot& slot = slots_[p];
     FATHOM_CHECK(slot.state != State::InUse, "SwappedParameters: \"", pieces()[p].name,
                  "\" is assigned while an all-gather uses it");
-    if (part.size() == piece.size() && (slot.state == State::Stored || slot.state == State::Writing)) {
-      if (slot.state == State::Writing) finish_write(p);
-      need_room(p);
-      slot.data.storage()->refill();  // every value is replaced: nothing to read
-      track(size_of(p));
-    } else {
-      acquire(p);
-      --slot.users;
+    if (slot.state != State::Dirty) {
+      if (part.size() == piece.size() && (slot.state == State::Stored || slot.state == State::Writing)) {
+        if (slot.state == State::Writing) finish_write(p);
+        need_room(p);
+        slot.data.storage()->refill();  // every value is replaced: nothing to read
+        track(size_of(p));
+      } else {
+        acquire(p);
+        --slot.users;
+      }
+      slot.state = State::Dirty;
+      slot.unassigned = size_of(p);
     }
     slot.data.narrow(0, part.begin - piece.begin, part.size()).copy_(values.narrow(0, part.begin - range.begin, part.size()));
-    while (static_cast<int64_t>(in_flight_.size()) >= options_.buffer_count) finish_oldest_io();
-    swapper_->begin_swap_out(slot.group, {slot.data});
-    slot.state = State::Writing;
-    slot.on_disk = true;
-    in_flight_.push_back(p);
+    slot.unassigned -= part.size();
+    if (slot.unassigned <= 0) begin_write(p);
   }
 }
 
+void SwappedParameters::begin_write(size_t p) {
+  Slot& slot = slots_[p];
+  while (static_cast<int64_t>(in_flight_.size()) >= options_.buffer_count) finish_oldest_io();
+  swapper_->begin_swap_out(slot.group, {slot.data});
+  slot.state = State::Writing;
+  slot.on_disk = true;
+  in_flight_.push_back(p);
+}
+
 void SwappedParameters::flush() {
+  for (size_t p = 0; p < slots_.size(); ++p)
+    if (slots_[p].state == State::Dirty) begin_write(p);  // its other values were read: the piece is whole
   while (!in_flight_.empty()) finish_oldest_io();
 }
 

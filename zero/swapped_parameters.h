@@ -12,8 +12,8 @@
 // costs no I/O.
 //
 // Parameters change only in the optimizer step, which assigns each sub-group's rounded values
-// here (written through, cached copies updated); between steps the files are the truth and cached
-// pieces are clean, so evicting one is just releasing its memory.
+// here (each piece written once all of it is assigned, or at flush); between steps the files are
+// the truth and cached pieces are clean, so evicting one is just releasing its memory.
 
 #include <deque>
 #include <list>
@@ -51,19 +51,21 @@ class SwappedParameters final : public ParameterStore {
   const std::string& directory() const { return swapper_->directory(); }
 
  private:
-  enum class State { Stored, Reading, Ahead, InUse, Cached, Writing };
+  enum class State { Stored, Reading, Ahead, InUse, Cached, Dirty, Writing };
   struct Slot {
     Tensor data;           // the piece, its memory released while Stored
     size_t group = 0;      // its file in swapper_
     State state = State::Stored;
     int users = 0;         // InUse: acquires not yet released
     bool on_disk = false;  // written at least once (else its value is zero)
+    int64_t unassigned = 0;  // Dirty: elements not yet assigned (written when none are left)
     std::list<size_t>::iterator in_lru;
   };
   int64_t size_of(size_t p) const { return pieces()[p].range.size(); }
   // Brings piece p into memory (Stored → Reading, or Ahead when it has nothing to read).
   void begin_read(size_t p);
   void finish_read(size_t p);
+  void begin_write(size_t p);
   void finish_write(size_t p);
   void finish_oldest_io();
   // Frees cached pieces, then finishes writes, until `n` more elements fit with `headroom` spare;

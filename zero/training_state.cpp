@@ -4,6 +4,7 @@
 
 #include "kernels/elementwise.h"
 #include "kernels/optimizer_kernels.h"
+#include "nn/deferred_init.h"
 #include "parallel/local_communicator.h"
 #include "parallel/sharded_tensor.h"
 #include "zero/flat_optimizer_state.h"
@@ -67,6 +68,7 @@ Tensor TrainingState::whole_parameter(size_t index, const Tensor& mine) const {
 void broadcast_initial_weights(const NamedParameters& params, const ParallelLayout& layout) {
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& data = params[i].second.data();
+    if (nn::is_deferred(params[i].second)) continue;  // every rank makes the same values from the seed
     if (layout.groups.data().size() > 1) layout.groups.for_device(Axis::Data, data.device())->broadcast(data, 0);
     if (layout.groups.tensor().size() > 1 && !layout.placements[i].sharded())
       layout.groups.for_device(Axis::Tensor, data.device())->broadcast(data, 0);

@@ -2,11 +2,13 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <optional>
 
 #include "engine/initialize.h"
 #include "engine/token_dataset.h"
 #include "zero/sharded_state.h"
 #include "models/gpt.h"
+#include "nn/deferred_init.h"
 #include "nn/loss.h"
 
 namespace fathom::testing {
@@ -75,13 +77,14 @@ int64_t run_steps(Initialized& init, int steps, std::vector<double>* losses, Dev
 }
 }  // namespace
 
+models::GPTConfig tiny_gpt_config() { return tiny_gpt(); }
+
 void train_steps(Initialized& init, int steps, std::vector<double>* losses, Device device) {
   run_steps(init, steps, losses, device);
 }
 
-TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<parallel::Communicator> group, int steps,
-                           bool activation_checkpointing, Device device) {
-  Initialized init = start_tiny_gpt(config, group, activation_checkpointing, device);
+namespace {
+TrainingRun train(Initialized init, std::shared_ptr<parallel::Communicator> group, int steps, Device device) {
   TrainingRun run;
   run.engine = init.engine;
   const int64_t outside = run_steps(init, steps, &run.losses, device);
@@ -92,6 +95,23 @@ TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<parallel::
   for (const auto& [name, tensor] : init.engine->consolidated_state_dict())
     run.weights.emplace_back(name, tensor.to(DType::F64));
   return run;
+}
+}  // namespace
+
+TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<parallel::Communicator> group, int steps,
+                           bool activation_checkpointing, Device device) {
+  return train(start_tiny_gpt(config, group, activation_checkpointing, device), group, steps, device);
+}
+
+TrainingRun train_tiny_gpt_same_seed(const std::string& config, std::shared_ptr<parallel::Communicator> group,
+                                     int steps, bool deferred) {
+  std::shared_ptr<models::GPT> model;
+  {
+    std::optional<nn::DeferredInit> scope;
+    if (deferred) scope.emplace();
+    model = std::make_shared<models::GPT>(tiny_gpt(), 1000);
+  }
+  return train(initialize(Config::from_string(config), model, nullptr, token_data(), group), group, steps, kCPU);
 }
 
 void require_equivalent(const TrainingRun& alone, const TrainingRun& parallel, double bound) {

@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "engine/initialize.h"
+#include "models/gpt.h"
 #include "parallel/communicator.h"
 
 namespace fathom::testing {
@@ -36,6 +37,15 @@ TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<parallel::
 Initialized start_tiny_gpt(const std::string& config, std::shared_ptr<parallel::Communicator> group,
                            bool activation_checkpointing = false, Device device = kCPU);
 void train_steps(Initialized& init, int steps, std::vector<double>* losses = nullptr, Device device = kCPU);
+
+// The tiny GPT's shape (2 layers, 30 wide, vocabulary 61, 16 positions, no biases, dropout).
+models::GPTConfig tiny_gpt_config();
+
+// The tiny GPT with the same seed on every rank (nothing to broadcast), built whole or shard by
+// shard (nn::DeferredInit: each parameter made only when ZeRO stage 3 shards it), trained as
+// train_tiny_gpt does.
+TrainingRun train_tiny_gpt_same_seed(const std::string& config, std::shared_ptr<parallel::Communicator> group,
+                                     int steps, bool deferred);
 
 void require_equivalent(const TrainingRun& alone, const TrainingRun& parallel, double bound);
 

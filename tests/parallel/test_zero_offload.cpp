@@ -17,6 +17,7 @@
 #include "mpi_test_util.h"
 #include "offload/host_memory.h"
 #include "offload/io_faults.h"
+#include "nn/deferred_init.h"
 #include "test_util.h"
 #include "zero/sharded_state.h"
 #include "zero/swapped_parameters.h"
@@ -26,6 +27,7 @@ using fathom::testing::runtime;
 using fathom::testing::start_tiny_gpt;
 using fathom::testing::train_steps;
 using fathom::testing::train_tiny_gpt;
+using fathom::testing::train_tiny_gpt_same_seed;
 using fathom::testing::TrainingRun;
 namespace fs = std::filesystem;
 
@@ -263,6 +265,53 @@ TEST_CASE("offload_param nvme reads module k+1 while module k computes, forward 
   CHECK(io->bytes_read >= sharded->flat_parameters().shard().numel() * 4);
   CHECK(io->bytes_written >= sharded->flat_parameters().shard().numel() * 4);
   CHECK(Engine::format_report(run.engine->last_report(), false).find(" | io read ") != std::string::npos);
+}
+
+// Fast init (DeepSpeed's zero.Init): a model built shard by shard under nn::DeferredInit — each
+// parameter made only when stage 3 shards it, on every rank from the same seed — trains exactly as
+// the same model built whole, with its shard in memory or in swap files; building it holds one
+// parameter at a time.
+TEST_CASE("a GPT built shard by shard trains as one built whole at stage 3, in memory and on nvme", "[offload]") {
+  const auto& world = runtime().world_ptr();
+  const Scratch swap_dir("deferred");
+  const std::string& swap = swap_dir.path;
+  for (bool bf16 : {false, true})
+    for (const std::string& offload : {std::string(), nvme_param(swap) + ", " + nvme(swap)}) {
+      INFO((bf16 ? "bf16" : "f32") << (offload.empty() ? ", shard in memory" : ", parameters and optimizer on nvme"));
+      const std::string config = config_text(3, 2, bf16, offload);
+      require_identical(train_tiny_gpt_same_seed(config, world, kSteps, false),
+                        train_tiny_gpt_same_seed(config, world, kSteps, true));
+    }
+
+  Allocator& cpu = allocator_for(kCPU);
+  const int64_t before = bytes(cpu, MemoryTag::Parameters);
+  cpu.stats().reset_peak();
+  std::shared_ptr<models::GPT> model;
+  {
+    nn::DeferredInit deferred;
+    model = std::make_shared<models::GPT>(fathom::testing::tiny_gpt_config(), 1000);
+  }
+  int64_t total = 0, largest = 0;
+  for (const auto& [name, parameter] : model->named_parameters()) {
+    CHECK(nn::is_deferred(parameter));
+    total += parameter.numel();
+    largest = std::max(largest, parameter.numel());
+  }
+  const Initialized init = initialize(Config::from_string(config_text(3, 1, false, nvme_param(swap))), model, nullptr,
+                                      nullptr, world);
+  // Built and sharded, the CPU tier never held more than a few parameters' worth (one being made,
+  // its copy in the model's dtype, a module's default initialisation) — never the whole model.
+  const int64_t peak = cpu.stats().snapshot()[MemoryTag::Parameters].peak - before;
+  CHECK(peak <= 3 * largest * 4);
+  CHECK(peak < total * 4 / 2);
+  // Below stage 3 a model built shard by shard is refused: stages 1-2 keep full parameters.
+  std::shared_ptr<models::GPT> other;
+  {
+    nn::DeferredInit deferred;
+    other = std::make_shared<models::GPT>(fathom::testing::tiny_gpt_config(), 1000);
+  }
+  CHECK_THROWS_WITH(initialize(Config::from_string(config_text(2, 1, false)), other, nullptr, nullptr, world),
+                    Catch::Contains("built shard by shard") && Catch::Contains("needs stage 3"));
 }
 
 TEST_CASE("offload tiers by their tags: cpu leaves the device tier, nvme holds at most buffer_count buffers",
