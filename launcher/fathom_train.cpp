@@ -146,8 +146,12 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
                                          tensor_size * pipeline_size);
   // The process groups: MPI for host tensors and, with a GPU per rank, NCCL for device tensors.
   const parallel::ProcessGroups groups = runtime.groups(pipeline_size, tensor_size);
+  // ZeRO stage 3 keeps only each rank's shard: the model is built shard by shard (nn::DeferredInit),
+  // each parameter made when it is sharded, so no rank holds it whole (DeepSpeed's zero.Init).
+  const bool shard_by_shard = config.zero.stage == 3 && tensor_size == 1 && pipeline_size == 1 && opt.init_path.empty();
+  if (main_rank && shard_by_shard) std::printf("fathom-train: ZeRO stage 3: building the model shard by shard\n");
   const launcher::TrainModel model(
-      model_config, config.seed.value_or(kDefaultSeed), opt.init_path, groups,
+      model_config, config.seed.value_or(kDefaultSeed), opt.init_path, shard_by_shard, groups,
       {.sequence_parallel = config.sequence_parallel,
        .partition_activations = config.activation_checkpointing.partition_activations},
       device,
@@ -212,9 +216,14 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
     if (r.loss_scale != 1.0 || r.skipped_steps > 0)
       std::snprintf(scale, sizeof scale, " | scale 2^%.0f | skipped %lld", std::log2(r.loss_scale),
                     (long long)r.skipped_steps);
-    std::printf("step %lld/%lld | loss %.3f | lr %.1e | %.1fk tok/s | grad norm %.2f%s | mem %.2f GiB | %s < %s\n",
+    // nvme offload: what the swap files moved during the step and how long it waited for them.
+    char io[96] = "";
+    if (r.io)
+      std::snprintf(io, sizeof io, " | io %.0f MB in, %.0f MB out, waited %.1f s", r.io->bytes_read / 1e6,
+                    r.io->bytes_written / 1e6, r.io->wait_seconds);
+    std::printf("step %lld/%lld | loss %.3f | lr %.1e | %.1fk tok/s | grad norm %.2f%s | mem %.2f GiB%s | %s < %s\n",
                 (long long)r.step, (long long)opt.steps, r.loss, r.lr, r.tokens_per_second / 1e3, r.grad_norm, scale,
-                mem_gib, clock_text(spent).c_str(), clock_text(eta).c_str());
+                mem_gib, io, clock_text(spent).c_str(), clock_text(eta).c_str());
     if (engine.options().wall_clock_breakdown)
       for (const std::string& line : Engine::format_timers(r)) std::printf("%s\n", line.c_str());
     for (const std::string& line : r.memory_breakdown) std::printf("%s\n", line.c_str());

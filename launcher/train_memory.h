@@ -11,7 +11,8 @@ namespace fathom::launcher {
 
 // `ranks_here`: the job's ranks on this machine, which share its memory; `data_size` the
 // data-parallel ranks ZeRO shards over, each holding 1/tensor_parallel_size of the model. CPU
-// training only (a GPU's memory is the allocator's to report).
+// training only (a GPU's memory is the allocator's to report); no check when states are offloaded
+// to nvme.
 void check_model_fits_in_memory(const models::GPTConfig& model, const Config& config, int data_size, int ranks_here,
                                 int tensor_parallel_size = 1);
 

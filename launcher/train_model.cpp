@@ -1,12 +1,13 @@
 #include "launcher/train_model.h"
 
 #include "models/gpt_weights.h"
+#include "nn/deferred_init.h"
 #include "nn/loss.h"
 
 namespace fathom::launcher {
 
 TrainModel::TrainModel(const models::GPTConfig& config, uint64_t seed, const std::string& init_path,
-                       const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options, Device device,
+                       bool shard_by_shard, const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options, Device device,
                        parallel::PipelineOptions pipeline)
     : config_(config) {
   parameter_count_ = config.parameter_count();
@@ -16,6 +17,13 @@ TrainModel::TrainModel(const models::GPTConfig& config, uint64_t seed, const std
         config.layers(), [&](const std::vector<bool>& built) { return std::make_shared<models::GPT>(config, seed, built); },
         groups, pipeline);
     module_ = pipeline_;
+    return;
+  }
+  if (shard_by_shard) {
+    FATHOM_CHECK(init_path.empty() && groups.tensor().size() == 1 && groups.pipeline().size() == 1,
+                 "TrainModel: shard by shard builds the seed's GPT without tensor or pipeline parallelism");
+    nn::DeferredInit deferred;
+    module_ = std::make_shared<models::GPT>(config, seed);
     return;
   }
   auto gpt = std::make_shared<models::GPT>(config, seed);
