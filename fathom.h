@@ -40,6 +40,7 @@
 #include "nn/activation.h"
 #include "nn/adam.h"
 #include "nn/containers.h"
+#include "nn/deferred_init.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/grad_clipping.h"

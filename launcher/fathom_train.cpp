@@ -148,7 +148,7 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
   const parallel::ProcessGroups groups = runtime.groups(pipeline_size, tensor_size);
   // ZeRO stage 3 keeps only each rank's shard: the model is built shard by shard (nn::DeferredInit),
   // each parameter made when it is sharded, so no rank holds it whole (DeepSpeed's zero.Init).
-  const bool shard_by_shard = config.zero.stage == 3 && tensor_size == 1 && pipeline_size == 1 && opt.init_path.empty();
+  const bool shard_by_shard = config.zero.stage == 3 && tensor_size == 1 && pipeline_size == 1;
   if (main_rank && shard_by_shard) std::printf("fathom-train: ZeRO stage 3: building the model shard by shard\n");
   const launcher::TrainModel model(
       model_config, config.seed.value_or(kDefaultSeed), opt.init_path, shard_by_shard, groups,

@@ -20,10 +20,12 @@ TrainModel::TrainModel(const models::GPTConfig& config, uint64_t seed, const std
     return;
   }
   if (shard_by_shard) {
-    FATHOM_CHECK(init_path.empty() && groups.tensor().size() == 1 && groups.pipeline().size() == 1,
-                 "TrainModel: shard by shard builds the seed's GPT without tensor or pipeline parallelism");
+    FATHOM_CHECK(groups.tensor().size() == 1 && groups.pipeline().size() == 1,
+                 "TrainModel: shard by shard builds the GPT without tensor or pipeline parallelism");
     nn::DeferredInit deferred;
-    module_ = std::make_shared<models::GPT>(config, seed);
+    auto gpt = std::make_shared<models::GPT>(config, seed);
+    if (!init_path.empty()) models::load_gpt2_safetensors(*gpt, init_path);  // read when each is sharded
+    module_ = gpt;
     return;
   }
   auto gpt = std::make_shared<models::GPT>(config, seed);

@@ -26,8 +26,9 @@ namespace fathom::launcher {
 class TrainModel {
  public:
   // `init_path`: Hugging Face GPT-2 safetensors to start from ("": the seed's initialisation).
-  // `shard_by_shard`: build the GPT under nn::DeferredInit (ZeRO stage 3 makes each parameter when
-  // it shards it; the seed's initialisation only, without tensor or pipeline parallelism).
+  // `shard_by_shard`: build the GPT under nn::DeferredInit (ZeRO stage 3 makes each parameter —
+  // from the seed, or read from `init_path` — when it shards it; without tensor or pipeline
+  // parallelism).
   // `options`: the tensor-parallel model's (sequence parallelism, partitioned activations);
   // `device`: where it will train, whose tensor-parallel communicator its layers use (NCCL on GPUs).
   TrainModel(const models::GPTConfig& config, uint64_t seed, const std::string& init_path, bool shard_by_shard,

@@ -1,8 +1,11 @@
 #include "models/gpt_weights.h"
 
+#include <memory>
 #include <set>
+#include <tuple>
 
 #include "autograd/grad_mode.h"
+#include "nn/deferred_init.h"
 #include "nn/safetensors.h"
 
 namespace fathom::models {
@@ -46,7 +49,8 @@ void save_gpt2_safetensors(const GPTConfig& c, const nn::NamedTensors& weights, 
 }
 
 void load_gpt2_safetensors(GPT& model, const std::string& path) {
-  const nn::SafetensorsFile file(path);
+  const auto mapped = std::make_shared<const nn::SafetensorsFile>(path);
+  const nn::SafetensorsFile& file = *mapped;
   std::set<std::string> used;
   // The file's name for a parameter: prefixed, or the hub checkpoint's bare form.
   auto file_name = [&](const std::string& name) -> std::string {
@@ -56,6 +60,7 @@ void load_gpt2_safetensors(GPT& model, const std::string& path) {
     return "";
   };
   std::vector<std::pair<Tensor, Tensor>> copies;  // (target, source): checked first, written after
+  std::vector<std::tuple<autograd::Variable, std::string, bool>> deferred;  // (parameter, tensor, transposed)
   for (const auto& [name, parameter] : model.named_parameters()) {
     const std::string stored = file_name(name);
     FATHOM_CHECK(!stored.empty(), "GPT-2 weights ", path, ": no tensor for parameter \"", name,
@@ -67,7 +72,8 @@ void load_gpt2_safetensors(GPT& model, const std::string& path) {
                  shape_str(is_conv1d_weight(name) ? parameter.data().t().sizes() : parameter.sizes()),
                  " (is the model config the file's? its metadata says n_embd=",
                  file.metadata().count("n_embd") ? file.metadata().at("n_embd") : std::string("?"), ")");
-    copies.emplace_back(parameter.data(), source);
+    if (nn::is_deferred(parameter)) deferred.emplace_back(parameter, stored, is_conv1d_weight(name));
+    else copies.emplace_back(parameter.data(), source);
     used.insert(stored);
   }
   for (const std::string& name : file.names()) {
@@ -77,6 +83,13 @@ void load_gpt2_safetensors(GPT& model, const std::string& path) {
   }
   autograd::NoGradGuard no_grad;
   for (auto& [target, source] : copies) target.copy_(source);
+  // Built shard by shard (nn::DeferredInit): each parameter reads its tensor from the mapped file
+  // when ZeRO stage 3 makes it, one at a time.
+  for (auto& [parameter, stored, transposed] : deferred)
+    nn::defer_initial_value(parameter, [mapped, stored, transposed](const Tensor& out) {
+      const Tensor source = mapped->get(stored);
+      out.copy_(transposed ? source.t() : source);
+    });
 }
 
 }  // namespace fathom::models

@@ -17,6 +17,8 @@ namespace fathom::models {
 void save_gpt2_safetensors(const GPT& model, const std::string& path);
 // The same from named weights in the model's order (an engine's consolidated_state_dict()).
 void save_gpt2_safetensors(const GPTConfig& config, const nn::NamedTensors& weights, const std::string& path);
+// A model built under nn::DeferredInit is not filled: each parameter records a read of its
+// tensor from the mapped file, which ZeRO stage 3 runs when it shards that parameter.
 void load_gpt2_safetensors(GPT& model, const std::string& path);
 
 }  // namespace fathom::models

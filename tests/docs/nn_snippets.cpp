@@ -44,3 +44,19 @@ GPT gpt(config, /*seed=*/1337);                   // GPT-2 initialisation
 Variable logits = gpt(Variable(token_ids));       // (B, T) i64 -> (B, T, vocab)
   CHECK(logits.sizes() == fathom::Shape{2, 16, config.vocab_size});  // docs:skip
 }  // docs:skip
+
+TEST_CASE("offload.md: building a model larger than memory") {  // docs:skip
+  using namespace fathom;  // docs:skip
+  models::GPTConfig config = models::GPTConfig::preset("tiny");  // docs:skip
+  const uint64_t seed = 5;  // docs:skip
+  const Config config_with_stage_3 = Config::from_string(R"({"train_batch_size": 1, "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}}, "zero_optimization": {"stage": 3}})");  // docs:skip
+  std::shared_ptr<const Dataset> data;  // docs:skip
+std::shared_ptr<models::GPT> model;
+{
+  nn::DeferredInit deferred;                      // parameters released as modules are built
+  model = std::make_shared<models::GPT>(config, seed);
+  // models::load_gpt2_safetensors(*model, "gpt2-xl.safetensors");   // optional: read shard by shard
+}
+Initialized init = initialize(config_with_stage_3, model, nullptr, data);
+  CHECK(init.engine->consolidated_state_dict().size() == model->named_parameters().size());  // docs:skip
+}  // docs:skip

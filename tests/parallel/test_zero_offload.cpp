@@ -17,6 +17,7 @@
 #include "mpi_test_util.h"
 #include "offload/host_memory.h"
 #include "offload/io_faults.h"
+#include "models/gpt_weights.h"
 #include "nn/deferred_init.h"
 #include "test_util.h"
 #include "zero/sharded_state.h"
@@ -304,6 +305,27 @@ TEST_CASE("a GPT built shard by shard trains as one built whole at stage 3, in m
   const int64_t peak = cpu.stats().snapshot()[MemoryTag::Parameters].peak - before;
   CHECK(peak <= 3 * largest * 4);
   CHECK(peak < total * 4 / 2);
+  // From a safetensors file: each parameter read from the mapped file when it is sharded; the
+  // sharded model holds exactly the file's weights.
+  const std::string weights = swap + "/weights.safetensors";
+  const auto source = std::make_shared<models::GPT>(fathom::testing::tiny_gpt_config(), 77);
+  if (world->rank() == 0) models::save_gpt2_safetensors(*source, weights);
+  world->barrier();
+  std::shared_ptr<models::GPT> loaded;
+  {
+    nn::DeferredInit deferred;
+    loaded = std::make_shared<models::GPT>(fathom::testing::tiny_gpt_config(), 1000);
+    models::load_gpt2_safetensors(*loaded, weights);
+  }
+  const Initialized from_file = initialize(Config::from_string(config_text(3, 1, false, nvme_param(swap))), loaded,
+                                           nullptr, nullptr, world);
+  const auto expected = source->named_parameters();
+  const nn::NamedTensors actual = from_file.engine->consolidated_state_dict();
+  REQUIRE(actual.size() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    INFO(expected[i].first);
+    CHECK(actual[i].second.to_vector<float>() == expected[i].second.data().to_vector<float>());
+  }
   // Below stage 3 a model built shard by shard is refused: stages 1-2 keep full parameters.
   std::shared_ptr<models::GPT> other;
   {
