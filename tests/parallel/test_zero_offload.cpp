@@ -266,6 +266,15 @@ TEST_CASE("offload_param nvme reads module k+1 while module k computes, forward 
   CHECK(io->bytes_read >= sharded->flat_parameters().shard().numel() * 4);
   CHECK(io->bytes_written >= sharded->flat_parameters().shard().numel() * 4);
   CHECK(Engine::format_report(run.engine->last_report(), false).find(" | io read ") != std::string::npos);
+
+  // On the device tier (the gathered parameters), with nothing kept gathered for reuse and no
+  // all-gather started ahead (a swapped shard reads ahead instead): at most the largest module
+  // (the MLP's 3600-element weight) beside the tied embedding (1830), which backward holds from
+  // the LM head until the embedding's gradient completes it.
+  const TrainingRun bounded = train_tiny_gpt(
+      config_text(3, 1, false, nvme_param(swap_dir.path) + R"(, "stage3_max_reuse_distance": 0)"), world, 3);
+  CHECK(bounded.zero3_peak_gathered > 0);
+  CHECK(bounded.zero3_peak_gathered <= 3600 + 1830);
 }
 
 // Fast init (DeepSpeed's zero.Init): a model built shard by shard under nn::DeferredInit — each
