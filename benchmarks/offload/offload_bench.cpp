@@ -23,6 +23,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@
 #include "core/threads.h"
 #include "engine/initialize.h"
 #include "kernels/optimizer_kernels.h"
+#include "nn/deferred_init.h"
 #include "nn/loss.h"
 #include "offload/host_memory.h"
 #include "offload/io_engine.h"
@@ -162,7 +164,13 @@ void step(const Args& args) {
       number(args, "--stage", 2), R"(, "reduce_bucket_size": 1e7,
       "allgather_bucket_size": 1e7)",
       placement, "}}");
-  auto model = std::make_shared<models::GPT>(gpt, 1);
+  // Stage 3 builds the model shard by shard (nn::DeferredInit), as fathom-train does.
+  std::shared_ptr<models::GPT> model;
+  {
+    std::optional<nn::DeferredInit> deferred;
+    if (number(args, "--stage", 2) == 3) deferred.emplace();
+    model = std::make_shared<models::GPT>(gpt, 1);
+  }
   const int64_t parameters = model->parameter_count();
   Initialized init =
       initialize(Config::from_string(config), model, nullptr,
