@@ -12,16 +12,22 @@
 #      I/O efficiency: (bytes read / dd's read GB/s + bytes written / dd's write GB/s) / step time;
 #   5. the largest GPT (n_layer on a ladder) that trains under a per-rank memory cap without
 #      offload, with nvme optimizer offload, and with both offloaded at stage 3.
-#   benchmarks/offload/run.sh [build-dir] [--dir SWAPDIR] [--cap MiB] [--quick]
+#   6. with --headline: ZeRO-Infinity's claim at this machine's scale — the GPT-2 XL shape (48 layers,
+#      1600 wide, 25 heads, vocabulary 50257, ~1.56B parameters: 16 B/parameter of model states is
+#      11.6× 2 GiB) one step on one rank under FATHOM_CPU_MEMORY_LIMIT_MB=2048, after checking
+#      that the swap directory has the ~30 GB its swap files need (skipped with the reason if not);
+#      the row says how the step went, or the error that stopped it.
+#   benchmarks/offload/run.sh [build-dir] [--dir SWAPDIR] [--cap MiB] [--quick] [--headline]
 # SWAPDIR (default: build-dir/offload-bench) must be on a local disk with O_DIRECT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-build=build swap="" cap=1024 quick=0
+build=build swap="" cap=1024 quick=0 headline=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dir) swap=$2; shift 2 ;;
     --cap) cap=$2; shift 2 ;;
     --quick) quick=1; shift ;;
+    --headline) headline=1; shift ;;
     *) build=$1; shift ;;
   esac
 done
@@ -115,5 +121,25 @@ largest() {
   largest nvme --offload nvme
   largest infinity --stage 3 --offload nvme "${infinity[@]}"
 }
+
+if ((headline)); then
+  # Swap files: 2 B/parameter (bf16 shard) + 12 B (fp32 master and Adam moments) ≈ 22 GB, plus room.
+  need_gb=30
+  free_gb=$(df -BG --output=avail "$swap" | tail -1 | tr -dc 0-9)
+  if ((free_gb < need_gb)); then
+    echo "{\"mode\": \"headline\", \"status\": \"skipped: $free_gb GB free in $swap, needs $need_gb GB\"}" >>"$results"
+  else
+    start=$SECONDS
+    out=$(FATHOM_CPU_MEMORY_LIMIT_MB=2048 "$bench" step --stage 3 --offload nvme --param nvme --dir "$swap" --layers 48 \
+            --width 1600 --heads 25 --vocab 50257 --block 128 --steps 1 --sub-group 10000000 --pipeline \
+            --max-in-cpu 100000000 --buffer-size 100000000 --buffer-count 5 2>&1)
+    if grep -q '^RESULT ' <<<"$out"; then
+      grep '^RESULT ' <<<"$out" | sed 's/^RESULT //; s/"mode": "step"/"mode": "headline", "status": "trained"/' >>"$results"
+    else
+      reason=$(grep -v '^$' <<<"$out" | tail -1 | cut -c1-400 | tr -d '"\\')
+      echo "{\"mode\": \"headline\", \"status\": \"stopped after $((SECONDS - start)) s: $reason\"}" >>"$results"
+    fi
+  fi
+fi
 
 python3 benchmarks/offload/table.py "$results"

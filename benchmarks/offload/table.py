@@ -81,3 +81,12 @@ if "none" in largest:
         print(f"| largest GPT (768 wide) under {n['cap_mib']} MiB per rank, {what} | {v['layers']} layers, "
               f"{size(v['layers']):.0f}M | no offload: {n['layers']} layers, {size(n['layers']):.0f}M | "
               f"{size(v['layers']) / max(size(n['layers']), 1e-9):.2f} |")
+for r in by("headline"):
+    if r["status"] != "trained":
+        print(f"| headline: GPT-2 XL shape (1.56B) on one rank under 2 GiB, parameters and optimizer on nvme | "
+              f"{r['status']} | | |")
+        continue
+    print(f"| headline: GPT-2 XL shape ({r['parameters'] / 1e9:.2f}B) on one rank under 2 GiB (model states "
+          f"{16 * r['parameters'] / 2**31:.1f}x the cap), parameters and optimizer on nvme | {r['step_ms'] / 1e3:.1f} s "
+          f"per step, read {r['read_mb'] / 1e3:.1f} GB + wrote {r['written_mb'] / 1e3:.1f} GB, waited "
+          f"{r['io_wait_ms'] / r['step_ms']:.0%} of the step, peak RSS {r['peak_rss_mib']:.0f} MiB | | |")
