@@ -206,9 +206,10 @@ void ParameterGatherer::prefetch_after(size_t m) {
 }
 
 // Reads of the pieces the recorded path needs next, in its order, as far as prefetch_elements
-// of parameters ahead; the store says no when its buffers or memory bound are full.
+// of parameters ahead and no further than stage3_max_live_parameters allows beside what is
+// gathered; the store says no when its buffers or memory bound are full.
 void ParameterGatherer::read_ahead(size_t position, int direction) {
-  int64_t budget = options_.prefetch_elements;
+  int64_t budget = std::min(options_.prefetch_elements, options_.max_live_elements - gathered_elements_);
   for (auto i = static_cast<int64_t>(position); i >= 0 && i < static_cast<int64_t>(order_.size()) && budget > 0;
        i += direction) {
     const size_t m = order_[static_cast<size_t>(i)];

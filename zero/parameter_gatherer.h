@@ -14,6 +14,13 @@
 // the gathered elements within max_live_elements (stage3_max_live_parameters). After a module's
 // forward, a parameter the recorded path uses again within max_reuse_distance gathered elements
 // (stage3_max_reuse_distance) stays gathered instead of being released and gathered again.
+// With the shard in swap files (offload_param nvme; zero/swapped_parameters.h) the same recorded
+// order drives reads ahead: entering a module in forward starts reading the pieces of the modules
+// after it, entering one in backward those before it, within prefetch_elements (and
+// max_live_elements beside what is gathered) and as far as the store's buffers and memory bound
+// allow, so that module k+1's read overlaps module k's compute. All-gathers are then issued as
+// modules start: every rank must issue them in the same order, and what each rank has read
+// differs.
 
 #include <memory>
 #include <vector>
