@@ -75,8 +75,6 @@ void ParameterGatherer::finish_gather(size_t s) {
   gathered_[s] = true;
 }
 
-void ParameterGatherer::gather(size_t s) { finish_gather(s); }
-
 void ParameterGatherer::on_module_backward(size_t m) {
   events_.push_back({Event::ModuleBackwardStarted, static_cast<int>(m)});
   for (size_t s : module_slots_[m]) finish_gather(s);

@@ -47,7 +47,6 @@ class ParameterGatherer {
   // Forward pre/post hooks on every module with parameters of its own, removed with the gatherer.
   void install_hooks(nn::Module& model);
 
-  void gather(size_t slot);    // full data in the parameter (waits for a prefetch in flight)
   // Backward reached module `module` (an index of the hooked modules): its parameters gathered,
   // the reads of those before it on the recorded path started.
   void on_module_backward(size_t module);

@@ -30,8 +30,6 @@ class StagedParameters final : public ParameterStore {
   void flush() override { host_->flush(); }
   std::optional<offload::IoEngine::Counters> io_counters() const override { return host_->io_counters(); }
 
-  const ParameterStore& host() const { return *host_; }
-
  private:
   std::unique_ptr<ParameterStore> host_;
   // Pieces on the device until released: an all-gather in flight reads them.

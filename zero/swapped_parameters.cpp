@@ -121,9 +121,10 @@ void SwappedParameters::finish_oldest_io() {
 Tensor SwappedParameters::acquire(size_t p) {
   Slot& slot = slots_.at(p);
   if (size_of(p) == 0) return slot.data;
-  if (slot.state == State::Dirty) begin_write(p);
   switch (slot.state) {
-    case State::Dirty:  // (written above)
+    case State::Dirty:  // assigned since its last write: stored first, then read back
+      begin_write(p);
+      [[fallthrough]];
     case State::Writing:
       finish_write(p);
       [[fallthrough]];

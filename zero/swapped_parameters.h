@@ -43,12 +43,9 @@ class SwappedParameters final : public ParameterStore {
   void assign(Range range, const Tensor& values) override;
   void flush() override;
 
-  // Elements of the shard in host memory now, and the most at once since the last reset.
-  int64_t resident_elements() const { return resident_; }
+  // The most elements of the shard in host memory at once so far.
   int64_t peak_resident_elements() const { return peak_resident_; }
-  void reset_peak() { peak_resident_ = resident_; }
   std::optional<offload::IoEngine::Counters> io_counters() const override { return swapper_->engine().counters(); }
-  const std::string& directory() const { return swapper_->directory(); }
 
  private:
   enum class State { Stored, Reading, Ahead, InUse, Cached, Dirty, Writing };

@@ -18,7 +18,9 @@
 #include "offload/host_memory.h"
 #include "offload/io_faults.h"
 #include "models/gpt_weights.h"
+#include "nn/containers.h"
 #include "nn/deferred_init.h"
+#include "nn/linear.h"
 #include "test_util.h"
 #include "zero/sharded_state.h"
 #include "zero/swapped_parameters.h"
@@ -343,6 +345,15 @@ TEST_CASE("a GPT built shard by shard trains as one built whole at stage 3, in m
   }
   CHECK_THROWS_WITH(initialize(Config::from_string(config_text(2, 1, false)), other, nullptr, nullptr, world),
                     Catch::Contains("built shard by shard") && Catch::Contains("needs stage 3"));
+  // A model that records no way to remake its parameters cannot be built shard by shard.
+  auto layers = std::make_shared<nn::ModuleList>();
+  {
+    nn::DeferredInit deferred;
+    layers->push_back(std::make_shared<nn::Linear>(4, 4));
+  }
+  CHECK_THROWS_WITH(initialize(Config::from_string(config_text(3, 1, false)), layers, nullptr, nullptr, world),
+                    Catch::Contains("\"0.weight\" was built under nn::DeferredInit") &&
+                        Catch::Contains("recorded no way to regenerate"));
 }
 
 TEST_CASE("offload tiers by their tags: cpu leaves the device tier, nvme holds at most buffer_count buffers",
@@ -512,6 +523,8 @@ TEST_CASE("offload_param bad input: stage, path, buffer_size and max_in_cpu", "[
   CHECK_THAT(error_of(config_text(3, 1, false, with("buffer_size", 100))),
              Catch::Contains("offload_param.buffer_size: 100 elements cannot hold this rank's part of") &&
                  Catch::Contains("set buffer_size to"));
+  CHECK_THAT(error_of(config_text(3, 1, false, with("buffer_count", 0))),
+             Catch::Contains("offload_param.buffer_count: must be >= 1, got 0"));
   CHECK_THAT(error_of(config_text(3, 1, false, with("max_in_cpu", 100))),
              Catch::Contains("offload_param.max_in_cpu: 100 elements cannot hold this rank's part of") &&
                  Catch::Contains("set max_in_cpu to"));
