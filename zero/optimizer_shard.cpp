@@ -106,26 +106,10 @@ void OptimizerShard::check_buffer_count() const {
                "; set buffer_count to ", needed, " or more");
 }
 
-void OptimizerShard::in_tier(const std::function<void()>& fn) const {
-  std::optional<offload::HostTierScope> host;
-  if (offloaded()) host.emplace(offload_.pin_memory);
-  fn();
-}
-
-void OptimizerShard::take_gradient(Tensor reduced) {
-  MemoryTagScope tag(MemoryTag::Gradients);
-  in_tier([&] {
-    // An fp32 buffer already where the optimizer reads it is adopted as it is (the caller gives it
-    // up): one gradient buffer per rank, not two, at the boundary.
-    const Allocator& tier = allocator_for_new(offloaded() ? kCPU : reduced.device());
-    if (reduced.dtype() == DType::F32 && reduced.storage()->allocator() == &tier) {
-      gradient_ = std::move(reduced);
-      return;
-    }
-    Tensor f32 = reduced.dtype() == DType::F32 ? reduced : reduced.to(DType::F32);
-    if (offloaded()) f32 = f32.to(kCPU);
-    gradient_ = f32.storage() == reduced.storage() || f32.storage()->allocator() != &tier ? f32.clone() : f32;
-  });
+std::vector<Range> OptimizerShard::sub_group_ranges() const {
+  std::vector<Range> ranges;
+  for (const SubGroup& g : groups_) ranges.push_back(g.range);
+  return ranges;
 }
 
 std::vector<size_t> OptimizerShard::groups_on(Tier tier) const {
@@ -135,29 +119,29 @@ std::vector<size_t> OptimizerShard::groups_on(Tier tier) const {
   return out;
 }
 
-void OptimizerShard::step() {
+void OptimizerShard::step(GradientShard& gradient) {
   FATHOM_CHECK(optimizer_ != nullptr, "training state: step() without an optimizer (this engine evaluates only)");
-  FATHOM_CHECK(gradient_.defined(), "ZeRO: step() before the boundary's gradients were taken");
+  FATHOM_CHECK(gradient.complete(), "ZeRO: step() before the boundary's gradients were taken");
   autograd::NoGradGuard no_grad;
-  step_groups(groups_on(Tier::Device));
-  in_tier([&] { step_groups(groups_on(Tier::Host)); });
-  in_tier([&] { step_swapped(groups_on(Tier::Nvme)); });
+  for (const size_t k : groups_on(Tier::Device)) step_group(k, gradient);
+  std::optional<offload::HostTierScope> host;
+  if (offloaded()) host.emplace(offload_.pin_memory);
+  for (const size_t k : groups_on(Tier::Host)) step_group(k, gradient);
+  step_swapped(groups_on(Tier::Nvme), gradient);
   if (transfers_) transfers_->finish();  // the updated parameters are on the GPU
 }
 
-void OptimizerShard::step_groups(const std::vector<size_t>& groups) {
-  if (groups.empty()) return;
-  for (const size_t k : groups) {
-    const SubGroup& g = groups_[k];
-    Tensor grad = gradient_.narrow(0, g.range.begin, g.range.size());
-    if (grad.device() != g.master.device()) grad = grad.to(g.master.device());
-    g.master.set_grad(grad);
-  }
+// Elementwise optimizers give the same values stepping sub-groups one at a time as together;
+// one at a time, a swapped gradient needs only one sub-group in memory.
+void OptimizerShard::step_group(size_t k, GradientShard& gradient) {
+  const SubGroup& g = groups_[k];
+  Tensor grad = gradient.read(g.range);
+  if (grad.device() != g.master.device()) grad = grad.to(g.master.device());
+  g.master.set_grad(grad);
   optimizer_->step();
-  for (const size_t k : groups) {
-    groups_[k].master.zero_grad();
-    publish(groups_[k]);
-  }
+  g.master.zero_grad();
+  gradient.done_with(g.range);
+  publish(g);
 }
 
 // Where the optimizer writes each separate master's rounded copy: the parameters themselves when
@@ -210,7 +194,7 @@ void OptimizerShard::swap_in(size_t k) const {
 // Sub-group k is read (unless its read was started during k-1), updated, and written; with
 // pipeline_read k+1's read starts before k's update, with pipeline_write k's write is finished
 // only after k+1's update.
-void OptimizerShard::step_swapped(const std::vector<size_t>& groups) {
+void OptimizerShard::step_swapped(const std::vector<size_t>& groups, GradientShard& gradient) {
   std::optional<size_t> reading, writing;
   for (size_t i = 0; i < groups.size(); ++i) {
     SubGroup& g = groups_[groups[i]];
@@ -221,9 +205,10 @@ void OptimizerShard::step_swapped(const std::vector<size_t>& groups) {
     if (offload_.pipeline_read && i + 1 < groups.size()) {
       const SubGroup& next = groups_[groups[i + 1]];
       swapper_->begin_swap_in(next.swap_group, swapped_tensors(next));
+      gradient.prefetch(next.range);
       reading = groups[i + 1];
     }
-    step_groups({groups[i]});
+    step_group(groups[i], gradient);
     g.has_states = true;
     swapper_->begin_swap_out(g.swap_group, swapped_tensors(g));
     if (writing) swapper_->finish_swap_out(groups_[*writing].swap_group);
@@ -268,7 +253,11 @@ void OptimizerShard::load(const FlatReader& read, const SavedStates& saved, cons
     write_back(g);
   }
   params_.flush();
-  if (optimizer_) in_tier([&] { load_optimizer_flat_ranges(*optimizer_, layout_, read, saved); });
+  if (optimizer_) {
+    std::optional<offload::HostTierScope> host;
+    if (offloaded()) host.emplace(offload_.pin_memory);
+    load_optimizer_flat_ranges(*optimizer_, layout_, read, saved);
+  }
   for (const size_t k : swapped) {
     groups_[k].has_states = optimizer_ && optimizer_->step_count(groups_[k].master) > 0;
     swap_out(k);

@@ -1,7 +1,8 @@
 #pragma once
 // OptimizerShard: what a ZeRO rank's optimizer updates — its shard of the flat parameters as fp32
-// master weights, cut into sub-groups of sub_group_size elements, the optimizer over them and the
-// shard's fp32 gradient — placed on a memory tier (zero/optimizer_offload.h):
+// master weights, cut into sub-groups of sub_group_size elements, and the optimizer over them —
+// placed on a memory tier (zero/optimizer_offload.h); the shard's gradient (zero/gradient_shard.h)
+// is placed beside it by the training state and read sub-group by sub-group in the step:
 //   device: beside the model, as without offload; an f32 model's masters are its parameters;
 //   host:   the host tier (offload/host_memory.h): masters, gradient and optimizer states in
 //           (pinned) host memory, the optimizer stepping there — the vectorised CPU Adam
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "offload/io_engine.h"
+#include "zero/gradient_shard.h"
 #include "zero/optimizer_offload.h"
 #include "zero/parameter_store.h"
 #include "zero/training_state.h"
@@ -53,19 +55,13 @@ class OptimizerShard {
   // The first sub-group's master: the whole shard when there is one sub-group.
   const autograd::Variable& master(size_t sub_group = 0) const { return groups_.at(sub_group).master; }
 
-  // The shard's fp32 gradient at the accumulation boundary, made from `reduced` (the shard's
-  // reduced gradient, any dtype, which the caller gives up) where the optimizer reads it;
-  // undefined after drop_gradient().
-  void take_gradient(Tensor reduced);
-  const Tensor& gradient() const { return gradient_; }
-  void drop_gradient() { gradient_ = Tensor(); }
-  // Where the states this shard keeps apart from the model live: runs `fn` with allocations on
-  // the shard's host tier when it is offloaded (the stage-2/3 gradient shard uses it).
-  void in_tier(const std::function<void()>& fn) const;
+  // The sub-groups' ranges within the shard, in order (a swapped gradient is cut the same way).
+  std::vector<Range> sub_group_ranges() const;
   bool offloaded() const { return offload_.tier != OptimizerOffload::Tier::Device; }
 
-  // Steps every sub-group and writes the updated values into the parameters (the constructor's).
-  void step();
+  // Steps every sub-group with its part of the complete `gradient`, one sub-group after another,
+  // and writes the updated values into the parameters (the constructor's).
+  void step(GradientShard& gradient);
   // Checkpoints: "master" (when `with_master`) and "optim.<state>" over covers; with nvme
   // offload the values are copies read from the swap files.
   std::vector<FlatRange> flat_ranges(bool with_master) const;
@@ -88,12 +84,12 @@ class OptimizerShard {
   };
   void build_sub_groups(bool keeps_masters);
   void check_buffer_count() const;
-  // One optimizer step over `groups` (each given its gradient slice), values written back.
-  void step_groups(const std::vector<size_t>& groups);
+  // One optimizer step over sub-group k with its gradient, values written back.
+  void step_group(size_t k, GradientShard& gradient);
   void attach_copies();
   void publish(const SubGroup& group) const;     // after a step: swapped parameters assigned, or uploaded
   void write_back(const SubGroup& group) const;  // after a load: the master rounded into the parameters
-  void step_swapped(const std::vector<size_t>& groups);
+  void step_swapped(const std::vector<size_t>& groups, GradientShard& gradient);
   std::vector<Tensor> swapped_tensors(const SubGroup& group) const;
   void swap_in(size_t g) const;
   void swap_out(size_t g) const;
@@ -107,7 +103,6 @@ class OptimizerShard {
   std::unique_ptr<offload::DeviceTransfers> transfers_;
   std::shared_ptr<nn::Optimizer> optimizer_;
   OptimizerLayout layout_;
-  Tensor gradient_;
 };
 
 }  // namespace fathom::zero

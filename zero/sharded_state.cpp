@@ -1,5 +1,6 @@
 #include "zero/sharded_state.h"
 
+#include <atomic>
 #include <cmath>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include "kernels/reduction.h"
 #include "offload/device_transfers.h"
 #include "offload/host_memory.h"
+#include "zero/swapped_gradients.h"
 
 namespace fathom::zero {
 
@@ -51,6 +53,7 @@ ShardedState::ShardedState(const NamedParameters& params, ParallelLayout layout,
   shard_ = std::make_unique<OptimizerShard>(flat_.shard(), owned_, keeps_masters_, options_.offload, make_optimizer);
   optimizer_ = shard_->optimizer();
   optimizer_layout_ = shard_->layout();
+  gradient_ = make_gradient_shard();
 
   if (options_.stage == 1) {
     flat_gradients_ = flat_.empty_like(gradient_dtype_, MemoryTag::Gradients);
@@ -62,7 +65,6 @@ ShardedState::ShardedState(const NamedParameters& params, ParallelLayout layout,
             [this, s](const autograd::Variable&) { fold_into_flat_gradients(s); }));
     }
   } else {
-    allocate_gradient_shard();
     build_buckets();
     for (size_t s = 0; s < flat_.slots().size(); ++s)
       hooks_.push_back(flat_.slots()[s].param.add_grad_ready_hook(
@@ -87,6 +89,7 @@ void ShardedState::begin_backward(bool boundary) {
   boundary_ = boundary;
   in_backward_ = true;
   if (options_.stage < 2) return;
+  gradient_->begin_backward(boundary);
   plan_->reset();
   next_complete_ = 0;
 }
@@ -152,22 +155,17 @@ void ShardedState::complete(size_t b) {
       transfers->to_host(staging, bucket.received);
       arriving_.push_back({std::move(staging), offset});
     } else {
-      add_into_gradient_shard(bucket.received, offset);
+      gradient_->add(bucket.received, offset);
     }
   }
   bucket = Bucket{.range = bucket.range};  // frees the buffers
   ++next_complete_;
 }
 
-void ShardedState::add_into_gradient_shard(const Tensor& part, int64_t offset) {
-  Tensor target = gradient_shard_.narrow(0, offset, part.numel());
-  add_(target, part.dtype() == target.dtype() ? part : part.to(target.dtype()));
-}
-
 void ShardedState::land_arriving_gradients() {
   if (arriving_.empty()) return;
   shard_->transfers()->finish();
-  for (const Arriving& a : arriving_) add_into_gradient_shard(a.host, a.offset);
+  for (const Arriving& a : arriving_) gradient_->add(a.host, a.offset);
   arriving_.clear();
 }
 
@@ -187,7 +185,7 @@ void ShardedState::end_backward() {
   } else if (boundary_) {
     reduce_scatter_flat_gradients();
   }
-  if (boundary_) gradients_to_master();
+  gradient_->end_backward(boundary_);
 }
 
 // Stage 1, once per cycle: the accumulated full gradients reduce-scattered into this rank's
@@ -220,71 +218,74 @@ void ShardedState::reduce_scatter_flat_gradients() {
     MemoryTagScope tag(MemoryTag::Gradients);
     reduced = reduced.to(gradient_dtype_);
   }
-  gradient_shard_ = reduced.narrow(0, 0, owned_.size());
+  gradient_->assign(reduced.narrow(0, 0, owned_.size()));
 }
 
-// The shard's gradient goes to the optimizer side (adopted when it is fp32 where the optimizer
-// reads it); stages 2-3 start the next cycle from a new zeroed buffer (zero_grad).
-void ShardedState::gradients_to_master() { shard_->take_gradient(std::exchange(gradient_shard_, Tensor())); }
-
-void ShardedState::allocate_gradient_shard() {
-  MemoryTagScope tag(MemoryTag::Gradients);
-  shard_->in_tier([&] {
-    gradient_shard_ = Tensor::zeros({owned_.size()}, gradient_dtype_, shard_->offloaded() ? kCPU : flat_.device());
-  });
+// Where the gradient lives follows the optimizer: swapped by sub-group with offload nvme (one
+// directory per shard, as the optimizer's), else one tensor on the device or in the host tier.
+std::unique_ptr<GradientShard> ShardedState::make_gradient_shard() const {
+  const OptimizerOffload& offload = options_.offload;
+  if (offload.tier == OptimizerOffload::Tier::Nvme) {
+    static std::atomic<int> shards{0};
+    return std::make_unique<SwappedGradients>(
+        shard_->sub_group_ranges(), gradient_dtype_, counted_ranges(),
+        SwappedGradients::Options{.directory = offload.swap_directory + "/gradient" + std::to_string(shards.fetch_add(1)),
+                                  .aio = offload.aio,
+                                  .backend = offload.backend,
+                                  .pin_memory = offload.pin_memory});
+  }
+  const GradientPlacement placement{shard_->offloaded() ? kCPU : flat_.device(), shard_->offloaded(), offload.pin_memory};
+  return std::make_unique<ResidentGradient>(owned_.size(), gradient_dtype_, options_.stage >= 2, placement,
+                                            counted_ranges());
 }
 
-bool ShardedState::local_overflow() const {
-  return shard_->gradient().defined() && has_inf_or_nan({shard_->gradient()});
-}
-
-double ShardedState::local_norm() const {
-  const Tensor& grad = shard_->gradient();
-  if (!grad.defined()) return 0.0;
-  if (every_slot_counted_) return global_norm({grad});
-  // Only the parts of the shard that belong to parameters this rank counts.
+// The whole shard, or (tensor parallelism, pipeline ties) the parts of parameters this rank counts.
+std::vector<Range> ShardedState::counted_ranges() const {
+  if (every_slot_counted_) return {{0, owned_.size()}};
   const int tensor_rank = layout_.groups.tensor().rank();
-  std::vector<Tensor> counted;
+  std::vector<Range> counted;
   for (size_t s = 0; s < flat_.slots().size(); ++s) {
     const Range slot = flat_.slots()[s].range();
-    const Range part{std::max(slot.begin, owned_.begin), std::min(slot.end, owned_.end)};
-    if (part.size() > 0 && layout_.placements[s].counted_at(tensor_rank))
-      counted.push_back(grad.narrow(0, part.begin - owned_.begin, part.size()));
+    const Range part{std::max(slot.begin, owned_.begin) - owned_.begin, std::min(slot.end, owned_.end) - owned_.begin};
+    if (part.size() <= 0 || !layout_.placements[s].counted_at(tensor_rank)) continue;
+    if (!counted.empty() && counted.back().end == part.begin) counted.back().end = part.end;
+    else counted.push_back(part);
   }
-  return global_norm(counted);
+  return counted;
 }
+
+bool ShardedState::local_overflow() const { return gradient_->has_inf_or_nan(); }
+
+double ShardedState::local_norm() const { return gradient_->norm(); }
 
 // Each copy's gradient is spread over its own stage's shards, laid out differently on each
 // stage: gathered whole over the data group, summed over the tie, and this rank's part kept.
 void ShardedState::sum_tied_gradients(parallel::Communicator& tie, const std::vector<size_t>& parameters) {
-  const Tensor& gradient = shard_->gradient();
-  FATHOM_CHECK(gradient.defined(), "ZeRO: sum_tied_gradients before the boundary's reductions");
+  FATHOM_CHECK(gradient_->complete(), "ZeRO: sum_tied_gradients before the boundary's reductions");
+  const Device device = gradient_->device();
   const Partition& partition = flat_.partition();
   for (const size_t s : parameters) {
     const Range slot = flat_.slots().at(s).range();
     const std::vector<int64_t> counts = partition.counts_within(slot);
     const Range mine{std::max(slot.begin, owned_.begin), std::min(slot.end, owned_.end)};
-    Tensor part = mine.size() > 0 ? gradient.narrow(0, mine.begin - owned_.begin, mine.size()).contiguous()
-                                  : Tensor::empty({0}, DType::F32, gradient.device());
+    const Range local{mine.begin - owned_.begin, mine.end - owned_.begin};
+    Tensor part = mine.size() > 0 ? gradient_->read(local).contiguous() : Tensor::empty({0}, DType::F32, device);
     Tensor whole;
     {
       MemoryTagScope tag(MemoryTag::Communication);
-      whole = Tensor::empty({slot.size()}, DType::F32, gradient.device());
+      whole = Tensor::empty({slot.size()}, DType::F32, device);
     }
     // The gradient's own device's communicator: with offload it is in host memory.
-    layout_.groups.for_device(parallel::Axis::Data, gradient.device())->all_gather_v(part, whole, counts);
+    layout_.groups.for_device(parallel::Axis::Data, device)->all_gather_v(part, whole, counts);
     tie.all_reduce(whole);
-    if (mine.size() > 0)
-      gradient.narrow(0, mine.begin - owned_.begin, mine.size()).copy_(whole.narrow(0, mine.begin - slot.begin, mine.size()));
+    if (mine.size() > 0) gradient_->write(local, whole.narrow(0, mine.begin - slot.begin, mine.size()));
   }
 }
 
-void ShardedState::scale_gradients(double factor) {
-  if (shard_->gradient().defined()) scale_tensors({shard_->gradient()}, factor);
-}
+void ShardedState::scale_gradients(double factor) { gradient_->scale(factor); }
 
 void ShardedState::step() {
-  shard_->step();  // writes the updated shard into the parameters, rounded once
+  shard_->step(*gradient_);  // writes the updated shard into the parameters, rounded once
   autograd::NoGradGuard no_grad;
   if (gatherer_) gatherer_->refresh_persistent();  // stage 3: the others are gathered when used
   else all_gather_parameters();
@@ -322,10 +323,8 @@ void ShardedState::release_full_parameters() {
 }
 
 void ShardedState::zero_grad() {
-  shard_->drop_gradient();
+  gradient_->zero();
   if (flat_gradients_.defined()) flat_gradients_.zero_();
-  if (options_.stage >= 2 && gradient_shard_.defined()) gradient_shard_.zero_();
-  else if (options_.stage >= 2) allocate_gradient_shard();
 }
 
 void ShardedState::set_gradient_reduction(bool on) {
@@ -339,7 +338,7 @@ void ShardedState::reload_parameters() {
 
 std::optional<IoTotals> ShardedState::io_totals() const {
   std::optional<IoTotals> totals;
-  for (const auto& counters : {shard_->io_counters(), flat_.shard().io_counters()}) {
+  for (const auto& counters : {shard_->io_counters(), gradient_->io_counters(), flat_.shard().io_counters()}) {
     if (!counters) continue;
     if (!totals) totals.emplace();
     totals->bytes_read += counters->bytes_read;

@@ -23,10 +23,11 @@
 // in 16 bits — at stage 0 Fathom always accumulates in fp32.
 // Overflow (fp16) is agreed by all ranks; the gradient norm for clipping is global: each rank
 // counts its own shard, summed over the data group (and the model-parallel groups).
-// The optimizer side — fp32 masters, optimizer states, the fp32 gradient — is an OptimizerShard
-// (zero/optimizer_shard.h), which places it on the device, the host tier or NVMe (offload);
-// with offload the stage-2/3 gradient shard lives in the host tier too, each reduced bucket
-// copied there as it completes, during backward.
+// The optimizer side — fp32 masters and optimizer states — is an OptimizerShard
+// (zero/optimizer_shard.h), which places it on the device, the host tier or NVMe (offload); the
+// gradient shard (zero/gradient_shard.h) lives beside it: in the host tier with offload cpu,
+// each reduced bucket copied there as it completes during backward, in swap files by sub-group
+// with offload nvme.
 
 #include <functional>
 #include <optional>
@@ -38,6 +39,7 @@
 #include "parallel/gradient_buckets.h"
 #include "zero/flat_optimizer_state.h"
 #include "zero/flat_parameters.h"
+#include "zero/gradient_shard.h"
 #include "zero/optimizer_shard.h"
 #include "zero/parameter_offload.h"
 #include "zero/parameter_gatherer.h"
@@ -107,10 +109,9 @@ class ShardedState final : public TrainingState {
   void fold_into_flat_gradients(size_t slot);  // stage 1, fp32 accumulation of 16-bit gradients
   void launch_ready_buckets();
   void complete(size_t bucket);
-  void add_into_gradient_shard(const Tensor& part, int64_t offset);  // at `offset` in the shard
   void land_arriving_gradients();  // offloaded from a GPU: the buckets' host copies added in
-  void gradients_to_master();
-  void allocate_gradient_shard();  // stages 2-3: zeros, in the offload tier when offloaded
+  std::unique_ptr<GradientShard> make_gradient_shard() const;
+  std::vector<Range> counted_ranges() const;  // the shard's parts this rank counts in the norm
   void all_gather_parameters();
   void reduce_scatter_flat_gradients();
   // The dtype stage 2-3 buckets travel in: the configured one, or the parameters'.
@@ -122,8 +123,8 @@ class ShardedState final : public TrainingState {
   DType gradient_dtype_;      // of the persistent gradients: the model's, or f32 (accumulate_in_fp32)
   Range owned_;               // this rank's real elements, in buffer coordinates
   Tensor flat_gradients_;     // stage 1: padded, gradient_dtype_
-  Tensor gradient_shard_;     // stages 2-3: [owned], gradient_dtype_
-  std::unique_ptr<OptimizerShard> shard_;  // masters, optimizer, fp32 gradient; wherever offload puts them
+  std::unique_ptr<OptimizerShard> shard_;  // masters and optimizer, wherever offload puts them
+  std::unique_ptr<GradientShard> gradient_;  // the shard's gradient, beside them
   std::unique_ptr<ParameterGatherer> gatherer_;
   std::optional<parallel::GradientBuckets> plan_;  // stages 2-3: which slots go together
   std::vector<Bucket> buckets_;

@@ -387,6 +387,7 @@ TEST_CASE("offload tiers by their tags: cpu leaves the device tier, nvme holds a
     const int64_t device_states = bytes(device, MemoryTag::OptimizerState);
     const int64_t host_masters = bytes(host, MemoryTag::MasterWeights);
     const int64_t host_states = bytes(host, MemoryTag::OptimizerState);
+    const int64_t host_gradients = bytes(host, MemoryTag::Gradients);
     host.stats().reset_peak();
     const std::string offload = R"("sub_group_size": 2000, "offload_optimizer": {"device": "nvme", "nvme_path": ")" +
                                 swap + R"(")" + pipelines + "}";
@@ -402,10 +403,16 @@ TEST_CASE("offload tiers by their tags: cpu leaves the device tier, nvme holds a
     CHECK(bytes(host, MemoryTag::MasterWeights) == host_masters);
     CHECK(bytes(host, MemoryTag::OptimizerState) == host_states);
     CHECK(bytes(device, MemoryTag::OptimizerState) == device_states);
+    // The gradient went through its own swap files, sub-group by sub-group, and none of it stays.
+    CHECK(peak[MemoryTag::Gradients].peak > host_gradients);
+    CHECK(bytes(host, MemoryTag::Gradients) == host_gradients);
     const auto io = shard_of(*run.engine).io_counters();
     REQUIRE(io.has_value());
     CHECK(io->bytes_written > 0);
     CHECK(io->bytes_read > 0);
+    const auto totals = run.engine->training_state().io_totals();
+    REQUIRE(totals.has_value());
+    CHECK(totals->bytes_written > io->bytes_written);  // the gradient's writes besides the optimizer's
   }
 }
 
