@@ -15,7 +15,7 @@
 #   6. with --headline: ZeRO-Infinity's claim at this machine's scale — the GPT-2 XL shape (48 layers,
 #      1600 wide, 25 heads, vocabulary 50257, ~1.56B parameters: 16 B/parameter of model states is
 #      11.6× 2 GiB) one step on one rank under FATHOM_CPU_MEMORY_LIMIT_MB=2048, after checking
-#      that the swap directory has the ~30 GB its swap files need (skipped with the reason if not);
+#      that the swap directory has the ~34 GB its swap files need (skipped with the reason if not);
 #      the row says how the step went, or the error that stopped it.
 #   benchmarks/offload/run.sh [build-dir] [--dir SWAPDIR] [--cap MiB] [--quick] [--headline]
 # SWAPDIR (default: build-dir/offload-bench) must be on a local disk with O_DIRECT.
@@ -123,8 +123,9 @@ largest() {
 }
 
 if ((headline)); then
-  # Swap files: 2 B/parameter (bf16 shard) + 12 B (fp32 master and Adam moments) ≈ 22 GB, plus room.
-  need_gb=30
+  # Swap files: 2 B/parameter (bf16 shard) + 12 B (fp32 master and Adam moments) + 4 B (fp32
+  # gradient) ≈ 28 GB, plus room.
+  need_gb=34
   free_gb=$(df -BG --output=avail "$swap" | tail -1 | tr -dc 0-9)
   if ((free_gb < need_gb)); then
     echo "{\"mode\": \"headline\", \"status\": \"skipped: $free_gb GB free in $swap, needs $need_gb GB\"}" >>"$results"
