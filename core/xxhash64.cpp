@@ -1,5 +1,6 @@
 #include "core/xxhash64.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace fathom {
@@ -31,19 +32,44 @@ constexpr uint64_t merge_round(uint64_t acc, uint64_t lane) { return (acc ^ roun
 }  // namespace
 
 uint64_t xxhash64(const void* data, size_t bytes, uint64_t seed) {
+  Xxhash64Stream stream(seed);
+  stream.update(data, bytes);
+  return stream.digest();
+}
+
+Xxhash64Stream::Xxhash64Stream(uint64_t seed)
+    : seed_(seed), lanes_{seed + kPrime1 + kPrime2, seed + kPrime2, seed, seed - kPrime1} {}
+
+void Xxhash64Stream::update(const void* data, size_t bytes) {
   const auto* p = static_cast<const unsigned char*>(data);
   const unsigned char* const end = p + bytes;
-  uint64_t hash;
-  if (bytes >= 32) {
-    uint64_t lane[4] = {seed + kPrime1 + kPrime2, seed + kPrime2, seed, seed - kPrime1};
-    for (const unsigned char* stop = end - 32; p <= stop; p += 32)
-      for (int i = 0; i < 4; ++i) lane[i] = round(lane[i], load64(p + 8 * i));
-    hash = rotl(lane[0], 1) + rotl(lane[1], 7) + rotl(lane[2], 12) + rotl(lane[3], 18);
-    for (uint64_t l : lane) hash = merge_round(hash, l);
-  } else {
-    hash = seed + kPrime5;
+  total_ += bytes;
+  if (pending_bytes_ > 0) {  // complete the stripe begun by an earlier piece
+    const size_t take = std::min<size_t>(32 - pending_bytes_, bytes);
+    std::memcpy(pending_ + pending_bytes_, p, take);
+    pending_bytes_ += take;
+    p += take;
+    if (pending_bytes_ < 32) return;
+    for (int i = 0; i < 4; ++i) lanes_[i] = round(lanes_[i], load64(pending_ + 8 * i));
+    pending_bytes_ = 0;
   }
-  hash += bytes;
+  for (; end - p >= 32; p += 32)
+    for (int i = 0; i < 4; ++i) lanes_[i] = round(lanes_[i], load64(p + 8 * i));
+  pending_bytes_ = static_cast<size_t>(end - p);
+  std::memcpy(pending_, p, pending_bytes_);
+}
+
+uint64_t Xxhash64Stream::digest() const {
+  uint64_t hash;
+  if (total_ >= 32) {
+    hash = rotl(lanes_[0], 1) + rotl(lanes_[1], 7) + rotl(lanes_[2], 12) + rotl(lanes_[3], 18);
+    for (uint64_t l : lanes_) hash = merge_round(hash, l);
+  } else {
+    hash = seed_ + kPrime5;
+  }
+  hash += total_;
+  const unsigned char* p = pending_;
+  const unsigned char* const end = pending_ + pending_bytes_;
   for (; p + 8 <= end; p += 8) hash = rotl(hash ^ round(0, load64(p)), 27) * kPrime1 + kPrime4;
   if (p + 4 <= end) {
     hash = rotl(hash ^ (uint64_t{load32(p)} * kPrime1), 23) * kPrime2 + kPrime3;

@@ -11,4 +11,20 @@ namespace fathom {
 
 uint64_t xxhash64(const void* data, size_t bytes, uint64_t seed = 0);
 
+// The same hash over bytes given in pieces (a file written chunk by chunk): any cut of the same
+// bytes gives xxhash64 of the whole.
+class Xxhash64Stream {
+ public:
+  explicit Xxhash64Stream(uint64_t seed = 0);
+  void update(const void* data, size_t bytes);
+  uint64_t digest() const;
+
+ private:
+  uint64_t seed_;
+  uint64_t lanes_[4];
+  unsigned char pending_[32];  // the bytes of a stripe not yet complete
+  size_t pending_bytes_ = 0;
+  uint64_t total_ = 0;
+};
+
 }  // namespace fathom

@@ -11,6 +11,7 @@
 // offsets, never a crash or a read outside the file. See docs/nn_io.md.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -36,6 +37,23 @@ DType parse_safetensors_dtype(const std::string& name);  // throws naming the ac
 // merged with `metadata` (whose entries win on a clash).
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
+
+// A tensor written piece by piece, so that a file larger than memory can be written (a
+// checkpoint's shard read from swap files, an export assembled tensor by tensor): its name, dtype
+// and shape, and `read(begin, count)`, the flattened elements [begin, begin + count) in that
+// dtype on any device, asked for in ascending order. `checksum`, when set, receives the XXH64
+// (core/xxhash64.h) of the tensor's bytes as written.
+struct StreamedTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+  std::function<Tensor(int64_t begin, int64_t count)> read;
+  uint64_t* checksum = nullptr;
+};
+// save_safetensors over streamed tensors, asking each for at most `chunk_bytes` at a time.
+void save_safetensors_streamed(const std::string& path, std::vector<StreamedTensor> tensors,
+                               const std::map<std::string, std::string>& metadata = {},
+                               int64_t chunk_bytes = int64_t{64} << 20);
 
 struct SafetensorsTensorInfo {
   DType dtype = DType::F32;

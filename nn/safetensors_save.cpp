@@ -10,8 +10,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "core/json_writer.h"
+#include "core/xxhash64.h"
 #include "nn/safetensors.h"
 
 namespace fathom::nn {
@@ -78,25 +80,33 @@ class TempFile {
 
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata) {
+  // Contiguous CPU copies only where needed; the common case (contiguous CPU tensors) copies nothing.
+  std::vector<StreamedTensor> streamed;
+  streamed.reserve(tensors.size());
+  for (const auto& [name, tensor] : tensors) {
+    FATHOM_CHECK(tensor.defined(), "save_safetensors('", path, "'): tensor '", name, "' is undefined");
+    const Tensor flat = tensor.to(kCPU).contiguous().view({-1});
+    streamed.push_back({name, tensor.dtype(), tensor.sizes(),
+                        [flat](int64_t begin, int64_t count) { return flat.narrow(0, begin, count); }});
+  }
+  save_safetensors_streamed(path, std::move(streamed), metadata, std::numeric_limits<int64_t>::max());
+}
+
+void save_safetensors_streamed(const std::string& path, std::vector<StreamedTensor> tensors,
+                               const std::map<std::string, std::string>& metadata, int64_t chunk_bytes) {
+  FATHOM_CHECK(chunk_bytes > 0, "save_safetensors('", path, "'): the chunk size must be > 0");
   // Name order is the file order, so the bytes of a saved model do not depend on the order the
   // caller happened to list its parameters in.
-  std::vector<const std::pair<std::string, Tensor>*> sorted;
-  for (const auto& entry : tensors) {
-    FATHOM_CHECK(!entry.first.empty(), "save_safetensors('", path, "'): a tensor has an empty name");
-    FATHOM_CHECK(entry.first != "__metadata__", "save_safetensors('", path,
+  for (const StreamedTensor& t : tensors) {
+    FATHOM_CHECK(!t.name.empty(), "save_safetensors('", path, "'): a tensor has an empty name");
+    FATHOM_CHECK(t.name != "__metadata__", "save_safetensors('", path,
                  "'): \"__metadata__\" is reserved for the metadata map; rename the tensor");
-    FATHOM_CHECK(entry.second.defined(), "save_safetensors('", path, "'): tensor '", entry.first, "' is undefined");
-    sorted.push_back(&entry);
+    FATHOM_CHECK(t.read != nullptr, "save_safetensors('", path, "'): tensor '", t.name, "' has no source");
   }
-  std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
-  for (size_t i = 1; i < sorted.size(); ++i)
-    FATHOM_CHECK(sorted[i - 1]->first != sorted[i]->first, "save_safetensors('", path, "'): tensor name '",
-                 sorted[i]->first, "' appears twice; names must be unique");
-
-  // Contiguous CPU copies only where needed; the common case (contiguous CPU tensors) copies nothing.
-  std::vector<Tensor> data;
-  data.reserve(sorted.size());
-  for (const auto* entry : sorted) data.push_back(entry->second.to(kCPU).contiguous());
+  std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (size_t i = 1; i < tensors.size(); ++i)
+    FATHOM_CHECK(tensors[i - 1].name != tensors[i].name, "save_safetensors('", path, "'): tensor name '",
+                 tensors[i].name, "' appears twice; names must be unique");
 
   std::map<std::string, std::string> all_metadata{{"format", "pt"}};
   for (const auto& [key, value] : metadata) all_metadata[key] = value;
@@ -106,12 +116,11 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   for (const auto& [key, value] : all_metadata) w.member(key, value);
   w.end_object();
   int64_t offset = 0;
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    const Tensor& tensor = data[i];
-    w.key(sorted[i]->first).begin_object().member("dtype", safetensors_dtype_name(tensor.dtype()));
+  for (const StreamedTensor& t : tensors) {
+    w.key(t.name).begin_object().member("dtype", safetensors_dtype_name(t.dtype));
     w.key("shape").begin_array();
-    for (int64_t d = 0; d < tensor.dim(); ++d) w.value(tensor.size(d));
-    const int64_t end = offset + static_cast<int64_t>(tensor.nbytes());
+    for (const int64_t size : t.shape) w.value(size);
+    const int64_t end = offset + shape_numel(t.shape) * static_cast<int64_t>(element_size(t.dtype));
     w.end_array().key("data_offsets").begin_array().value(offset).value(end).end_array().end_object();
     offset = end;
   }
@@ -125,8 +134,21 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   const uint64_t header_size = header.size();
   file.write(&header_size, 8);
   file.write(header.data(), header.size());
-  for (const Tensor& tensor : data)
-    if (tensor.nbytes() > 0) file.write(tensor.raw_data(), tensor.nbytes());
+  for (const StreamedTensor& t : tensors) {
+    const int64_t numel = shape_numel(t.shape);
+    const int64_t chunk = std::max<int64_t>(1, chunk_bytes / static_cast<int64_t>(element_size(t.dtype)));
+    Xxhash64Stream checksum;
+    for (int64_t begin = 0; begin < numel; begin += chunk) {
+      const int64_t count = std::min(chunk, numel - begin);
+      const Tensor part = t.read(begin, count).to(kCPU).contiguous();
+      FATHOM_CHECK(part.numel() == count && part.dtype() == t.dtype, "save_safetensors('", path, "'): tensor '",
+                   t.name, "' gave ", part.numel(), " ", dtype_name(part.dtype()), " elements at ", begin, " where ",
+                   count, " ", dtype_name(t.dtype), " were asked for");
+      file.write(part.raw_data(), part.nbytes());
+      if (t.checksum) checksum.update(part.raw_data(), part.nbytes());
+    }
+    if (t.checksum) *t.checksum = checksum.digest();
+  }
   file.commit();
 }
 

@@ -2,6 +2,7 @@
 // each tail path (bytes, 4-byte word, 8-byte words) and the 32-byte stripe loop.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -32,5 +33,19 @@ TEST_CASE("xxhash64 changes with any flipped bit and does not depend on alignmen
     moved[at] ^= 0x10;
     CHECK(xxhash64(moved.data(), moved.size()) != base);
     moved[at] ^= 0x10;
+  }
+}
+
+TEST_CASE("xxhash64 over pieces equals xxhash64 of the whole, however the bytes are cut", "[hash]") {
+  std::vector<unsigned char> buffer(1000);
+  for (size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<unsigned char>(i * 91 + 7);
+  for (const size_t length : {size_t{0}, size_t{5}, size_t{31}, size_t{32}, size_t{33}, size_t{1000}}) {
+    const uint64_t whole = xxhash64(buffer.data(), length, 42);
+    for (const size_t piece : {size_t{1}, size_t{3}, size_t{31}, size_t{32}, size_t{100}, size_t{1000}}) {
+      INFO(length << " bytes in pieces of " << piece);
+      fathom::Xxhash64Stream stream(42);
+      for (size_t at = 0; at < length; at += piece) stream.update(buffer.data() + at, std::min(piece, length - at));
+      CHECK(stream.digest() == whole);
+    }
   }
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "core/xxhash64.h"
 #include "nn/safetensors.h"
 
 using namespace fathom;
@@ -210,6 +211,43 @@ TEST_CASE("safetensors save accepts any device and rejects bad tensor lists", "[
   const std::string missing_dir = dir.file("no/such/dir/x.safetensors");
   CHECK(error_of([&] { save_safetensors(missing_dir, {{"w", Tensor::ones({1})}}); })
             .rfind("save_safetensors: cannot create '" + missing_dir + ".tmp': No such file or directory", 0) == 0);
+}
+
+TEST_CASE("safetensors streamed in parts is the same file, with each tensor's checksum", "[nn][safetensors]") {
+  TempDir dir;
+  const std::vector<std::pair<std::string, Tensor>> tensors{
+      {"b", pattern({7}, DType::BF16, 3)}, {"a", pattern({3, 5}, DType::F32, 1)}, {"c", pattern({0}, DType::F32, 2)}};
+  save_safetensors(dir.file("whole.safetensors"), tensors, {{"k", "v"}});
+  std::vector<uint64_t> sums(tensors.size(), 0);
+  std::vector<StreamedTensor> streamed;
+  std::vector<std::pair<int64_t, int64_t>> asked;  // (begin, count) of every part asked for
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor flat = tensors[i].second.view({-1});
+    streamed.push_back({tensors[i].first, flat.dtype(), tensors[i].second.sizes(),
+                        [flat, &asked](int64_t begin, int64_t count) {
+                          asked.emplace_back(begin, count);
+                          return flat.narrow(0, begin, count);
+                        },
+                        &sums[i]});
+  }
+  save_safetensors_streamed(dir.file("parts.safetensors"), streamed, {{"k", "v"}}, /*chunk_bytes=*/12);
+  CHECK(read_bytes(dir.file("parts.safetensors")) == read_bytes(dir.file("whole.safetensors")));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::string bytes = raw(tensors[i].second);
+    CHECK(sums[i] == xxhash64(bytes.data(), bytes.size()));
+  }
+  // "a" (15 f32) in parts of 3 elements, "b" (7 bf16) of 6, in ascending order; "c" has none.
+  const std::vector<std::pair<int64_t, int64_t>> expected{{0, 3}, {3, 3}, {6, 3}, {9, 3}, {12, 3}, {0, 6}, {6, 1}};
+  CHECK(asked == expected);
+
+  // A source that gives the wrong part: an error naming it, and no file.
+  const std::string bad = dir.file("bad.safetensors");
+  const Tensor two = Tensor::ones({2});
+  CHECK(error_of([&] {
+          save_safetensors_streamed(bad, {{"w", DType::F32, {3}, [two](int64_t, int64_t) { return two; }}});
+        }) == "save_safetensors('" + bad + "'): tensor 'w' gave 2 f32 elements at 0 where 3 f32 were asked for");
+  CHECK_FALSE(std::filesystem::exists(bad));
+  CHECK_FALSE(std::filesystem::exists(bad + ".tmp"));
 }
 
 TEST_CASE("safetensors reports every malformed file clearly", "[nn][safetensors]") {
