@@ -36,8 +36,26 @@ CpuAllocator::CpuAllocator(Blocks blocks) : blocks_(blocks), cache_limit_(cache_
   FATHOM_CHECK(blocks_.alignment >= kAlignment && (blocks_.alignment & (blocks_.alignment - 1)) == 0,
                "host allocator \"", blocks_.name, "\": alignment ", blocks_.alignment, " is not a power of two >= ",
                kAlignment);
+  std::lock_guard<std::mutex> lock(registry_mutex_);
+  registry_.push_back(this);
 }
-CpuAllocator::~CpuAllocator() { empty_cache(); }
+CpuAllocator::~CpuAllocator() {
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex_);
+    registry_.erase(std::find(registry_.begin(), registry_.end(), this));
+  }
+  empty_cache();
+}
+
+bool CpuAllocator::fits_with_caches(int64_t size) {
+  const int64_t limit = limit_.load(std::memory_order_relaxed);
+  return limit <= 0 || live_.load() + cached_.load() + size <= limit;
+}
+
+void CpuAllocator::empty_every_cache() {
+  std::lock_guard<std::mutex> lock(registry_mutex_);
+  for (CpuAllocator* allocator : registry_) allocator->empty_cache();
+}
 
 size_t CpuAllocator::rounded(size_t bytes) const {
   // Large blocks round to 64 KiB so that nearly equal sizes share cache entries.
@@ -83,8 +101,10 @@ void* CpuAllocator::allocate(size_t bytes, MemoryTag tag) {
       ptr = it->second;
       cache_.erase(it);
       cached_bytes_ -= size;
+      cached_ -= static_cast<int64_t>(size);
     }
   }
+  if (ptr == nullptr && !fits_with_caches(static_cast<int64_t>(size))) empty_every_cache();
   if (ptr == nullptr) {
     ptr = blocks_.allocate ? blocks_.allocate(blocks_.alignment, size) : std::aligned_alloc(blocks_.alignment, size);
     FATHOM_CHECK(ptr != nullptr, "out of host memory (", blocks_.name, ") allocating ", bytes, " bytes for ", memory_tag_name(tag), " (",
@@ -103,9 +123,10 @@ void CpuAllocator::deallocate(void* ptr, size_t bytes, MemoryTag tag) {
   const size_t size = rounded(bytes);
   if (size >= kCachedMinimum) {
     std::lock_guard<std::mutex> lock(cache_mutex_);
-    if (cached_bytes_ + size <= cache_limit_) {
+    if (cached_bytes_ + size <= cache_limit_ && fits_with_caches(static_cast<int64_t>(size))) {
       cache_.emplace(size, ptr);
       cached_bytes_ += size;
+      cached_ += static_cast<int64_t>(size);
       return;
     }
   }
@@ -120,6 +141,7 @@ void CpuAllocator::empty_cache() {
     stats_.on_unreserve(static_cast<int64_t>(size));
   }
   cache_.clear();
+  cached_ -= static_cast<int64_t>(cached_bytes_);
   cached_bytes_ = 0;
 }
 

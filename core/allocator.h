@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "core/device.h"
 #include "core/memory_stats.h"
@@ -36,7 +37,10 @@ class Allocator {
 // limit: a training step allocates the same large activations every step, and handing them
 // back to the OS would make every step pay page faults and zeroing for them again. Cached
 // bytes count as reserved, not as current. FATHOM_CPU_CACHE_MB sets the limit (default 4096,
-// 0 disables); empty_cache() returns everything.
+// 0 disables); empty_cache() returns everything. Under a memory limit (below) cached blocks
+// count against it too: a block is cached only while live and cached bytes fit under the limit,
+// and every host allocator's cache is emptied before a new block would take them past it — so
+// the limit bounds the memory the process holds, as a real per-rank cap does.
 //
 // An optional memory limit caps the live bytes of every host allocator together (the CPU
 // device's and offload's host tier, not cached blocks): an allocation that would take them above
@@ -78,6 +82,12 @@ class CpuAllocator final : public Allocator {
   static inline std::mutex limit_mutex_;  // held from the check to the count while a limit is set
   static inline std::atomic<int64_t> limit_{0};
   static inline std::atomic<int64_t> live_{0};
+  static inline std::atomic<int64_t> cached_{0};  // every host allocator's cached bytes
+  static inline std::mutex registry_mutex_;
+  static inline std::vector<CpuAllocator*> registry_;  // every host allocator, to empty their caches
+  // Under a limit: whether `size` more bytes fit beside the live and cached ones.
+  static bool fits_with_caches(int64_t size);
+  static void empty_every_cache();
   mutable std::mutex cache_mutex_;
   std::unordered_multimap<size_t, void*> cache_;  // rounded size -> free block
   size_t cached_bytes_ = 0;

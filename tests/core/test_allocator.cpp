@@ -124,7 +124,8 @@ TEST_CASE("large host blocks are cached for reuse and counted as reserved, not c
   CHECK(memory_snapshot().reserved == before.reserved);
 }
 
-TEST_CASE("the CPU allocator memory limit caps live bytes, not cached blocks, and names the tags in use", "[core]") {
+TEST_CASE("the CPU allocator memory limit caps live bytes, lets cached blocks go, and names the tags in use",
+          "[core]") {
   struct RestoreLimit {
     ~RestoreLimit() { set_cpu_memory_limit(0); }
   } restore;
@@ -133,12 +134,13 @@ TEST_CASE("the CPU allocator memory limit caps live bytes, not cached blocks, an
   { const Tensor cached = Tensor::empty({1 << 20}); }  // 4 MiB, kept in the cache when freed
   REQUIRE(cpu.cached_bytes() >= size_t{4} << 20);
   const int64_t base = memory_snapshot().total.current;
-  set_cpu_memory_limit(base + (1 << 20));  // 1 MiB of headroom; the 4 MiB in the cache do not count
+  set_cpu_memory_limit(base + (1 << 20));  // 1 MiB of headroom; the 4 MiB in the cache are let go for it
   CHECK(cpu_memory_limit() == base + (1 << 20));
   {
     MemoryTagScope scope(MemoryTag::Gradients);
     const Tensor fits = Tensor::empty({(1 << 18) - 16});  // 1 MiB - 64 bytes
     CHECK(memory_snapshot().total.current == base + (1 << 20) - 64);
+    CHECK(cpu.cached_bytes() == 0);  // live and cached bytes together stay under the limit
     const std::string in_use = std::to_string(base + (1 << 20) - 64) + " bytes in use: ";
     const std::string gradients = "gradients " + std::to_string(current(MemoryTag::Gradients));
     CHECK_THROWS_WITH(Tensor::empty({32}, DType::F32),  // 128 bytes: 64 too many
@@ -159,4 +161,24 @@ TEST_CASE("the CPU allocator memory limit caps live bytes, not cached blocks, an
   const Tensor unlimited = Tensor::empty({1 << 20});
   CHECK(memory_snapshot().total.current == base + (4 << 20));
   CHECK_THROWS_WITH(set_cpu_memory_limit(-1), Catch::Contains("expected >= 0"));
+}
+
+TEST_CASE("under a memory limit live and cached bytes together never pass it", "[core]") {
+  struct RestoreLimit {
+    ~RestoreLimit() { set_cpu_memory_limit(0); }
+  } restore;
+  auto& cpu = static_cast<CpuAllocator&>(allocator_for(kCPU));
+  cpu.empty_cache();
+  const int64_t base = memory_snapshot().total.current;
+  const int64_t limit = base + (8 << 20);
+  set_cpu_memory_limit(limit);
+  // Blocks of sizes that never match a cached one: each new size must make room first.
+  const Tensor held = Tensor::empty({1 << 20});  // 4 MiB, live throughout
+  for (int64_t quarter_mib : {4, 8, 12, 16, 6, 10, 14}) {
+    { const Tensor block = Tensor::empty({quarter_mib << 16}); }
+    INFO(quarter_mib << " quarter-MiB blocks");
+    CHECK(memory_snapshot().total.current + static_cast<int64_t>(cpu.cached_bytes()) <= limit);
+  }
+  CHECK(cpu.cached_bytes() > 0);  // the cache still works below the limit
+  cpu.empty_cache();
 }
