@@ -241,6 +241,24 @@ Tensor Optimizer::state(const autograd::Variable& param, const std::string& name
   FATHOM_FAIL(type_, " has no state named \"", name, "\" (it keeps: ", joined(names), ")");
 }
 
+void Optimizer::load_param_state(const autograd::Variable& param, int64_t step, std::vector<Tensor> buffers) {
+  const Slot slot = find(param);
+  const std::vector<std::string> names = state_names();
+  FATHOM_CHECK(scalar_states().empty(), type_, ".load_param_state: ", type_,
+               " keeps scalar state per parameter; load it with load_state_dict");
+  FATHOM_CHECK(step >= 1, type_, ".load_param_state: step must be >= 1, got ", step);
+  FATHOM_CHECK(buffers.size() == names.size(), type_, ".load_param_state: ", buffers.size(), " state tensors for \"",
+               param.name(), "\"; ", type_, " keeps ", names.size(), " (", joined(names), ")");
+  const Tensor& data = groups_[slot.group].params[slot.index].data();
+  for (size_t s = 0; s < names.size(); ++s)
+    FATHOM_CHECK(buffers[s].sizes() == data.sizes() && buffers[s].dtype() == DType::F32, type_,
+                 ".load_param_state: state \"", names[s], "\" of \"", param.name(), "\" is ",
+                 shape_str(buffers[s].sizes()), " ", dtype_name(buffers[s].dtype()), "; expected ",
+                 shape_str(data.sizes()), " f32");
+  ParamState& state = states_[slot.group][slot.index];
+  state = ParamState{.step = step, .copy = std::move(state.copy), .buffers = std::move(buffers)};
+}
+
 double Optimizer::scalar_state(const autograd::Variable& param, const std::string& name) const {
   const Slot slot = find(param);
   const std::vector<ScalarState> scalars = scalar_states();
@@ -358,7 +376,8 @@ void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
   for (size_t g = 0; g < groups_.size(); ++g) {
     groups_[g].lr = group_lr[g];
     groups_[g].weight_decay = group_decay[g];
-    for (ParamState& state : states_[g]) state = ParamState();
+    // The copies set_copy attached are wiring, not state: they stay.
+    for (ParamState& state : states_[g]) state = ParamState{.copy = std::move(state.copy)};
   }
   for (const Load& load : loads) {
     ParamState& state = states_[load.group][load.index];

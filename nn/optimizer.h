@@ -89,6 +89,12 @@ class Optimizer {
   // changes: a missing, mis-shaped or unexpected entry is an error naming it.
   void load_state_dict(const OptimizerStateDict& dict);
 
+  // One parameter's state, adopted as given (`buffers` in element_state_names() order, each of
+  // the parameter's shape, f32): loading a state larger than memory a part at a time (ZeRO's
+  // sub-groups in swap files), which load_state_dict's whole dict cannot. Optimizers with scalar
+  // state need load_state_dict.
+  void load_param_state(const autograd::Variable& param, int64_t step, std::vector<Tensor> buffers);
+
   // The per-parameter scalar state alone ("<param>.<scalar>" of every parameter that has
   // stepped): what a checkpoint keeps beside the state tensors. Empty for most optimizers.
   std::vector<std::pair<std::string, double>> scalar_state_dict() const;
