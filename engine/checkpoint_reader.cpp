@@ -119,16 +119,22 @@ std::vector<std::string> CheckpointReader::parameter_names() const {
   return names;
 }
 
+Shape CheckpointReader::whole_shape(const std::string& name) const {
+  for (const SavedTensor& entry : tensors_)
+    if (entry.name == name) return entry.full_shape();
+  FATHOM_FAIL("checkpoint ", index_path_, ": no tensor \"", name, "\"");
+}
+
 Tensor CheckpointReader::read_whole(const std::string& state, const std::string& name, DType dtype) {
   Tensor whole;
   int stage = -1;  // a tied copy is read from the first stage that holds it
   for (const SavedTensor& entry : tensors_) {
     if (entry.name != name || (stage >= 0 && entry.pipeline_stage != stage)) continue;
     stage = entry.pipeline_stage;
-    if (!whole.defined()) whole = Tensor::zeros(entry.full_shape(), dtype);
     Tensor part = Tensor::empty(entry.shape, dtype);
     read(state, part.view({-1}), entry.range());
     if (!entry.placement.sharded()) return part;  // replicated: every partition's copy is the same
+    if (!whole.defined()) whole = Tensor::zeros(entry.full_shape(), dtype);
     nn::place_shard(part, entry.placement, whole);
   }
   FATHOM_CHECK(whole.defined(), "checkpoint ", index_path_, ": no tensor \"", name, "\"");

@@ -48,6 +48,8 @@ class CheckpointReader {
   bool has(const std::string& name);
   // Fills `target` (flat over `range` of the model's flat coordinates) with state `name`.
   void read(const std::string& name, const Tensor& target, zero::Range range);
+  // Parameter `name`'s shape in the unsplit model (what read_whole gives).
+  Shape whole_shape(const std::string& name) const;
   // State `state` of parameter `name` whole, as the unsplit model holds it (tensor-parallel
   // shards assembled, padding dropped), in `dtype`.
   Tensor read_whole(const std::string& state, const std::string& name, DType dtype);

@@ -115,17 +115,16 @@ void validate_tag(parallel::Communicator& group, const std::string& tag, EngineO
 
 // Every rank's checksum of each state in `states` (the same list on every rank), gathered on
 // all ranks as [rank][state] = {saved (0/1), checksum bits}.
-Tensor gathered_checksums(parallel::Communicator* group, const std::vector<std::pair<std::string, Tensor>>& tensors,
+Tensor gathered_checksums(parallel::Communicator* group, const std::map<std::string, uint64_t>& checksums,
                           const std::vector<std::string>& states) {
   const int64_t count = static_cast<int64_t>(states.size());
   Tensor mine = Tensor::zeros({count, 2}, DType::I64);
   int64_t* row = mine.data<int64_t>();
   for (int64_t i = 0; i < count; ++i)
-    for (const auto& [name, tensor] : tensors)
-      if (name == states[i]) {
-        row[2 * i] = 1;
-        row[2 * i + 1] = static_cast<int64_t>(checkpoint_checksum(tensor));
-      }
+    if (const auto found = checksums.find(states[i]); found != checksums.end()) {
+      row[2 * i] = 1;
+      row[2 * i + 1] = static_cast<int64_t>(found->second);
+    }
   if (!group) return mine.view({1, count, 2});
   Tensor all = Tensor::empty({group->size(), count, 2}, DType::I64);
   group->all_gather(mine.view({-1}), all.view({-1}));
@@ -205,23 +204,26 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   }
   job.barrier();
 
-  // This rank's range of every per-element state.
-  std::vector<std::pair<std::string, Tensor>> tensors;
+  // This rank's range of every per-element state, read a part at a time as its file is written
+  // (states in swap files are never whole in memory) and checksummed on the way.
   autograd::NoGradGuard no_grad;
-  for (const zero::FlatRange& state : state_->flat_ranges(mine)) {
-    const Tensor part = state.values.narrow(0, mine.begin - state.covers.begin, mine.size());
-    tensors.emplace_back(state.name, part.device().is_cpu() ? part : part.to(kCPU));  // files are written from host memory
-  }
+  const std::vector<zero::FlatRange> ranges = state_->flat_ranges(mine);
+  std::map<std::string, uint64_t> checksums;  // by state; map nodes stay where the writer puts sums
+  std::map<std::string, std::vector<nn::StreamedTensor>> by_kind;  // one file per kind of state
+  for (const zero::FlatRange& state : ranges)
+    by_kind[checkpoint_state_kind(state.name)].push_back(
+        {state.name, state.dtype(), {mine.size()},
+         [&state, mine](int64_t begin, int64_t count) {
+           return state.over({mine.begin + begin, mine.begin + begin + count});
+         },
+         &checksums[state.name]});
   const int64_t optimizer_step = state_->optimizer_steps();
   const std::vector<std::string> state_names = state_->optimizer_state_names();  // "exp_avg", ...
-  // One file per kind of state; the checksums go to rank 0 for the index.
-  std::map<std::string, std::vector<std::pair<std::string, Tensor>>> by_kind;
-  for (const auto& entry : tensors) by_kind[checkpoint_state_kind(entry.first)].push_back(entry);
   // What only this rank at this world size can use (1-bit Adam's error feedback): a file of its own.
   const std::vector<Tensor> local_state = optimizer()->rank_local_state();
   try {
     for (const auto& [kind, kind_tensors] : by_kind) {
-      nn::save_safetensors((tmp_dir / my_file(kind)).string(), kind_tensors);
+      nn::save_safetensors_streamed((tmp_dir / my_file(kind)).string(), kind_tensors);
       crash_here_for_tests("shard", job.rank() == job.size() - 1);
     }
     if (!local_state.empty()) {
@@ -240,7 +242,8 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   std::vector<std::string> states = {"param"};
   if (has_master) states.push_back("master");
   for (const std::string& state : state_names) states.push_back("optim." + state);
-  const Tensor mine_sums = gathered_checksums(group, tensors, states);  // [data rank][state]
+  // The checksums go to rank 0 for the index.
+  const Tensor mine_sums = gathered_checksums(group, checksums, states);  // [data rank][state]
   const Tensor stage_sums = Tensor::empty({tensor_group.size(), mine_sums.numel()}, DType::I64);  // [tensor rank]...
   tensor_group.all_gather(mine_sums.view({-1}), stage_sums.view({-1}));
   const Tensor sums = Tensor::empty({pipeline_group.size(), stage_sums.numel()}, DType::I64);  // [stage]...

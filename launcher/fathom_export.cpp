@@ -1,7 +1,6 @@
-// fathom-export: consolidated weights from any Fathom checkpoint, like DeepSpeed's
-// zero_to_fp32.py but with no model code and no conversion step: the checkpoint's index names
-// every tensor, its place in the flat layout and (tensor parallelism) which part of the unsplit
-// tensor each rank held, so the saved ranks' shards are read and assembled into whole tensors (GPT models keep GPT-2's names, so the file loads in transformers).
+// fathom-export: consolidated weights from any Fathom checkpoint as one safetensors file
+// (engine/checkpoint_export.h), like DeepSpeed's zero_to_fp32.py but with no model code and no
+// conversion step; GPT models keep GPT-2's names, so the file loads in transformers.
 //
 //   fathom-export runs/a/checkpoints --out model.safetensors [--tag global_step200] [--dtype bf16]
 #include <cstdio>
@@ -10,8 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "engine/checkpoint_reader.h"
-#include "nn/safetensors.h"
+#include "engine/checkpoint_export.h"
 
 using namespace fathom;
 
@@ -47,20 +45,13 @@ int run(int argc, char** argv) {
   FATHOM_CHECK(!dir.empty() && !out.empty(), "give a checkpoint folder and --out FILE; see fathom-export --help");
   FATHOM_CHECK(is_floating_point(dtype), "--dtype must be f32, bf16 or f16");
 
-  CheckpointReader reader(tag.empty() ? find_checkpoint_dir(dir) : dir, tag);
-  const std::string source = reader.has("master") ? "master" : "param";
-  std::vector<std::pair<std::string, Tensor>> tensors;
-  for (const std::string& name : reader.parameter_names())
-    tensors.emplace_back(name, reader.read_whole(source, name, DType::F32).to(dtype));
-  nn::save_safetensors(out, tensors, {{"fathom_checkpoint", dir + "/" + reader.tag()}});
-  int64_t parameters = 0;
-  for (const auto& entry : tensors) parameters += entry.second.numel();
+  const ExportSummary done = export_checkpoint(dir, tag, out, dtype);
   // The layout: data x tensor ranks, then "x N stages" for a pipeline.
   const std::string stages =
-      reader.pipeline_parallel_size() > 1 ? " x " + std::to_string(reader.pipeline_parallel_size()) + " stages" : "";
+      done.pipeline_parallel_size > 1 ? " x " + std::to_string(done.pipeline_parallel_size) + " stages" : "";
   std::printf("fathom-export: %s/%s (%d x %d ranks%s, ZeRO stage %d, %s) -> %s: %zu tensors, %lld parameters, %s\n",
-              dir.c_str(), reader.tag().c_str(), reader.world_size(), reader.tensor_parallel_size(), stages.c_str(),
-              reader.zero_stage(), source.c_str(), out.c_str(), tensors.size(), static_cast<long long>(parameters),
+              dir.c_str(), done.tag.c_str(), done.world_size, done.tensor_parallel_size, stages.c_str(),
+              done.zero_stage, done.source.c_str(), out.c_str(), done.tensors, static_cast<long long>(done.parameters),
               dtype_name(dtype));
   return 0;
 }

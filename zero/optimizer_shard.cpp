@@ -222,8 +222,26 @@ void OptimizerShard::step_swapped(const std::vector<size_t>& groups, GradientSha
 }
 
 std::vector<FlatRange> OptimizerShard::flat_ranges(bool with_master) const {
-  const std::vector<size_t> swapped = groups_on(Tier::Nvme);
-  for (const size_t k : swapped) swap_in(k);
+  if (!swapper_) return resident_flat_ranges(with_master);
+  // Swapped: each state streamed to the checkpoint a part at a time, from the sub-groups it spans;
+  // the last sub-group read stays in memory for the next part (the checkpoint writes one state
+  // after another, each in ascending order).
+  auto view = std::make_shared<SwappedView>(*this);
+  std::vector<std::string> names;
+  if (with_master) names.push_back("master");
+  if (optimizer_)
+    for (const std::string& state : optimizer_state_names(*optimizer_, layout_)) names.push_back("optim." + state);
+  std::vector<FlatRange> out;
+  for (const std::string& name : names)
+    out.push_back({.name = name,
+                   .values = Tensor(),
+                   .covers = covers_,
+                   .stream = [view, name](Range part) { return view->read(name, part); },
+                   .stream_dtype = DType::F32});
+  return out;
+}
+
+std::vector<FlatRange> OptimizerShard::resident_flat_ranges(bool with_master) const {
   std::vector<FlatRange> out;
   if (with_master) {
     Tensor master = groups_.size() == 1 ? groups_[0].master.data() : Tensor::empty({covers_.size()}, DType::F32);
@@ -233,20 +251,42 @@ std::vector<FlatRange> OptimizerShard::flat_ranges(bool with_master) const {
   }
   if (optimizer_)
     for (FlatRange& state : optimizer_flat_ranges(*optimizer_, layout_)) out.push_back(std::move(state));
-  if (!swapped.empty()) {
-    // The values leave with the checkpoint; the swapped memory is released again.
-    for (FlatRange& range : out) range.values = range.values.clone();
-    for (const size_t k : swapped) swap_out(k);
+  return out;
+}
+
+OptimizerShard::SwappedView::~SwappedView() {
+  if (loaded) shard.drop(*loaded);
+}
+
+Tensor OptimizerShard::SwappedView::read(const std::string& name, Range part) {
+  const Range local{part.begin - shard.covers_.begin, part.end - shard.covers_.begin};
+  Tensor out = Tensor::empty({local.size()}, DType::F32);
+  for (size_t k = 0; k < shard.groups_.size(); ++k) {
+    const SubGroup& g = shard.groups_[k];
+    const Range mine{std::max(g.range.begin, local.begin), std::min(g.range.end, local.end)};
+    if (mine.size() <= 0) continue;
+    if (g.tier == Tier::Nvme && loaded != k) {
+      if (loaded) shard.drop(*loaded);
+      loaded.reset();
+      shard.swap_in(k);
+      loaded = k;
+    }
+    const Tensor values = name == "master" ? g.master.data()
+                                           : shard.optimizer_->state(g.master, name.substr(name.find('.') + 1));
+    out.narrow(0, mine.begin - local.begin, mine.size())
+        .copy_(values.reshape({-1}).narrow(0, mine.begin - g.range.begin, mine.size()));
   }
   return out;
 }
 
+// A sub-group read only to be looked at: its file still holds the same values.
+void OptimizerShard::drop(size_t k) const {
+  for (const Tensor& t : swapped_tensors(groups_[k])) t.storage()->release();
+}
+
 void OptimizerShard::load(const FlatReader& read, const SavedStates& saved, const std::string& master_source) {
   autograd::NoGradGuard no_grad;
-  const std::vector<size_t> swapped = groups_on(Tier::Nvme);
-  // Loaded values replace the swapped ones: the memory comes back without reading the files.
-  for (const size_t k : swapped)
-    for (const Tensor& t : swapped_tensors(groups_[k])) t.storage()->refill();
+  if (swapper_) return load_by_sub_group(read, saved, master_source);
   for (const SubGroup& g : groups_) {
     if (!g.separate_master) continue;  // the parameters, loaded by the caller
     read(master_source, g.master.data(), {covers_.begin + g.range.begin, covers_.begin + g.range.end});
@@ -258,10 +298,54 @@ void OptimizerShard::load(const FlatReader& read, const SavedStates& saved, cons
     if (offloaded()) host.emplace(offload_.pin_memory);
     load_optimizer_flat_ranges(*optimizer_, layout_, read, saved);
   }
-  for (const size_t k : swapped) {
-    groups_[k].has_states = optimizer_ && optimizer_->step_count(groups_[k].master) > 0;
-    swap_out(k);
+}
+
+// Swapped sub-groups are loaded one at a time — master and states read into memory, written to
+// the sub-group's file, released — so a shard larger than memory loads too.
+void OptimizerShard::load_by_sub_group(const FlatReader& read, const SavedStates& saved,
+                                       const std::string& master_source) {
+  std::vector<std::string> states;
+  if (optimizer_ && saved.optimizer_step > 0) {
+    states = optimizer_->element_state_names();
+    std::vector<std::string> mine = states, theirs = saved.optimizer_states;
+    std::sort(mine.begin(), mine.end());
+    std::sort(theirs.begin(), theirs.end());
+    const auto listed = [](const std::vector<std::string>& names) {
+      std::string out;
+      for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+      return out;
+    };
+    FATHOM_CHECK(mine == theirs, "checkpoint: its optimizer states (", listed(theirs), ") are not ", optimizer_->type(),
+                 "'s (", listed(mine), "); was it saved with another optimizer?");
   }
+  if (optimizer_) optimizer_->load_state_dict(saved.scalars);  // lr and weight decay; every state cleared
+  for (size_t k = 0; k < groups_.size(); ++k) {
+    SubGroup& g = groups_[k];
+    std::optional<offload::HostTierScope> host;
+    if (g.tier != Tier::Device) host.emplace(offload_.pin_memory);
+    if (g.tier == Tier::Nvme) g.master.data().storage()->refill();  // replaced: nothing to read back
+    const Range flat{covers_.begin + g.range.begin, covers_.begin + g.range.end};
+    if (g.separate_master) {
+      read(master_source, g.master.data(), flat);
+      write_back(g);
+    }
+    if (!states.empty()) {
+      std::vector<Tensor> buffers;
+      for (const std::string& state : states) {
+        {
+          MemoryTagScope tag(MemoryTag::OptimizerState);
+          buffers.push_back(Tensor::empty(g.master.sizes(), DType::F32, g.master.device()));
+        }
+        read("optim." + state, buffers.back(), flat);
+      }
+      optimizer_->load_param_state(g.master, saved.optimizer_step, std::move(buffers));
+    }
+    if (g.tier == Tier::Nvme) {
+      g.has_states = !states.empty();
+      swap_out(k);
+    }
+  }
+  params_.flush();
 }
 
 std::optional<offload::IoEngine::Counters> OptimizerShard::io_counters() const {

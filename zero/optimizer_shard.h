@@ -63,9 +63,10 @@ class OptimizerShard {
   // and writes the updated values into the parameters (the constructor's).
   void step(GradientShard& gradient);
   // Checkpoints: "master" (when `with_master`) and "optim.<state>" over covers; with nvme
-  // offload the values are copies read from the swap files.
+  // offload they are streamed (FlatRange::stream), read from the swap files a part at a time.
   std::vector<FlatRange> flat_ranges(bool with_master) const;
-  // Loads the masters from `master_source` ("master" or "param") and the optimizer's state.
+  // Loads the masters from `master_source` ("master" or "param") and the optimizer's state (with
+  // nvme a sub-group at a time, never the whole shard in memory).
   void load(const FlatReader& read, const SavedStates& saved, const std::string& master_source);
   // nvme: what the I/O engine moved so far (and how long the step waited for it).
   std::optional<offload::IoEngine::Counters> io_counters() const;
@@ -93,6 +94,17 @@ class OptimizerShard {
   std::vector<Tensor> swapped_tensors(const SubGroup& group) const;
   void swap_in(size_t g) const;
   void swap_out(size_t g) const;
+  void drop(size_t g) const;  // releases a swapped-in sub-group without writing it
+  std::vector<FlatRange> resident_flat_ranges(bool with_master) const;
+  void load_by_sub_group(const FlatReader& read, const SavedStates& saved, const std::string& master_source);
+  // Checkpoints of a swapped shard: reads states over flat ranges, one sub-group in memory at a time.
+  struct SwappedView {
+    explicit SwappedView(const OptimizerShard& s) : shard(s) {}
+    ~SwappedView();
+    Tensor read(const std::string& name, Range part);
+    const OptimizerShard& shard;
+    std::optional<size_t> loaded;
+  };
   std::vector<size_t> groups_on(OptimizerOffload::Tier tier) const;
 
   ParameterStore& params_;

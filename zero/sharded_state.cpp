@@ -357,7 +357,18 @@ std::vector<FlatSlot> ShardedState::flat_slots() const {
 std::vector<FlatRange> ShardedState::flat_ranges(Range) const {
   const Partition& partition = flat_.partition();
   std::vector<FlatRange> out;
-  if (options_.stage == 3) out.push_back({"param", flat_.shard().read({0, owned_.size()}), owned_});
+  if (options_.stage == 3) {
+    ParameterStore& shard = flat_.shard();
+    if (shard.resident().defined()) out.push_back({"param", shard.resident(), owned_});
+    else  // swapped: read a part at a time as the checkpoint asks
+      out.push_back({.name = "param",
+                     .values = Tensor(),
+                     .covers = owned_,
+                     .stream = [&shard, begin = owned_.begin](Range part) {
+                       return shard.read({part.begin - begin, part.end - begin});
+                     },
+                     .stream_dtype = shard.dtype()});
+  }
   else out.push_back({"param", flat_.buffer(), {0, partition.padded_numel()}});
   for (FlatRange& state : shard_->flat_ranges(keeps_masters_)) out.push_back(std::move(state));
   return out;
@@ -370,10 +381,18 @@ void ShardedState::load_flat_ranges(const FlatReader& read, const SavedStates& s
   const int64_t numel = flat_.partition().numel();
   if (options_.stage == 3) {
     ParameterStore& shard = flat_.shard();
-    Tensor values = shard.resident();  // read in place, or into a copy that is then stored
-    if (!values.defined()) values = Tensor::empty({owned_.size()}, shard.dtype());
-    read(param_source, values, owned_);
-    if (!shard.resident().defined()) shard.assign({0, owned_.size()}, values);
+    if (shard.resident().defined()) read(param_source, shard.resident(), owned_);  // in place
+    else
+      for (const ParameterStore::Piece& piece : shard.pieces()) {  // swapped: a piece at a time
+        if (piece.range.size() == 0) continue;
+        Tensor values;
+        {
+          MemoryTagScope tag(MemoryTag::Other);
+          values = Tensor::empty({piece.range.size()}, shard.dtype());
+        }
+        read(param_source, values, {owned_.begin + piece.range.begin, owned_.begin + piece.range.end});
+        shard.assign(piece.range, values);
+      }
     shard.flush();
   } else read(param_source, flat_.buffer().narrow(0, 0, numel), {0, numel});
   shard_->load(read, saved, saved.has_master ? "master" : "param");

@@ -51,10 +51,19 @@ struct FlatSlot {
 };
 
 // One per-element state over a range of flat coordinates: "param", "master", "optim.<state>".
+// In memory (`values`), or streamed: states in swap files are read a part at a time when asked
+// (`stream`, in `stream_dtype`), so that a checkpoint never holds a whole shard of them.
 struct FlatRange {
   std::string name;
-  Tensor values;  // 1-D, `covers.size()` elements
+  Tensor values;  // 1-D, `covers.size()` elements; undefined when streamed
   Range covers;
+  std::function<Tensor(Range part)> stream = {};  // the values over `part` (within covers)
+  DType stream_dtype = DType::F32;
+
+  DType dtype() const { return values.defined() ? values.dtype() : stream_dtype; }
+  Tensor over(Range part) const {
+    return values.defined() ? values.narrow(0, part.begin - covers.begin, part.size()) : stream(part);
+  }
 };
 
 // How the optimizer's state_dict keys map onto flat coordinates (zero/flat_optimizer_state.h):

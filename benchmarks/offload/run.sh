@@ -134,6 +134,8 @@ if ((headline)); then
     out=$(FATHOM_CPU_MEMORY_LIMIT_MB=2048 "$bench" step --stage 3 --offload nvme --param nvme --dir "$swap" --layers 48 \
             --width 1600 --heads 25 --vocab 50257 --block 128 --steps 1 --sub-group 10000000 --pipeline \
             --max-in-cpu 100000000 --buffer-size 100000000 --buffer-count 5 2>&1)
+    # The peer: the largest GPT (768 wide) that trains at stage 3 without offload under the same cap.
+    cap=2048 largest headline-none --stage 3 --offload none
     if grep -q '^RESULT ' <<<"$out"; then
       grep '^RESULT ' <<<"$out" | sed 's/^RESULT //; s/"mode": "step"/"mode": "headline", "status": "trained"/' >>"$results"
     else

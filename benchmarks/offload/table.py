@@ -71,8 +71,8 @@ for r in (r for r in stage3 if r["param"] == "nvme"):
     print(f"| I/O efficiency: the step's bytes at dd's O_DIRECT rates / step time | {disk_s * 1e3:.0f} ms of disk "
           f"time | {r['step_ms']:.0f} ms step | {disk_s * 1e3 / r['step_ms']:.2f} |")
 largest = {r["offload"]: r for r in by("largest")}
+size = lambda layers: (12 * layers * 768 * 768 + (16384 + 128) * 768) / 1e6
 if "none" in largest:
-    size = lambda layers: (12 * layers * 768 * 768 + (16384 + 128) * 768) / 1e6
     n = largest["none"]
     for name, what in (("nvme", "optimizer on nvme"), ("infinity", "stage 3, parameters and optimizer on nvme")):
         if name not in largest:
@@ -86,7 +86,15 @@ for r in by("headline"):
         print(f"| headline: GPT-2 XL shape (1.56B) on one rank under 2 GiB, parameters and optimizer on nvme | "
               f"{r['status']} | | |")
         continue
+    plain = largest.get("headline-none")
+    peer = (f"largest at stage 3 without offload under the same cap: {plain['layers']} layers, "
+            f"{size(plain['layers']):.0f}M" if plain else "")
+    ratio = f"{r['parameters'] / 1e6 / size(plain['layers']):.1f}x the parameters" if plain and plain["layers"] else ""
     print(f"| headline: GPT-2 XL shape ({r['parameters'] / 1e9:.2f}B) on one rank under 2 GiB (model states "
           f"{16 * r['parameters'] / 2**31:.1f}x the cap), parameters and optimizer on nvme | {r['step_ms'] / 1e3:.1f} s "
           f"per step, read {r['read_mb'] / 1e3:.1f} GB + wrote {r['written_mb'] / 1e3:.1f} GB, waited "
-          f"{r['io_wait_ms'] / r['step_ms']:.0%} of the step, peak RSS {r['peak_rss_mib']:.0f} MiB | | |")
+          f"{r['io_wait_ms'] / r['step_ms']:.0%} of the step, peak RSS {r['peak_rss_mib']:.0f} MiB, allocated "
+          f"{r['peak_allocated_mib']:.0f} MiB | {peer} | {ratio} |")
+    disk_s = r["read_mb"] / 1e3 / read_peer + r["written_mb"] / 1e3 / write_peer
+    print(f"| headline I/O efficiency: the step's bytes at dd's O_DIRECT rates / step time | {disk_s:.1f} s of disk "
+          f"time | {r['step_ms'] / 1e3:.1f} s step | {disk_s * 1e3 / r['step_ms']:.2f} |")

@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "core/allocator.h"
+#include "engine/checkpoint_export.h"
 #include "engine/initialize.h"
 #include "gpt_training.h"
 #include "mpi_test_util.h"
@@ -116,11 +117,15 @@ std::string error_of(const std::string& config) {
   return "(no error)";
 }
 
+// Every per-element state, in memory (streamed ones read whole).
 std::vector<zero::FlatRange> states_of(const Engine& engine) {
   const zero::TrainingState& state = engine.training_state();
   int64_t total = 0;
   for (const zero::FlatSlot& slot : state.flat_slots()) total += slot.numel;
-  return state.flat_ranges({0, total});
+  std::vector<zero::FlatRange> out;
+  for (const zero::FlatRange& range : state.flat_ranges({0, total}))
+    out.push_back({range.name, range.over(range.covers).clone(), range.covers});
+  return out;
 }
 }  // namespace
 
@@ -451,6 +456,78 @@ TEST_CASE("nvme offload checkpoints: saved from the swap files, loaded back into
     CHECK(a[i].second.to(DType::F32).to_vector<float>() == b[i].second.to(DType::F32).to_vector<float>());
 }
 
+// ZeRO-Infinity's checkpoints stream: saving reads the swap files a part at a time and loading
+// writes them a sub-group at a time, so neither holds the shard's states in memory.
+TEST_CASE("offload_param and offload_optimizer nvme checkpoints stream: bounded memory, resumed like no offload",
+          "[offload]") {
+  const auto& world = runtime().world_ptr();
+  const Scratch swap_dir("infinity-checkpoint");
+  const Scratch checkpoint_dir("infinity-checkpoint-dir");
+  const std::string& checkpoint = checkpoint_dir.path;
+  const std::string offloaded = config_text(3, 1, true, nvme_param(swap_dir.path) + ", " + nvme(swap_dir.path));
+  Allocator& host = offload::host_tier_allocator(false);
+  const auto peaks = [&] {  // the optimizer side's and the parameters'
+    const MemorySnapshot now = host.stats().snapshot();
+    return std::pair{now[MemoryTag::MasterWeights].peak + now[MemoryTag::OptimizerState].peak,
+                     now[MemoryTag::Parameters].peak};
+  };
+  // One sub-group's master and two Adam moments: 2000 fp32 elements each, page-rounded.
+  const int64_t sub_group_bytes = 3 * 8192;
+  Initialized trained = start_tiny_gpt(offloaded, world);
+  train_steps(trained, 2);
+  const std::vector<zero::FlatRange> saved = states_of(*trained.engine);
+  const int64_t shard_bytes = static_cast<int64_t>(saved.back().values.numel()) * 4 * 3;
+  REQUIRE(shard_bytes > 4 * sub_group_bytes);  // the bound below tells streaming from whole
+
+  host.stats().reset_peak();
+  trained.engine->save_checkpoint(checkpoint, "two");
+  auto [masters_peak, parameters_peak] = peaks();
+  CHECK(masters_peak - bytes(host, MemoryTag::MasterWeights) - bytes(host, MemoryTag::OptimizerState) <=
+        sub_group_bytes);
+  CHECK(parameters_peak - bytes(host, MemoryTag::Parameters) <= kMaxInCpu * 2);
+
+  // fathom-export of it: one tensor in memory at a time.
+  if (world->rank() == 0) {
+    int64_t largest = 0, total = 0;
+    for (const zero::FlatSlot& slot : trained.engine->training_state().flat_slots()) {
+      largest = std::max(largest, slot.numel);
+      total += slot.numel;
+    }
+    REQUIRE(total > 3 * largest);  // the bound below tells one tensor from the whole model
+    Allocator& cpu = allocator_for(kCPU);
+    const int64_t before = cpu.stats().snapshot().total.current;
+    cpu.stats().reset_peak();
+    const ExportSummary summary = export_checkpoint(checkpoint, "two", checkpoint + "/model.safetensors", DType::F32);
+    CHECK(cpu.stats().snapshot().total.peak - before <= largest * 4 + 4096);
+    CHECK(summary.source == "master");
+    CHECK(summary.parameters == total);
+    CHECK(summary.tensors == trained.engine->training_state().flat_slots().size());
+  }
+
+  Initialized resumed = start_tiny_gpt(offloaded, world);
+  host.stats().reset_peak();
+  resumed.engine->load_checkpoint(checkpoint, "two");
+  std::tie(masters_peak, parameters_peak) = peaks();
+  CHECK(masters_peak - bytes(host, MemoryTag::MasterWeights) - bytes(host, MemoryTag::OptimizerState) <=
+        sub_group_bytes);
+  CHECK(parameters_peak <= kMaxInCpu * 2 + bytes(host, MemoryTag::Parameters));
+  const std::vector<zero::FlatRange> loaded = states_of(*resumed.engine);
+  REQUIRE(loaded.size() == saved.size());
+  for (size_t i = 0; i < saved.size(); ++i) {
+    INFO(saved[i].name);
+    CHECK(loaded[i].name == saved[i].name);
+    CHECK(loaded[i].values.to(DType::F32).to_vector<float>() == saved[i].values.to(DType::F32).to_vector<float>());
+  }
+  Initialized plain = start_tiny_gpt(config_text(3, 1, true), world);
+  plain.engine->load_checkpoint(checkpoint, "two");
+  std::vector<double> resumed_losses, plain_losses, continued_losses;
+  train_steps(resumed, 2, &resumed_losses);
+  train_steps(plain, 2, &plain_losses);
+  train_steps(trained, 2, &continued_losses);
+  CHECK(resumed_losses == plain_losses);
+  CHECK(resumed_losses == continued_losses);
+}
+
 TEST_CASE("nvme offload: a damaged swap file and a full disk stop the step with the file named", "[offload]") {
   const auto& world = runtime().world_ptr();
   const Scratch swap_dir("faults");
@@ -464,7 +541,7 @@ TEST_CASE("nvme offload: a damaged swap file and a full disk stop the step with 
     // Every rank damages one byte of its own first sub-group's state between steps.
     std::string victim;
     for (const auto& entry : fs::recursive_directory_iterator(swap))
-      if (entry.path().filename() == "group0.swp" &&
+      if (entry.path().filename() == "group0.swp" && entry.path().parent_path().filename().string().rfind("optimizer", 0) == 0 &&
           entry.path().string().find("rank" + std::to_string(world->rank()) + "/") != std::string::npos)
         victim = entry.path().string();
     REQUIRE(!victim.empty());
