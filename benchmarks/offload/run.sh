@@ -17,17 +17,19 @@
 #      11.6× 2 GiB) one step on one rank under FATHOM_CPU_MEMORY_LIMIT_MB=2048, after checking
 #      that the swap directory has the ~34 GB its swap files need (skipped with the reason if not);
 #      the row says how the step went, or the error that stopped it.
-#   benchmarks/offload/run.sh [build-dir] [--dir SWAPDIR] [--cap MiB] [--quick] [--headline]
+#   benchmarks/offload/run.sh [build-dir] [--dir SWAPDIR] [--cap MiB] [--quick] [--headline | --headline-only]
+# --headline-only: dd and the headline rows alone.
 # SWAPDIR (default: build-dir/offload-bench) must be on a local disk with O_DIRECT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-build=build swap="" cap=1024 quick=0 headline=0
+build=build swap="" cap=1024 quick=0 headline=0 only=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dir) swap=$2; shift 2 ;;
     --cap) cap=$2; shift 2 ;;
     --quick) quick=1; shift ;;
     --headline) headline=1; shift ;;
+    --headline-only) headline=1 only=1; shift ;;
     *) build=$1; shift ;;
   esac
 done
@@ -46,12 +48,16 @@ echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores," \
      "swap dir $swap on $(df -T "$swap" | awk 'NR==2 {print $2 " " $1}'); $(date '+%Y-%m-%d %H:%M %Z')"
 
 elements=$((32 << 20))
-"$bench" adam --elements $elements | record
-if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
+((only)) || "$bench" adam --elements $elements | record
+if ((only)); then
+  :
+elif [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
   echo "installing PyTorch (CPU peer) into $venv ..."
   python3 -m venv "$venv" && "$venv/bin/pip" install -q torch numpy
 fi
-if "$venv/bin/python" -c "import torch" 2>/dev/null; then
+if ((only)); then
+  :
+elif "$venv/bin/python" -c "import torch" 2>/dev/null; then
   for impl in default foreach fused; do
     for threads in 1 2; do
       "$venv/bin/python" benchmarks/offload/torch_adam.py --elements $elements --impl $impl --threads $threads | record
@@ -65,6 +71,7 @@ mib=$((quick ? 256 : 1024))
 dd_write=$(dd if=/dev/zero of="$swap/dd.bin" bs=1M count=$mib oflag=direct conv=fdatasync 2>&1 | tail -1)
 dd_read=$(dd if="$swap/dd.bin" of=/dev/null bs=1M iflag=direct 2>&1 | tail -1)
 echo "{\"mode\": \"dd\", \"write\": \"$dd_write\", \"read\": \"$dd_read\"}" >>"$results"
+if ((! only)); then
 for backend in io_uring threads; do
   "$bench" io --dir "$swap" --mib $mib --backend $backend | record
 done
@@ -121,6 +128,8 @@ largest() {
   largest nvme --offload nvme
   largest infinity --stage 3 --offload nvme "${infinity[@]}"
 }
+
+fi
 
 if ((headline)); then
   # Swap files: 2 B/parameter (bf16 shard) + 12 B (fp32 master and Adam moments) + 4 B (fp32

@@ -16,11 +16,12 @@ def dd_gbs(text):  # "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 0.52 s, 2.1 GB/
 
 print("| measurement | Fathom | peer | Fathom / peer |")
 print("|---|---|---|---|")
-adam = by("adam")[0]
-print(f"| CPU Adam, {adam['elements']} elements, {adam['threads']} threads | {adam['adam_gbs']:.2f} GB/s "
-      f"({adam['adam_ms']:.1f} ms) | triad {adam['triad_gbs']:.2f} GB/s | {adam['adam_gbs'] / adam['triad_gbs']:.2f} |")
+adam = next(iter(by("adam")), None)  # absent when only the headline ran (run.sh --headline-only)
+if adam:
+    print(f"| CPU Adam, {adam['elements']} elements, {adam['threads']} threads | {adam['adam_gbs']:.2f} GB/s "
+          f"({adam['adam_ms']:.1f} ms) | triad {adam['triad_gbs']:.2f} GB/s | {adam['adam_gbs'] / adam['triad_gbs']:.2f} |")
 torch = by("torch_adam")
-if torch:
+if adam and torch:
     best = min(torch, key=lambda r: r["adam_ms"])
     for r in sorted(torch, key=lambda r: (r["impl"], r["threads"])):
         print(f"| | | torch {r['version']} AdamW {r['impl']}, {r['threads']} thr: {r['adam_ms']:.1f} ms |"
