@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
-#include <vector>
 
 #include "core/error.h"
 #include "engine/checkpoint_export.h"

@@ -680,3 +680,30 @@ TEST_CASE("set_copy: every optimizer leaves the rounded parameter in the copy", 
                                                                               "tensor of 3 elements on cpu"));
   }
 }
+
+TEST_CASE("load_param_state: one parameter's state adopted, the copy kept, bad state refused", "[nn]") {
+  Variable w = param(kP0, "w");
+  AdamW first(std::vector<ParamGroup>{{{w}}}, AdamOptions{.lr = 0.1});
+  run(first, w, {kG1, kG2});
+  Variable v(w.data().clone(), true, "w");  // the same parameter, in a fresh optimizer
+  AdamW second(std::vector<ParamGroup>{{{v}}}, AdamOptions{.lr = 0.1});
+  const Tensor copy = Tensor::zeros({3}, DType::BF16);
+  second.set_copy(v, copy);
+  second.load_param_state(v, 2, {first.state(w, "exp_avg").clone(), first.state(w, "exp_avg_sq").clone()});
+  CHECK(second.step_count(v) == 2);
+  run(first, w, {kG1});
+  run(second, v, {kG1});
+  CHECK(same_bits(w.data(), v.data()));
+  CHECK(copy.to(DType::F32).to_vector<float>() == v.data().to(DType::BF16).to(DType::F32).to_vector<float>());
+  // load_state_dict keeps set_copy's copy as well.
+  second.load_state_dict(first.state_dict());
+  run(second, v, {kG2});
+  CHECK(copy.to(DType::F32).to_vector<float>() == v.data().to(DType::BF16).to(DType::F32).to_vector<float>());
+
+  CHECK_THROWS_WITH(second.load_param_state(v, 2, {Tensor::zeros({3})}),
+                    Catch::Contains("AdamW.load_param_state: 1 state tensors for \"w\"; AdamW keeps 2"));
+  CHECK_THROWS_WITH(second.load_param_state(v, 2, {Tensor::zeros({4}), Tensor::zeros({3})}),
+                    Catch::Contains("state \"exp_avg\" of \"w\" is [4] f32; expected [3] f32"));
+  CHECK_THROWS_WITH(second.load_param_state(v, 0, {Tensor::zeros({3}), Tensor::zeros({3})}),
+                    Catch::Contains("step must be >= 1, got 0"));
+}

@@ -526,6 +526,22 @@ TEST_CASE("offload_param and offload_optimizer nvme checkpoints stream: bounded 
   train_steps(trained, 2, &continued_losses);
   CHECK(resumed_losses == plain_losses);
   CHECK(resumed_losses == continued_losses);
+
+  // An index whose optimizer states are not the optimizer's is refused before a file is read.
+  runtime().world().barrier();
+  if (world->rank() == 0) {
+    const std::string index = checkpoint + "/two/index.json";
+    std::ifstream in(index);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    const std::string states = R"("states": ["exp_avg", "exp_avg_sq"])";
+    REQUIRE(text.find(states) != std::string::npos);
+    text.replace(text.find(states), states.size(), R"("states": ["exp_avg"])");
+    std::ofstream(index) << text;
+  }
+  runtime().world().barrier();
+  Initialized edited = start_tiny_gpt(offloaded, world);
+  CHECK_THROWS_WITH(edited.engine->load_checkpoint(checkpoint, "two"),
+                    Catch::Contains("its optimizer states (exp_avg) are not AdamW's (exp_avg, exp_avg_sq)"));
 }
 
 TEST_CASE("nvme offload: a damaged swap file and a full disk stop the step with the file named", "[offload]") {
