@@ -38,7 +38,9 @@ SwappedGradients::SwappedGradients(std::vector<Range> groups, DType accumulated,
     FATHOM_CHECK(range.begin == next && range.end >= range.begin, "SwappedGradients: sub-groups must cover the shard "
                  "in order");
     next = range.end;
-    groups_.push_back({.range = range, .file = swapper_->add_group()});
+    groups_.emplace_back();
+    groups_.back().range = range;
+    groups_.back().file = swapper_->add_group();
   }
   squares_.assign(pieces().size(), 0.0);
 }
@@ -310,7 +312,10 @@ void SwappedGradients::zero() {
   for (size_t g = 0; g < groups_.size(); ++g) {
     drop(g);
     Group& group = groups_[g];
-    group = Group{.range = group.range, .file = group.file};
+    Group fresh;  // zero again: no values, no file contents that count, no scales or checks
+    fresh.range = group.range;
+    fresh.file = group.file;
+    group = std::move(fresh);
   }
   forget_checks();
   squares_.assign(pieces().size(), 0.0);
