@@ -154,13 +154,25 @@ struct Row {
   std::vector<std::pair<std::string, double>> gflops;  // column -> GFLOP/s
 };
 
+// The bf16 paths this CPU runs, each under the instruction-set flavour that selects it.
+std::vector<std::pair<std::string, GemmIsa>> bf16_flavours() {
+  namespace fk = fathom::kernels;
+  std::vector<std::pair<std::string, GemmIsa>> all;
+  if (fk::gemm_isa_supported(GemmIsa::Avx512))
+    all.emplace_back(fk::gemm_has_bf16_dot() ? "bf16 vdpbf16ps" : "bf16 widened", GemmIsa::Avx512);
+  else
+    all.emplace_back("bf16 widened", fk::gemm_isa());
+  if (fk::gemm_isa_supported(GemmIsa::Amx)) all.emplace_back("bf16 amx", GemmIsa::Amx);
+  return all;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   namespace fk = fathom::kernels;
   const std::string json_path = argc > 1 ? argv[1] : "gemm_bench.json";
   const GemmIsa isa = fk::gemm_isa();
-  const bool avx512 = isa == GemmIsa::Avx512;
+  const bool avx512 = isa == GemmIsa::Avx512 || isa == GemmIsa::Amx;
 
   std::vector<GemmBackend> backends;
   for (GemmBackend b : {GemmBackend::Own, GemmBackend::Eigen, GemmBackend::OpenBlas})
@@ -210,10 +222,15 @@ int main(int argc, char** argv) {
                                             c.trans_b ? CblasTrans : CblasNoTrans, int(c.M), int(c.N), int(c.K), 1.0f,
                                             A.data(), int(lda), B.data(), int(ldb), 0.0f, C.data(), int(c.N));
                               }));
-      row.gflops.emplace_back("bf16 own", measure_gflops(flops, [&] {
-                                fk::gemm_bf16(c.trans_a, c.trans_b, c.M, c.N, c.K, 1.0f, A16.data(), lda, B16.data(),
-                                              ldb, 0.0f, C.data(), c.N);
-                              }));
+      // bf16 in each way this CPU has: widened to f32 while packing, vdpbf16ps, AMX tiles.
+      for (const auto& [name, bf16_isa] : bf16_flavours()) {
+        fk::set_gemm_isa(bf16_isa);
+        row.gflops.emplace_back(name, measure_gflops(flops, [&] {
+                                  fk::gemm_bf16(c.trans_a, c.trans_b, c.M, c.N, c.K, 1.0f, A16.data(), lda,
+                                                B16.data(), ldb, 0.0f, C.data(), c.N);
+                                }));
+      }
+      fk::set_gemm_isa(isa);
       rows.push_back(row);
       std::fprintf(stderr, "%s %s t=%d done\n", c.layer.c_str(), c.pass.c_str(), threads);
     }

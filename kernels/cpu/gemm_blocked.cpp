@@ -27,10 +27,10 @@ Packed to_packed(In value) {
 }
 
 // Packs a `rows` x kc slice of an operand into micro-panels of `width` rows each (the last one
-// zero-padded): element (r, k) lands in panel r / width at
-// [((k / kpack) * width + r % width) * kpack + k % kpack], panels `panel_size` elements apart;
-// k beyond kc is zero up to a multiple of kpack. Element (r, k) of the source is src[r * ld + k]
-// when `rows_along_k` (rows contiguous in k) and src[k * ld + r] otherwise.
+// zero-padded), `il` (interleave) consecutive k values together: element (r, k) lands in panel
+// r / width at [((k / il) * width + r % width) * il + k % il], panels `panel_size` elements
+// apart; k from kc up to panel_k (a multiple of il) is zero. Element (r, k) of the source is
+// src[r * ld + k] when `rows_along_k` (rows contiguous in k) and src[k * ld + r] otherwise.
 //
 // The fast paths read memory in its own order: along a row of the source for as long as it
 // runs (one stream per source row, or whole source rows across every panel), writing into
@@ -65,39 +65,79 @@ void pack_full_panels(const In* src, int64_t ld, bool rows_along_k, int64_t pane
   }
 }
 
-// Any width, kpack and partial panel, one element at a time.
+// The same for an interleave IL > 1, over the first `groups` whole groups of IL k values: a
+// source row's IL values are one short copy (rows along k), or IL source rows are read side by
+// side and merged into consecutive output (rows across k). The next rows are prefetched: the
+// operand is often far larger than L2, and each row is a new stream.
+template <int W, int IL, typename In, typename Packed>
+void pack_full_groups(const In* src, int64_t ld, bool rows_along_k, int64_t panels, int64_t groups,
+                      int64_t panel_size, Packed* dst) {
+  if (rows_along_k) {
+    for (int64_t p = 0; p < panels; ++p)
+      for (int r = 0; r < W; ++r) {
+        const In* row = src + (p * W + r) * ld;
+        for (int64_t k = 0; k < groups * IL; k += kLineElements<In>) __builtin_prefetch(row + ld + k);
+        Packed* out = dst + p * panel_size + r * IL;
+        for (int64_t g = 0; g < groups; ++g)
+          for (int q = 0; q < IL; ++q) out[g * W * IL + q] = to_packed<Packed>(row[g * IL + q]);
+      }
+  } else {
+    for (int64_t g = 0; g < groups; ++g) {
+      const In* lines = src + g * IL * ld;
+      for (int q = 0; q < IL; ++q)
+        for (int64_t j = 0; j < panels * W; j += kLineElements<In>) __builtin_prefetch(lines + (IL + q) * ld + j);
+      for (int64_t p = 0; p < panels; ++p) {
+        Packed* out = dst + p * panel_size + g * W * IL;
+        const In* column = lines + p * W;
+        for (int r = 0; r < W; ++r)
+          for (int q = 0; q < IL; ++q) out[r * IL + q] = to_packed<Packed>(column[q * ld + r]);
+      }
+    }
+  }
+}
+
+// One panel of any width and interleave, partial or not, over k groups [g0, g1), one element
+// at a time.
 template <typename In, typename Packed>
-void pack_panel_generic(const In* src, int64_t ld, bool rows_along_k, int64_t rows, int64_t kc, int width, int kpack,
-                        Packed* dst) {
-  const int64_t groups = (kc + kpack - 1) / kpack;
-  for (int64_t g = 0; g < groups; ++g)
+void pack_panel_generic(const In* src, int64_t ld, bool rows_along_k, int64_t rows, int64_t kc, int width, int il,
+                        int64_t g0, int64_t g1, Packed* dst) {
+  for (int64_t g = g0; g < g1; ++g)
     for (int r = 0; r < width; ++r)
-      for (int q = 0; q < kpack; ++q) {
-        const int64_t k = g * kpack + q;
+      for (int q = 0; q < il; ++q) {
+        const int64_t k = g * il + q;
         Packed value{};
         if (r < rows && k < kc) value = to_packed<Packed>(rows_along_k ? src[r * ld + k] : src[k * ld + r]);
-        dst[(g * width + r) * kpack + q] = value;
+        dst[(g * width + r) * il + q] = value;
       }
 }
 
 template <typename In, typename Packed>
-void pack_panels(const In* src, int64_t ld, bool rows_along_k, int64_t rows, int64_t kc, int width, int kpack,
-                 int64_t panel_size, Packed* dst) {
-  int64_t full = kpack == 1 ? rows / width : 0;
-  auto fast = [&](auto w) { pack_full_panels<decltype(w)::value>(src, ld, rows_along_k, full, kc, panel_size, dst); };
-  switch (width) {
-    case 4: fast(std::integral_constant<int, 4>{}); break;
-    case 6: fast(std::integral_constant<int, 6>{}); break;
-    case 8: fast(std::integral_constant<int, 8>{}); break;
-    case 12: fast(std::integral_constant<int, 12>{}); break;
-    case 16: fast(std::integral_constant<int, 16>{}); break;
-    case 32: fast(std::integral_constant<int, 32>{}); break;
-    default: full = 0;
-  }
-  for (int64_t p = full; p * width < rows; ++p) {
+void pack_panels(const In* src, int64_t ld, bool rows_along_k, int64_t rows, int64_t kc, int width, int il,
+                 int64_t panel_k, int64_t panel_size, Packed* dst) {
+  int64_t full = rows / width;  // whole panels taken by a fast path
+  int64_t done_groups = kc / il;  // k groups those panels have after it
+  auto plain = [&](auto w) { pack_full_panels<decltype(w)::value>(src, ld, rows_along_k, full, kc, panel_size, dst); };
+  auto grouped = [&](auto w, auto i) {
+    pack_full_groups<decltype(w)::value, decltype(i)::value>(src, ld, rows_along_k, full, done_groups, panel_size,
+                                                             dst);
+  };
+  using std::integral_constant;
+  if (il == 1 && width == 4) plain(integral_constant<int, 4>{});
+  else if (il == 1 && width == 6) plain(integral_constant<int, 6>{});
+  else if (il == 1 && width == 8) plain(integral_constant<int, 8>{});
+  else if (il == 1 && width == 12) plain(integral_constant<int, 12>{});
+  else if (il == 1 && width == 16) plain(integral_constant<int, 16>{});
+  else if (il == 1 && width == 32) plain(integral_constant<int, 32>{});
+  else if (il == 2 && width == 12) grouped(integral_constant<int, 12>{}, integral_constant<int, 2>{});
+  else if (il == 2 && width == 32) grouped(integral_constant<int, 32>{}, integral_constant<int, 2>{});
+  else if (il == 32 && width == 32) grouped(integral_constant<int, 32>{}, integral_constant<int, 32>{});
+  else full = done_groups = 0;
+  const int64_t all_groups = panel_k / il;
+  for (int64_t p = 0; p * width < rows; ++p) {
     const In* panel_src = rows_along_k ? src + p * width * ld : src + p * width;
-    pack_panel_generic(panel_src, ld, rows_along_k, std::min<int64_t>(width, rows - p * width), kc, width, kpack,
-                       dst + p * panel_size);
+    const int64_t panel_rows = std::min<int64_t>(width, rows - p * width);
+    pack_panel_generic(panel_src, ld, rows_along_k, panel_rows, kc, width, il, p < full ? done_groups : 0,
+                       all_groups, dst + p * panel_size);
   }
 }
 
@@ -123,6 +163,11 @@ struct Workspace {
 Workspace& thread_workspace(int slot = 0) {
   thread_local Workspace workspaces[2];
   return workspaces[slot];
+}
+
+template <typename Packed, typename Acc>
+int b_interleave(const MicroKernel<Packed, Acc>& kernel) {
+  return kernel.b_interleave > 0 ? kernel.b_interleave : kernel.kpack;
 }
 
 // Runs the micro-kernel over every tile of an (mc x nc) block from packed A and B blocks.
@@ -155,7 +200,7 @@ constexpr int64_t kStreamedNc = 256;  // B block width when A stays packed (a mu
 template <typename In, typename Packed, typename Acc>
 void gemm_block(const MicroKernel<Packed, Acc>& kernel, const GemmProblem<In, Acc>& p, int64_t i0, int64_t i1,
                 int64_t j0, int64_t j1) {
-  const int mr = kernel.mr, nr = kernel.nr, kpack = kernel.kpack;
+  const int mr = kernel.mr, nr = kernel.nr, kpack = kernel.kpack, b_il = b_interleave(kernel);
   const bool resident = a_stays_packed(kernel, i1 - i0);
   const int64_t kc_block = std::min(kernel.kc, round_up(p.K, kpack));
   const int64_t mc_block = resident ? round_up(i1 - i0, mr) : std::min(kernel.mc, round_up(i1 - i0, mr));
@@ -167,11 +212,11 @@ void gemm_block(const MicroKernel<Packed, Acc>& kernel, const GemmProblem<In, Ac
 
   auto pack_a = [&](int64_t ic, int64_t mc, int64_t pc, int64_t kc, int64_t panel_k) {
     pack_panels(p.trans_a ? p.A + pc * p.lda + ic : p.A + ic * p.lda + pc, p.lda, !p.trans_a, mc, kc, mr, kpack,
-                mr * panel_k, a_packed);
+                panel_k, mr * panel_k, a_packed);
   };
   auto pack_b = [&](int64_t jc, int64_t nc, int64_t pc, int64_t kc, int64_t panel_k) {
-    pack_panels(p.trans_b ? p.B + jc * p.ldb + pc : p.B + pc * p.ldb + jc, p.ldb, p.trans_b, nc, kc, nr, kpack,
-                nr * panel_k, b_packed);
+    pack_panels(p.trans_b ? p.B + jc * p.ldb + pc : p.B + pc * p.ldb + jc, p.ldb, p.trans_b, nc, kc, nr, b_il,
+                panel_k, nr * panel_k, b_packed);
   };
 
   for (int64_t pc = 0; pc < p.K; pc += kc_block) {
@@ -231,7 +276,7 @@ BlockGrid block_grid(int64_t m_tiles, int64_t n_tiles, int mr, int nr, int64_t b
 // packing A once per thread instead cost more than a third of the run time at N = 768.
 template <typename In, typename Packed, typename Acc>
 void gemm_shared_a(const MicroKernel<Packed, Acc>& kernel, const GemmProblem<In, Acc>& p, int threads) {
-  const int mr = kernel.mr, nr = kernel.nr, kpack = kernel.kpack;
+  const int mr = kernel.mr, nr = kernel.nr, kpack = kernel.kpack, b_il = b_interleave(kernel);
   const int64_t kc_block = std::min(kernel.kc, round_up(p.K, kpack));
   const int64_t m_panels = (p.M + mr - 1) / mr, n_tiles = (p.N + nr - 1) / nr;
   Packed* a_packed = reinterpret_cast<Packed*>(thread_workspace(1).get(m_panels * mr * kc_block * sizeof(Packed)));
@@ -250,12 +295,12 @@ void gemm_shared_a(const MicroKernel<Packed, Acc>& kernel, const GemmProblem<In,
       for (int64_t ip = 0; ip < m_panels; ++ip) {
         const int64_t i = ip * mr;
         pack_panels(p.trans_a ? p.A + pc * p.lda + i : p.A + i * p.lda + pc, p.lda, !p.trans_a,
-                    std::min<int64_t>(mr, p.M - i), kc, mr, kpack, mr * panel_k, a_packed + ip * mr * panel_k);
+                    std::min<int64_t>(mr, p.M - i), kc, mr, kpack, panel_k, mr * panel_k, a_packed + ip * mr * panel_k);
       }  // (implicit barrier: A is complete)
       for (int64_t jc = j0; jc < j1; jc += nc_block) {
         const int64_t nc = std::min(nc_block, j1 - jc);
-        pack_panels(p.trans_b ? p.B + jc * p.ldb + pc : p.B + pc * p.ldb + jc, p.ldb, p.trans_b, nc, kc, nr, kpack,
-                    nr * panel_k, b_packed);
+        pack_panels(p.trans_b ? p.B + jc * p.ldb + pc : p.B + pc * p.ldb + jc, p.ldb, p.trans_b, nc, kc, nr, b_il,
+                    panel_k, nr * panel_k, b_packed);
         compute_block(kernel, a_packed, b_packed, p.C + jc, p.ldc, p.M, nc, groups, p.alpha, beta);
       }
 #pragma omp barrier  // everyone is done with this A block before it is repacked

@@ -6,7 +6,8 @@
 // each MC block, op(A) into MR-tall micro-panels; a register-blocked micro-kernel then computes
 // each MR x NR tile of C from one A and one B micro-panel. Packing converts the operand to the
 // kernel's type (f16/bf16 -> f32) and interleaves `kpack` consecutive k values (2 for
-// vdpbf16ps, which multiplies pairs). Threads take disjoint blocks of C cut at tile boundaries;
+// vdpbf16ps, which multiplies pairs; AMX takes A rows in 32s and B in pairs, so there B's
+// interleave differs from A's). Threads take disjoint blocks of C cut at tile boundaries;
 // every tile's k order is the same whatever the split, so any thread count gives the same bits.
 // When a thread's rows fit in 2 MC (the 256-token GPT-2 activations do), its whole A block stays
 // packed for a k block while B streams past in 256-wide blocks: A is packed once per k block.
@@ -19,7 +20,8 @@ template <typename Packed, typename Acc>
 struct MicroKernel {
   int mr = 0;     // tile rows
   int nr = 0;     // tile columns
-  int kpack = 1;  // consecutive k values per packed element group
+  int kpack = 1;  // consecutive k values per packed element group; panels are padded to a multiple
+  int b_interleave = 0;  // B's consecutive k values when not kpack (0: kpack); must divide kpack
   int64_t mc = 0, kc = 0, nc = 0;  // cache blocks: mc % mr == 0, nc % nr == 0, kc % kpack == 0
   // C[m x n] = alpha * (A panel . B panel) + beta * C over `groups` k groups; m <= mr, n <= nr.
   // beta == 0 never reads C.

@@ -39,6 +39,7 @@ void scale_c(int64_t M, int64_t N, Acc beta, Acc* C, int64_t ldc) {
 
 gemm_detail::MicroKernel<float, float> own_f32_kernel() {
   switch (gemm_isa()) {
+    case GemmIsa::Amx:
     case GemmIsa::Avx512: return gemm_detail::avx512_f32_kernel();
     case GemmIsa::Avx2: return gemm_detail::avx2_f32_kernel();
     case GemmIsa::Portable: break;
@@ -48,6 +49,7 @@ gemm_detail::MicroKernel<float, float> own_f32_kernel() {
 
 gemm_detail::MicroKernel<double, double> own_f64_kernel() {
   switch (gemm_isa()) {
+    case GemmIsa::Amx:
     case GemmIsa::Avx512: return gemm_detail::avx512_f64_kernel();
     case GemmIsa::Avx2: return gemm_detail::avx2_f64_kernel();
     case GemmIsa::Portable: break;
@@ -83,7 +85,9 @@ void run(const GemmProblem<float, float>& p, int threads) { run_full_precision(p
 void run(const GemmProblem<double, double>& p, int threads) { run_full_precision(p, threads); }
 
 void run(const GemmProblem<BFloat16, float>& p, int threads) {
-  if (gemm_isa() == GemmIsa::Avx512 && gemm_has_bf16_dot())
+  if (gemm_isa() == GemmIsa::Amx)
+    gemm_detail::blocked_gemm(gemm_detail::amx_bf16_kernel(), p, threads);
+  else if (gemm_isa() == GemmIsa::Avx512 && gemm_has_bf16_dot())
     gemm_detail::blocked_gemm(gemm_detail::avx512_bf16_kernel(), p, threads);
   else  // widened to f32 while packing
     gemm_detail::blocked_gemm(own_f32_kernel(), p, threads);

@@ -89,6 +89,28 @@ void portable_bf16_pair_run(int64_t groups, const BFloat16* a, const BFloat16* b
   simd_micro_kernel<PortableBf16Pairs, 6, 2>(groups, a, b, c, ldc, alpha, beta, m, n);
 }
 
+// tile rows/columns 32, k group 32: A at [g][row][32 k], B at [g][16 pairs][32 columns][2].
+void portable_amx_layout_run(int64_t groups, const BFloat16* a, const BFloat16* b, float* c, int64_t ldc,
+                             float alpha, float beta, int m, int n) {
+  constexpr int kTile = 32, kGroup = 32;
+  float acc[kTile][kTile] = {};
+  for (int64_t g = 0; g < groups; ++g) {
+    const BFloat16* a_group = a + g * kTile * kGroup;
+    const BFloat16* b_group = b + g * kGroup * kTile;
+    for (int i = 0; i < kTile; ++i)
+      for (int j = 0; j < kTile; ++j)
+        for (int q = 0; q < kGroup / 2; ++q) {
+          const BFloat16* a_pair = a_group + i * kGroup + 2 * q;
+          const BFloat16* b_pair = b_group + (q * kTile + j) * 2;
+          acc[i][j] += static_cast<float>(a_pair[0]) * static_cast<float>(b_pair[0]) +
+                       static_cast<float>(a_pair[1]) * static_cast<float>(b_pair[1]);
+        }
+  }
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j)
+      c[i * ldc + j] = alpha * acc[i][j] + (beta == 0.0f ? 0.0f : beta * c[i * ldc + j]);
+}
+
 using PortableF32 = PortableSimd<float, F32x4>;
 using PortableF64 = PortableSimd<double, F64x2>;
 
@@ -110,6 +132,12 @@ MicroKernel<float, float> portable_f32_kernel() {
 
 MicroKernel<BFloat16, float> portable_bf16_pair_kernel() {
   return {.mr = 6, .nr = 8, .kpack = 2, .mc = 120, .kc = 512, .nc = 2048, .run = portable_bf16_pair_run};
+}
+
+// Small blocks, so that tests cross k blocks and leave the packed-A-stays path with few rows.
+MicroKernel<BFloat16, float> portable_amx_layout_kernel() {
+  return {.mr = 32, .nr = 32, .kpack = 32, .b_interleave = 2, .mc = 64, .kc = 64, .nc = 96,
+          .run = portable_amx_layout_run};
 }
 
 MicroKernel<double, double> portable_f64_kernel() {

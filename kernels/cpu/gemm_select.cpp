@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/gemm_backend.h"
+#include "kernels/cpu/gemm_kernels.h"
 
 #ifndef FATHOM_GEMM_DEFAULT_BACKEND
 #define FATHOM_GEMM_DEFAULT_BACKEND Own
@@ -24,6 +25,7 @@ bool cpu_has(GemmIsa isa) {
     case GemmIsa::Avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma");
+    case GemmIsa::Amx: return cpu_has(GemmIsa::Avx512) && gemm_detail::amx_bf16_usable();
   }
   return false;
 #else
@@ -32,6 +34,7 @@ bool cpu_has(GemmIsa isa) {
 }
 
 GemmIsa best_isa() {
+  if (cpu_has(GemmIsa::Amx)) return GemmIsa::Amx;
   if (cpu_has(GemmIsa::Avx512)) return GemmIsa::Avx512;
   if (cpu_has(GemmIsa::Avx2)) return GemmIsa::Avx2;
   return GemmIsa::Portable;
@@ -63,6 +66,7 @@ const char* gemm_isa_name(GemmIsa isa) {
     case GemmIsa::Portable: return "portable";
     case GemmIsa::Avx2: return "avx2";
     case GemmIsa::Avx512: return "avx512";
+    case GemmIsa::Amx: return "amx";
   }
   return "?";
 }

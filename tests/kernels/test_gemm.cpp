@@ -50,7 +50,7 @@ struct Flavour {
 
 std::vector<Flavour> flavours() {
   std::vector<Flavour> all;
-  for (fk::GemmIsa isa : {fk::GemmIsa::Portable, fk::GemmIsa::Avx2, fk::GemmIsa::Avx512})
+  for (fk::GemmIsa isa : {fk::GemmIsa::Portable, fk::GemmIsa::Avx2, fk::GemmIsa::Avx512, fk::GemmIsa::Amx})
     if (fk::gemm_isa_supported(isa)) all.push_back({fk::GemmBackend::Own, isa});
   for (fk::GemmBackend backend : {fk::GemmBackend::Eigen, fk::GemmBackend::OpenBlas})
     if (fk::gemm_backend_available(backend)) all.push_back({backend, fk::gemm_isa()});
@@ -179,10 +179,10 @@ std::string check_f16(const Problem& p) {
 struct Size {
   int64_t M, N, K;
 };
-// Around the register tiles (4-12 rows, 4-32 columns) and cache blocks (KC 256/512, MC 72-144;
+// Around the register tiles (4-32 rows, 4-32 columns) and cache blocks (KC 256/512, MC 72-256;
 // more than 2 MC rows switch from the A-resident loop order to Goto's).
-const Size kSizes[] = {{1, 1, 1},    {7, 5, 3},    {17, 33, 65},   {65, 130, 17},
-                       {33, 1, 129}, {1, 67, 300}, {150, 70, 520}, {300, 20, 270}};
+const Size kSizes[] = {{1, 1, 1},    {7, 5, 3},    {17, 33, 65},   {65, 130, 17},  {33, 1, 129},
+                       {1, 67, 300}, {150, 70, 520}, {300, 20, 270}, {530, 40, 33}};
 
 template <typename Check>
 void check_all(const char* what, Check check) {
@@ -238,7 +238,29 @@ TEST_CASE("bf16 pair packing (the vdpbf16ps layout) is right on any CPU", "[kern
     }
 }
 
+TEST_CASE("the AMX tile layout (A rows in 32s, B in pairs, 32 x 32 tiles) is right on any CPU", "[kernels]") {
+  // The AMX kernel's packing through a plain C++ product over the same layout: K below, at and
+  // past the 32-deep group and across 64-deep blocks; rows and columns past one tile and, at 150
+  // rows, past the block where packed A stays for a whole k block.
+  using namespace fk::gemm_detail;
+  std::mt19937 rng(13);
+  for (const Size& s : {Size{7, 5, 3}, Size{33, 40, 32}, Size{40, 70, 131}, Size{150, 33, 65}})
+    for (int t = 0; t < 4; ++t)
+      for (const float beta : {0.0f, 1.0f}) {
+        const Problem p(t & 1, t & 2, s.M, s.N, s.K, 1.0, beta, 1, rng);
+        const auto A = convert<BFloat16>(p.A), B = convert<BFloat16>(p.B);
+        auto C = initial_c<float>(p);
+        GemmProblem<BFloat16, float> problem{p.ta,  p.tb,     p.M,  p.N,      p.K,   1.0f,   A.data(),
+                                             p.lda, B.data(), p.ldb, beta, C.data(), p.ldc};
+        blocked_gemm(portable_amx_layout_kernel(), problem, 1 + t % 2);
+        INFO("M=" << s.M << " N=" << s.N << " K=" << s.K << " trans " << t << " beta " << beta);
+        REQUIRE(mismatch(p, C, p.reference(round_bf16), 2e-6, 1e-5) == "");
+      }
+}
+
 TEST_CASE("the AVX-512 flavour reports whether it has vdpbf16ps", "[kernels]") {
+  if (!fk::gemm_isa_supported(fk::GemmIsa::Amx))
+    WARN("this CPU (or OS) has no AMX: the AMX bf16 kernel was not run, only its layout's emulation");
   if (!fk::gemm_isa_supported(fk::GemmIsa::Avx512)) {
     CHECK_FALSE(fk::gemm_has_bf16_dot());
     WARN("this CPU has no AVX-512: the AVX-512 and AVX512_BF16 kernels were not run");
