@@ -18,7 +18,7 @@ out=$(mktemp -d)
 
 run_one() {  # dir label run
   local dir=$1 label=$2 i=$3
-  LD_LIBRARY_PATH=$dir "$dir/fathom_train_gpt_bench" --only small --steps 10 --json "$out/train_${label}_$i.json" >/dev/null
+  LD_LIBRARY_PATH=$dir "$dir/fathom_train_gpt_bench" --model small --batch 8 --seq 128 --steps 10 --json "$out/train_${label}_$i.json" >/dev/null
   LD_LIBRARY_PATH=$dir mpirun --oversubscribe -np 2 -x LD_LIBRARY_PATH "$dir/fathom_zero_bench" --steps 5 \
     --layers 4 --width 256 --heads 4 --vocab 4096 --block 128 --json "$out/zero_${label}_$i.json" >/dev/null
 }
@@ -37,7 +37,7 @@ def add(name, before, after):
     rows.append((name, b, a, b / a))
 tb, ta = load("train", "before"), load("train", "after")
 def train_ms(results):
-    return results["models"][0]["ms_per_step"]
+    return results["ms_per_step"]
 add("small GPT f32 step (ms)", [train_ms(r) for r in tb], [train_ms(r) for r in ta])
 zb, za = load("zero", "before"), load("zero", "after")
 def stages(results):

@@ -1,25 +1,32 @@
-// One training step (forward + backward + AdamW) of GPT models on the CPU, f32.
+// One GPT training step (forward + backward + AdamW through the engine) on the CPU, for one
+// model, micro-batch and precision per run; benchmarks/train_gpt/run.sh runs the grid and the
+// PyTorch peer and prints the tables.
 //
-// For each model: median ms/step over the measured steps (after warm-up), tokens/s, MFU
-// against this machine's measured GEMM peak (FLOPs per token = 6N + 6·L·C·T, as llm.c counts
-// them), and the process's peak RSS. The PyTorch peer (run.sh) runs the same models and step.
+// Per run: median ms/step over the measured steps (after two warm-up steps), tokens/s, MFU
+// against this machine's GEMM rate measured in the same process (FLOPs per token = 6N +
+// 6·L·C·T, as llm.c counts them), the step's limit — its GEMM FLOPs at that rate plus AdamW's
+// bytes (28 per parameter: f32 weight, gradient and two moments read, three written) at the
+// measured copy bandwidth — and the process's peak RSS.
 //
-//   fathom_train_gpt_bench [--steps N] [--threads N] [--json FILE] [--only small|gpt2-124M]
+//   fathom_train_gpt_bench --model NAME [--batch B] [--seq T] [--precision f32|bf16|fp16]
+//                          [--steps N] [--threads N] [--json FILE]
+//   fathom_train_gpt_bench --list      the model names with their shapes
 #include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "core/generator.h"
 #include "core/threads.h"
-#include "kernels/matmul.h"
+#include "engine/initialize.h"
+#include "kernels/cpu/gemm.h"
 #include "models/gpt.h"
 #include "nn/loss.h"
-#include "nn/optimizer_factory.h"
 
 using namespace fathom;
 
@@ -27,11 +34,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Case {
-  std::string name;
-  models::GPTConfig config;
-  int64_t batch, seq;
+struct ModelShape {
+  const char* name;
+  int64_t layers, heads, width, vocab;
 };
+// small is the issue's per-op-overhead case; the rest share GPT-2's vocabulary, so the scaling
+// table sees the LM head's share shrink as the model grows.
+constexpr ModelShape kShapes[] = {{"small", 4, 4, 256, 512},        {"gpt-10M", 4, 3, 192, 50257},
+                             {"gpt-30M", 6, 6, 384, 50257},    {"gpt2-124M", 12, 12, 768, 50257},
+                             {"gpt2-350M", 24, 16, 1024, 50257}};
+
+const ModelShape& find_shape(const std::string& name) {
+  for (const ModelShape& s : kShapes)
+    if (name == s.name) return s;
+  std::fprintf(stderr, "unknown model \"%s\"; --list shows the names\n", name.c_str());
+  std::exit(2);
+}
 
 double peak_rss_gib() {
   rusage usage{};
@@ -39,92 +57,134 @@ double peak_rss_gib() {
   return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is in KiB
 }
 
-// The machine's f32 GEMM rate at the current thread count (a large square product).
-double measured_gemm_gflops() {
-  Generator gen(0);
-  const int64_t n = 1536;
-  const Tensor a = uniform({n, n}, gen), b = uniform({n, n}, gen);
-  Tensor c = Tensor::empty({n, n});
-  matmul_into(c, a, b);
-  double best = 0;
-  for (int i = 0; i < 5; ++i) {
+template <typename Fn>
+double best_seconds(int repeats, Fn&& fn) {
+  fn();
+  double best = 1e30;
+  for (int i = 0; i < repeats; ++i) {
     const auto start = Clock::now();
-    matmul_into(c, a, b);
-    const double s = std::chrono::duration<double>(Clock::now() - start).count();
-    best = std::max(best, 2.0 * n * n * n / s / 1e9);
+    fn();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
   }
   return best;
 }
 
+// The GEMM rate of this machine at the current thread count, for the step's precision: a
+// 1536-cube product with the kernels the step uses.
+double gemm_gflops(bool bf16) {
+  const int64_t n = 1536;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  std::vector<BFloat16> a16(a.begin(), a.end()), b16(b.begin(), b.end());
+  const double seconds = best_seconds(4, [&] {
+    if (bf16)
+      kernels::gemm_bf16(false, false, n, n, n, 1.0f, a16.data(), n, b16.data(), n, 0.0f, c.data(), n);
+    else
+      kernels::gemm_f32(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+  });
+  return 2.0 * n * n * n / seconds / 1e9;
+}
+
+// Copy bandwidth (bytes read + written) over 256 MiB, on the step's threads.
+double copy_gbps() {
+  const int64_t n = int64_t{32} << 20;
+  std::vector<float> src(n, 1.0f), dst(n);
+  const int threads = num_threads();
+  const double seconds = best_seconds(4, [&] {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t t = 0; t < threads; ++t)
+      std::memcpy(dst.data() + n * t / threads, src.data() + n * t / threads,
+                  (n * (t + 1) / threads - n * t / threads) * sizeof(float));
+  });
+  return 2.0 * n * sizeof(float) / seconds / 1e9;
+}
+
 struct Result {
-  std::string name;
-  int64_t parameters;
-  double ms, tokens_per_second, mfu, rss_gib;
+  double parameters, ms, tokens_per_second, mfu, limit_ms, gemm_gflops, copy_gbps, rss_gib;
 };
 
-Result run(const Case& c, int steps, double peak_gflops) {
-  models::GPTConfig config = c.config;
-  config.block_size = std::max(config.block_size, c.seq);
+Result run(const ModelShape& shape, int64_t batch, int64_t seq, const std::string& precision, int steps) {
+  models::GPTConfig config;
+  config.n_layer = shape.layers, config.n_head = shape.heads, config.n_embd = shape.width;
+  config.vocab_size = shape.vocab, config.block_size = seq;
   auto model = std::make_shared<models::GPT>(config, 1);
-  auto optimizer = nn::make_optimizer("AdamW", {{"lr", 1e-4}}, model->named_parameters());
+  std::string text = "{\"train_micro_batch_size_per_gpu\": " + std::to_string(batch) +
+                     R"(, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}})";
+  if (precision == "bf16") text += R"(, "bf16": {"enabled": true})";
+  if (precision == "fp16") text += R"(, "fp16": {"enabled": true, "initial_scale_power": 8})";
+  Initialized init = initialize(Config::from_string(text + "}"), model);
   Generator gen(2);
-  const Tensor tokens = randint({c.batch, c.seq + 1}, gen, 0, config.vocab_size);
-  const Tensor inputs = tokens.narrow(1, 0, c.seq).contiguous(), targets = tokens.narrow(1, 1, c.seq).contiguous();
+  const Tensor tokens = randint({batch, seq + 1}, gen, 0, config.vocab_size);
+  const Tensor inputs = tokens.narrow(1, 0, seq).contiguous(), targets = tokens.narrow(1, 1, seq).contiguous();
   std::vector<double> times;
   for (int step = 0; step < steps + 2; ++step) {  // two warm-up steps
     const auto start = Clock::now();
-    model->zero_grad();
-    nn::cross_entropy((*model)(autograd::Variable(inputs)), targets).backward();
-    optimizer->step();
+    init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(inputs)), targets));
+    init.engine->step();
     if (step >= 2) times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   }
   std::sort(times.begin(), times.end());
-  const double ms = times[times.size() / 2];
-  const double n_params = static_cast<double>(model->parameter_count());
-  const double flops_per_token = 6 * n_params + 6.0 * config.n_layer * config.n_embd * c.seq;
-  const double tokens_per_second = c.batch * c.seq / (ms / 1e3);
-  return {c.name, model->parameter_count(), ms, tokens_per_second,
-          tokens_per_second * flops_per_token / (peak_gflops * 1e9), peak_rss_gib()};
+  Result r;
+  r.parameters = static_cast<double>(model->parameter_count());
+  r.ms = times[times.size() / 2];
+  r.rss_gib = peak_rss_gib();
+  r.gemm_gflops = gemm_gflops(precision == "bf16");
+  r.copy_gbps = copy_gbps();
+  const double flops_per_token = 6 * r.parameters + 6.0 * config.n_layer * config.n_embd * seq;
+  const double step_flops = flops_per_token * batch * seq;
+  r.tokens_per_second = batch * seq / (r.ms / 1e3);
+  r.mfu = step_flops / (r.ms / 1e3) / (r.gemm_gflops * 1e9);
+  r.limit_ms = 1e3 * (step_flops / (r.gemm_gflops * 1e9) + 28.0 * r.parameters / (r.copy_gbps * 1e9));
+  return r;
+}
+
+[[noreturn]] void usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s --model NAME [--batch B] [--seq T] [--precision f32|bf16|fp16] [--steps N] "
+               "[--threads N] [--json FILE]\n       %s --list\n",
+               argv0, argv0);
+  std::exit(2);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int steps = 5;
-  std::string json_path = "train_gpt_bench.json", only;
+  std::string model, precision = "f32", json_path;
+  int64_t batch = 4, seq = 64;
+  int steps = 3;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--steps" && i + 1 < argc) steps = std::stoi(argv[++i]);
-    else if (arg == "--threads" && i + 1 < argc) set_num_threads(std::stoi(argv[++i]));
-    else if (arg == "--json" && i + 1 < argc) json_path = argv[++i];
-    else if (arg == "--only" && i + 1 < argc) only = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: %s [--steps N] [--threads N] [--json FILE] [--only small|gpt2-124M]\n", argv[0]);
-      return 2;
+    const bool has_value = i + 1 < argc;
+    if (arg == "--list") {
+      for (const ModelShape& s : kShapes)
+        std::printf("%s: %lld layers, %lld heads, width %lld, vocab %lld\n", s.name, (long long)s.layers,
+                    (long long)s.heads, (long long)s.width, (long long)s.vocab);
+      return 0;
     }
+    if (arg == "--model" && has_value) model = argv[++i];
+    else if (arg == "--batch" && has_value) batch = std::stoll(argv[++i]);
+    else if (arg == "--seq" && has_value) seq = std::stoll(argv[++i]);
+    else if (arg == "--precision" && has_value) precision = argv[++i];
+    else if (arg == "--steps" && has_value) steps = std::stoi(argv[++i]);
+    else if (arg == "--threads" && has_value) set_num_threads(std::stoi(argv[++i]));
+    else if (arg == "--json" && has_value) json_path = argv[++i];
+    else usage(argv[0]);
   }
-  models::GPTConfig small;
-  small.n_layer = 4, small.n_head = 4, small.n_embd = 256, small.vocab_size = 512, small.block_size = 128;
-  const std::vector<Case> cases = {{"small", small, 8, 128},
-                                   {"gpt2-124M", models::GPTConfig::preset("gpt2-124M"), 4, 64}};
-  const double peak = measured_gemm_gflops();
-  std::printf("Fathom GPT training step, f32, %d threads; measured GEMM peak %.1f GFLOP/s\n\n", num_threads(), peak);
-  std::printf("| model | params | batch x seq | ms/step | tokens/s | MFU | peak RSS GiB |\n|---|---|---|---|---|---|---|\n");
-  std::vector<Result> results;
-  for (const Case& c : cases) {
-    if (!only.empty() && c.name != only) continue;
-    results.push_back(run(c, steps, peak));
-    const Result& r = results.back();
-    std::printf("| %s | %.1fM | %lld x %lld | %.1f | %.0f | %.1f%% | %.2f |\n", r.name.c_str(), r.parameters / 1e6,
-                (long long)c.batch, (long long)c.seq, r.ms, r.tokens_per_second, 100 * r.mfu, r.rss_gib);
-    std::fflush(stdout);
+  if (model.empty() || batch < 1 || seq < 1 || steps < 1 ||
+      (precision != "f32" && precision != "bf16" && precision != "fp16"))
+    usage(argv[0]);
+  const Result r = run(find_shape(model), batch, seq, precision, steps);
+  std::printf("%s %s %lld x %lld, %d threads: %.1f ms/step, %.0f tokens/s, MFU %.1f%% (GEMM %.1f GFLOP/s), "
+              "limit %.1f ms (%.0f%% of it), copy %.1f GB/s, peak RSS %.2f GiB\n",
+              model.c_str(), precision.c_str(), (long long)batch, (long long)seq, num_threads(), r.ms,
+              r.tokens_per_second, 100 * r.mfu, r.gemm_gflops, r.limit_ms, 100 * r.limit_ms / r.ms, r.copy_gbps,
+              r.rss_gib);
+  if (!json_path.empty()) {
+    std::ofstream json(json_path);
+    json << "{\"model\": \"" << model << "\", \"precision\": \"" << precision << "\", \"batch\": " << batch
+         << ", \"seq\": " << seq << ", \"threads\": " << num_threads() << ", \"parameters\": " << r.parameters
+         << ", \"ms_per_step\": " << r.ms << ", \"tokens_per_second\": " << r.tokens_per_second
+         << ", \"mfu\": " << r.mfu << ", \"limit_ms\": " << r.limit_ms << ", \"gemm_gflops\": " << r.gemm_gflops
+         << ", \"copy_gbps\": " << r.copy_gbps << ", \"peak_rss_gib\": " << r.rss_gib << "}\n";
   }
-  std::ofstream json(json_path);
-  json << "{\"threads\": " << num_threads() << ", \"gemm_peak_gflops\": " << peak << ", \"models\": [";
-  for (size_t i = 0; i < results.size(); ++i)
-    json << (i ? ", " : "") << "{\"model\": \"" << results[i].name << "\", \"ms_per_step\": " << results[i].ms
-         << ", \"tokens_per_second\": " << results[i].tokens_per_second << ", \"mfu\": " << results[i].mfu
-         << ", \"peak_rss_gib\": " << results[i].rss_gib << "}";
-  json << "]}\n";
   return 0;
 }

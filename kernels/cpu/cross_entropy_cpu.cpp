@@ -24,7 +24,7 @@ void cross_entropy_forward(Acc<T>* loss, Acc<T>* lse, const T* logits, const int
     for (int64_t r = begin; r < end; ++r) {
       const A* x = load_row(logits + r * V, V, x_scratch);
       const A m = row_max(x, V);
-      const A row_lse = m + std::log(lane_sum<A>(V, [&](int64_t i) { return exp_acc(x[i] - m); }));
+      const A row_lse = m + std::log(exp_affine_row_sum(x, V, A(1), m));
       lse[r] = row_lse;
       if (targets[r] != ignore_index) row_loss[r] = static_cast<double>(row_lse - x[targets[r]]);
     }
@@ -50,7 +50,8 @@ void cross_entropy_backward(T* dlogits, const Acc<T>* dloss, const T* logits, co
       } else {
         const A* x = load_row(logits + r * V, V, x_scratch);
         const A shift = lse[r];
-        for (int64_t i = 0; i < V; ++i) dx[i] = exp_acc(x[i] - shift) * scale;
+        exp_affine_row(dx.data(), x, V, A(1), shift);
+        for (int64_t i = 0; i < V; ++i) dx[i] *= scale;
         if (!ignored) dx[targets[r]] -= row_scale;
       }
       store_row(dlogits + r * V, dx.data(), V, accumulate);

@@ -32,7 +32,7 @@ void softmax_rows(T* out, const T* inp, int64_t N, int64_t C, bool log, const So
         y = y_scratch.data();
       const int64_t n = scaling.visible(r, C);
       const A m = scale * row_max(x, n);
-      for (int64_t i = 0; i < n; ++i) y[i] = exp_acc(scale * x[i] - m);
+      exp_affine_row(y, x, n, scale, m);
       const A s = row_sum(y, n);
       if (log) {
         const A shift = m + std::log(s);
