@@ -1,9 +1,13 @@
 """The PyTorch peer of fathom_train_gpt_bench: the same GPT shapes and training step
-(forward + backward + AdamW, f32, CPU), timed the same way (median of N steps after two
-warm-up steps). A benchmark-only peer: Fathom itself never uses Python.
+(forward + backward + AdamW, CPU), timed the same way (median of N steps after the warm-up
+steps). A benchmark-only peer: Fathom itself never uses Python.
 
-usage: python torch_gpt.py --model small|gpt2-124M --threads N [--steps N]
-Prints one JSON line: {"model", "threads", "ms_per_step", "tokens_per_second", "torch"}.
+Modes: eager (f32), compile (torch.compile of the model, f32; compiling happens in the warm-up
+steps), bf16 (eager under torch.autocast("cpu", dtype=torch.bfloat16), f32 weights and AdamW:
+PyTorch's mixed-precision CPU training).
+
+usage: python torch_gpt.py --model NAME --batch B --seq T --threads N [--mode M] [--steps N]
+Prints one JSON line: {"model", "mode", "threads", "ms_per_step", "tokens_per_second", "torch"}.
 """
 import argparse
 import json
@@ -14,9 +18,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-SHAPES = {  # n_layer, n_head, n_embd, vocab, batch, seq
-    "small": (4, 4, 256, 512, 8, 128),
-    "gpt2-124M": (12, 12, 768, 50257, 4, 64),
+SHAPES = {  # n_layer, n_head, n_embd, vocab: the names of fathom_train_gpt_bench --list
+    "small": (4, 4, 256, 512),
+    "gpt-10M": (4, 3, 192, 50257),
+    "gpt-30M": (6, 6, 384, 50257),
+    "gpt2-124M": (12, 12, 768, 50257),
+    "gpt2-350M": (24, 16, 1024, 50257),
 }
 
 
@@ -61,26 +68,34 @@ class GPT(nn.Module):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", choices=SHAPES, required=True)
+    parser.add_argument("--batch", type=int, required=True)
+    parser.add_argument("--seq", type=int, required=True)
     parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--mode", choices=["eager", "compile", "bf16"], default="eager")
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    n_layer, n_head, n_embd, vocab, batch, seq = SHAPES[args.model]
-    model = GPT(n_layer, n_head, n_embd, vocab, max(seq, 128))
+    n_layer, n_head, n_embd, vocab = SHAPES[args.model]
+    batch, seq = args.batch, args.seq
+    model = GPT(n_layer, n_head, n_embd, vocab, seq)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    forward = torch.compile(model) if args.mode == "compile" else model
     tokens = torch.randint(0, vocab, (batch, seq + 1))
     inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
     times = []
-    for step in range(args.steps + 2):
+    for step in range(args.steps + args.warmup):
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        model(inputs, targets).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.mode == "bf16"):
+            loss = forward(inputs, targets)
+        loss.backward()
         optimizer.step()
-        if step >= 2:
+        if step >= args.warmup:
             times.append((time.perf_counter() - start) * 1e3)
     ms = sorted(times)[len(times) // 2]
-    print(json.dumps({"model": args.model, "threads": args.threads, "ms_per_step": ms,
+    print(json.dumps({"model": args.model, "mode": args.mode, "threads": args.threads, "ms_per_step": ms,
                       "tokens_per_second": batch * seq / (ms / 1e3), "torch": torch.__version__}))
 
 

@@ -2,14 +2,14 @@
 // model, micro-batch and precision per run; benchmarks/train_gpt/run.sh runs the grid and the
 // PyTorch peer and prints the tables.
 //
-// Per run: median ms/step over the measured steps (after two warm-up steps), tokens/s, MFU
+// Per run: median ms/step over the measured steps (after the warm-up steps), tokens/s, MFU
 // against this machine's GEMM rate measured in the same process (FLOPs per token = 6N +
 // 6·L·C·T, as llm.c counts them), the step's limit — its GEMM FLOPs at that rate plus AdamW's
 // bytes (28 per parameter: f32 weight, gradient and two moments read, three written) at the
 // measured copy bandwidth — and the process's peak RSS.
 //
 //   fathom_train_gpt_bench --model NAME [--batch B] [--seq T] [--precision f32|bf16|fp16]
-//                          [--steps N] [--threads N] [--json FILE]
+//                          [--steps N] [--warmup N] [--threads N] [--json FILE]
 //   fathom_train_gpt_bench --list      the model names with their shapes
 #include <sys/resource.h>
 
@@ -102,7 +102,8 @@ struct Result {
   double parameters, ms, tokens_per_second, mfu, limit_ms, gemm_gflops, copy_gbps, rss_gib;
 };
 
-Result run(const ModelShape& shape, int64_t batch, int64_t seq, const std::string& precision, int steps) {
+Result run(const ModelShape& shape, int64_t batch, int64_t seq, const std::string& precision, int steps,
+           int warmup) {
   models::GPTConfig config;
   config.n_layer = shape.layers, config.n_head = shape.heads, config.n_embd = shape.width;
   config.vocab_size = shape.vocab, config.block_size = seq;
@@ -116,11 +117,11 @@ Result run(const ModelShape& shape, int64_t batch, int64_t seq, const std::strin
   const Tensor tokens = randint({batch, seq + 1}, gen, 0, config.vocab_size);
   const Tensor inputs = tokens.narrow(1, 0, seq).contiguous(), targets = tokens.narrow(1, 1, seq).contiguous();
   std::vector<double> times;
-  for (int step = 0; step < steps + 2; ++step) {  // two warm-up steps
+  for (int step = 0; step < warmup + steps; ++step) {
     const auto start = Clock::now();
     init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(inputs)), targets));
     init.engine->step();
-    if (step >= 2) times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    if (step >= warmup) times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   }
   std::sort(times.begin(), times.end());
   Result r;
@@ -140,7 +141,7 @@ Result run(const ModelShape& shape, int64_t batch, int64_t seq, const std::strin
 [[noreturn]] void usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s --model NAME [--batch B] [--seq T] [--precision f32|bf16|fp16] [--steps N] "
-               "[--threads N] [--json FILE]\n       %s --list\n",
+               "[--warmup N] [--threads N] [--json FILE]\n       %s --list\n",
                argv0, argv0);
   std::exit(2);
 }
@@ -150,7 +151,7 @@ Result run(const ModelShape& shape, int64_t batch, int64_t seq, const std::strin
 int main(int argc, char** argv) {
   std::string model, precision = "f32", json_path;
   int64_t batch = 4, seq = 64;
-  int steps = 3;
+  int steps = 3, warmup = 2;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;
@@ -165,14 +166,15 @@ int main(int argc, char** argv) {
     else if (arg == "--seq" && has_value) seq = std::stoll(argv[++i]);
     else if (arg == "--precision" && has_value) precision = argv[++i];
     else if (arg == "--steps" && has_value) steps = std::stoi(argv[++i]);
+    else if (arg == "--warmup" && has_value) warmup = std::stoi(argv[++i]);
     else if (arg == "--threads" && has_value) set_num_threads(std::stoi(argv[++i]));
     else if (arg == "--json" && has_value) json_path = argv[++i];
     else usage(argv[0]);
   }
-  if (model.empty() || batch < 1 || seq < 1 || steps < 1 ||
+  if (model.empty() || batch < 1 || seq < 1 || steps < 1 || warmup < 0 ||
       (precision != "f32" && precision != "bf16" && precision != "fp16"))
     usage(argv[0]);
-  const Result r = run(find_shape(model), batch, seq, precision, steps);
+  const Result r = run(find_shape(model), batch, seq, precision, steps, warmup);
   std::printf("%s %s %lld x %lld, %d threads: %.1f ms/step, %.0f tokens/s, MFU %.1f%% (GEMM %.1f GFLOP/s), "
               "limit %.1f ms (%.0f%% of it), copy %.1f GB/s, peak RSS %.2f GiB\n",
               model.c_str(), precision.c_str(), (long long)batch, (long long)seq, num_threads(), r.ms,
