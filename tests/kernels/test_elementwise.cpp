@@ -6,6 +6,8 @@
 #include "core/generator.h"
 #include "kernels/elementwise.h"
 #include "kernels/optimizer_kernels.h"
+#include "kernels/reduction.h"
+#include "core/threads.h"
 #include "test_util.h"
 
 using namespace fathom;
@@ -134,4 +136,29 @@ TEST_CASE("optimizer kernels need flat f32 state", "[kernels]") {
   CHECK_FALSE(has_inf_or_nan({p, grads.t()}));
   grads.select(1, 2).fill_(std::numeric_limits<double>::infinity());
   CHECK(has_inf_or_nan({p, grads.t()}));
+}
+
+TEST_CASE("column sums (a bias gradient) are the same bits as the strided reduction, on any thread count",
+          "[kernels]") {
+  // sum over dim 0 of a dense matrix takes the row-sweeping column path; the same sums over the
+  // last dim of the transposed copy take the generic one. Past 8192 rows the chunks merge; 300
+  // columns leave a partial block; 16-bit, f64, integer, squares and mean all go through it.
+  const int threads = num_threads();
+  Generator gen(9);
+  for (const int64_t rows : {int64_t{37}, int64_t{8192 * 2 + 5}})
+    for (const DType dtype : {DType::F32, DType::BF16, DType::F64, DType::I64}) {
+      const Tensor x = dtype == DType::I64 ? randint({rows, 300}, gen, -50, 50)
+                                           : uniform({rows, 300}, gen, -1, 1, dtype);
+      const Tensor transposed = x.t().contiguous();
+      for (const ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::SumOfSquares}) {
+        if (dtype == DType::I64 && op != ReduceOp::Sum) continue;
+        INFO("rows " << rows << " " << dtype_name(dtype) << " op " << static_cast<int>(op));
+        const Tensor generic = reduce(op, transposed, {1}, false);
+        for (const int t : {1, 2, 3}) {
+          set_num_threads(t);
+          CHECK(fathom::testing::mismatch(reduce(op, x, {0}, false), generic, 0, 0) == "");
+        }
+        set_num_threads(threads);
+      }
+    }
 }
