@@ -43,9 +43,17 @@ Tensor as_rows(const Tensor& x) {
   return rows.is_contiguous() ? rows : rows.contiguous();
 }
 
+// On the CPU the bias rows are the GEMM's starting C (one broadcast write, then the product is
+// added to them), rather than a separate pass that reads the product and writes the sum.
 Tensor affine_unfused(const Tensor& x2d, const Tensor& weight, const Tensor& bias) {
-  Tensor y = matmul(x2d, weight, false, /*transpose_b=*/true);
-  return bias.defined() ? add(y, bias) : y;
+  if (!bias.defined()) return matmul(x2d, weight, false, /*transpose_b=*/true);
+  if (x2d.device().is_cpu()) {
+    Tensor y = Tensor::empty({x2d.size(0), weight.size(0)}, x2d.dtype(), x2d.device());
+    y.copy_(bias.expand(y.sizes()));  // a copy even for one row, where expand's view is contiguous
+    matmul_into(y, x2d, weight, false, /*transpose_b=*/true, /*accumulate=*/true);
+    return y;
+  }
+  return add(matmul(x2d, weight, false, /*transpose_b=*/true), bias);
 }
 
 #if FATHOM_WITH_CUDA

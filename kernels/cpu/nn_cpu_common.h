@@ -34,6 +34,14 @@ using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
 template <typename T>
 inline constexpr bool kIsAcc = std::is_same_v<T, Acc<T>>;
 
+// Asks for row r + 2 of a (rows x n) block while row r is worked on: rows of a few KiB are too
+// short for the hardware prefetcher to get ahead of.
+template <typename T>
+inline void prefetch_row_ahead(const T* rows, int64_t r, int64_t end, int64_t n) {
+  if (r + 2 >= end) return;
+  for (int64_t i = 0; i < n; i += 64 / static_cast<int64_t>(sizeof(T))) __builtin_prefetch(rows + (r + 2) * n + i);
+}
+
 // The row itself when T is already the compute type; otherwise a converted copy in scratch.
 template <typename T>
 inline const Acc<T>* load_row(const T* src, int64_t n, std::vector<Acc<T>>& scratch) {

@@ -53,20 +53,27 @@ void layernorm_forward(T* out, Acc<T>* mean, Acc<T>* rstd, const T* inp, const T
                        int64_t C, double eps) {
   using A = Acc<T>;
   parallel_rows(N, 6 * C, [&](int64_t begin, int64_t end) {
-    std::vector<A> x_scratch, w_scratch, b_scratch, y(C);
+    std::vector<A> x_scratch, w_scratch, b_scratch, y_scratch(kIsAcc<T> ? 0 : C);
     const A* w = weight ? load_row(weight, C, w_scratch) : nullptr;
     const A* b = bias ? load_row(bias, C, b_scratch) : nullptr;
     for (int64_t r = begin; r < end; ++r) {
+      prefetch_row_ahead(inp, r, end, C);
       const A* x = load_row(inp + r * C, C, x_scratch);
       const A m = row_sum(x, C) / A(C);
       const A var = lane_sum<A>(C, [&](int64_t i) { return (x[i] - m) * (x[i] - m); }) / A(C);
       const A s = A(1) / std::sqrt(var + A(eps));
-      for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - m) * s;
-      if (w)
-        for (int64_t i = 0; i < C; ++i) y[i] *= w[i];
-      if (b)
-        for (int64_t i = 0; i < C; ++i) y[i] += b[i];
-      store_row(out + r * C, y.data(), C, /*accumulate=*/false);
+      // One pass writes the row (straight into out for f32/f64); the affine cases are separate
+      // loops so each vectorises without a branch per element.
+      A* y = kIsAcc<T> ? reinterpret_cast<A*>(out + r * C) : y_scratch.data();
+      if (w && b)
+        for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - m) * s * w[i] + b[i];
+      else if (w)
+        for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - m) * s * w[i];
+      else if (b)
+        for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - m) * s + b[i];
+      else
+        for (int64_t i = 0; i < C; ++i) y[i] = (x[i] - m) * s;
+      if constexpr (!kIsAcc<T>) store_row(out + r * C, y, C, /*accumulate=*/false);
       mean[r] = m;
       rstd[r] = s;
     }

@@ -24,6 +24,7 @@ void softmax_rows(T* out, const T* inp, int64_t N, int64_t C, bool log, const So
   parallel_rows(N, 8 * C, [&](int64_t begin, int64_t end) {
     std::vector<A> x_scratch, y_scratch(kIsAcc<T> ? 0 : C);
     for (int64_t r = begin; r < end; ++r) {
+      prefetch_row_ahead(inp, r, end, C);
       const A* x = load_row(inp + r * C, C, x_scratch);
       A* y;
       if constexpr (kIsAcc<T>)
