@@ -40,21 +40,22 @@ void cross_entropy_backward(T* dlogits, const Acc<T>* dloss, const T* logits, co
                             bool accumulate) {
   using A = Acc<T>;
   const A row_scale = static_cast<A>(static_cast<double>(*dloss) / normaliser);
+  // f32/f64 rows that are not accumulated into are written in place; others go through dx.
+  const bool direct = kIsAcc<T> && !accumulate;
   parallel_rows(N, 8 * V, [&](int64_t begin, int64_t end) {
-    std::vector<A> x_scratch, dx(V);
+    std::vector<A> x_scratch, dx_scratch(direct ? 0 : V);
     for (int64_t r = begin; r < end; ++r) {
+      A* dx = direct ? reinterpret_cast<A*>(dlogits + r * V) : dx_scratch.data();
       const bool ignored = targets[r] == ignore_index;
       const A scale = (ignored ? A(0) : row_scale) + (dlse ? dlse[r] : A(0));
       if (scale == A(0)) {
-        std::fill(dx.begin(), dx.end(), A(0));
+        std::fill(dx, dx + V, A(0));
       } else {
         const A* x = load_row(logits + r * V, V, x_scratch);
-        const A shift = lse[r];
-        exp_affine_row(dx.data(), x, V, A(1), shift);
-        for (int64_t i = 0; i < V; ++i) dx[i] *= scale;
+        exp_affine_row(dx, x, V, A(1), lse[r], scale);
         if (!ignored) dx[targets[r]] -= row_scale;
       }
-      store_row(dlogits + r * V, dx.data(), V, accumulate);
+      if (!direct) store_row(dlogits + r * V, dx, V, accumulate);
     }
   });
 }

@@ -20,8 +20,8 @@
 
 namespace fathom::kernels::nn_cpu {
 
-FATHOM_EXP_CLONES void exp_affine(float* y, const float* x, int64_t n, float scale, float shift) {
-  for (int64_t i = 0; i < n; ++i) y[i] = math::exp(scale * x[i] - shift);
+FATHOM_EXP_CLONES void exp_affine(float* y, const float* x, int64_t n, float scale, float shift, float factor) {
+  for (int64_t i = 0; i < n; ++i) y[i] = math::exp(scale * x[i] - shift) * factor;
 }
 
 FATHOM_EXP_CLONES float exp_affine_sum(const float* __restrict x, int64_t n, float scale, float shift) {

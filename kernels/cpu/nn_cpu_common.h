@@ -109,18 +109,18 @@ inline A row_max(const A* x, int64_t n) {
   return best;
 }
 
-// y[i] = exp(scale * x[i] - shift) for i < n (y may be x), and the lane_sum of those values
-// without storing them: vectorised f32 passes (exp_rows.cpp).
-void exp_affine(float* y, const float* x, int64_t n, float scale, float shift);
+// y[i] = exp(scale * x[i] - shift) * factor for i < n (y may be x), and the lane_sum of
+// exp(scale * x[i] - shift) without storing them: vectorised f32 passes (exp_rows.cpp).
+void exp_affine(float* y, const float* x, int64_t n, float scale, float shift, float factor);
 float exp_affine_sum(const float* x, int64_t n, float scale, float shift);
 
 // The same in any compute type: the vectorised passes for f32, plain loops for f64.
 template <typename A>
-inline void exp_affine_row(A* y, const A* x, int64_t n, A scale, A shift) {
+inline void exp_affine_row(A* y, const A* x, int64_t n, A scale, A shift, A factor = A(1)) {
   if constexpr (std::is_same_v<A, float>)
-    exp_affine(y, x, n, scale, shift);
+    exp_affine(y, x, n, scale, shift, factor);
   else
-    for (int64_t i = 0; i < n; ++i) y[i] = exp_acc(scale * x[i] - shift);
+    for (int64_t i = 0; i < n; ++i) y[i] = exp_acc(scale * x[i] - shift) * factor;
 }
 template <typename A>
 inline A exp_affine_row_sum(const A* x, int64_t n, A scale, A shift) {
