@@ -1,0 +1,78 @@
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "autograd/functions.h"
+#include "models/reward_model.h"
+#include "nn/rlhf_loss.h"
+
+using namespace fathom;
+using autograd::Variable;
+
+namespace {
+models::GPTConfig tiny() {
+  models::GPTConfig c = models::GPTConfig::preset("tiny");
+  c.vocab_size = 32;
+  c.block_size = 16;
+  return c;
+}
+Variable tokens(const std::vector<int64_t>& ids, int64_t rows) {
+  return Variable(Tensor::from_vector(ids, {rows, static_cast<int64_t>(ids.size()) / rows}));
+}
+}  // namespace
+
+TEST_CASE("the reward model is the GPT of its seed with a bias-free scalar head named v_head", "[models][rlhf]") {
+  const models::GPTConfig config = tiny();
+  models::RewardModel reward(config, 5);
+  models::GPT gpt(config, 5);
+  std::map<std::string, Tensor> gpt_params;
+  for (const auto& [name, p] : gpt.named_parameters()) gpt_params.emplace(name, p.data());
+  int backbone = 0;
+  for (const auto& [name, p] : reward.named_parameters()) {
+    if (name == "v_head.weight") {
+      CHECK(p.sizes() == Shape{1, config.n_embd});
+      continue;
+    }
+    INFO(name);
+    REQUIRE(gpt_params.count(name) == 1);  // GPT's names: its checkpoints load by name
+    CHECK(p.data().to_vector<float>() == gpt_params.at(name).to_vector<float>());
+    ++backbone;
+  }
+  CHECK(backbone + 1 == static_cast<int>(reward.named_parameters().size()));
+  CHECK_FALSE(reward.v_head->bias.defined());
+  for (const auto& [name, p] : reward.named_parameters()) CHECK(name.rfind("lm_head", 0) != 0);
+}
+
+TEST_CASE("a sequence's score is the reward at its last real token, whatever padding follows", "[models][rlhf]") {
+  models::RewardModel reward(tiny(), 7);
+  const int64_t pad = 0;
+  // Row 0: 5 real tokens; row 1: 3 real tokens then padding. Scored alone, unpadded, each gives
+  // the same reward at its last token: attention is causal.
+  const Variable padded = tokens({4, 9, 2, 7, 5, 0, 3, 8, 6, 0, 0, 0}, 2);
+  const Variable rewards = reward(padded);
+  REQUIRE(rewards.sizes() == Shape{2, 6});
+  const double row1_alone = reward(tokens({3, 8, 6}, 1)).data().to_vector<float>()[2];
+  const double row0_alone = reward(tokens({4, 9, 2, 7, 5}, 1)).data().to_vector<float>()[4];
+  const Tensor ids = padded.data();
+  const nn::RewardPairLoss scored = nn::reward_pair_loss(rewards, rewards, ids, ids, pad);
+  const auto scores = scored.chosen_scores.to_vector<float>();
+  CHECK(scores[0] == Approx(row0_alone).epsilon(1e-5));
+  CHECK(scores[1] == Approx(row1_alone).epsilon(1e-5));
+  CHECK(scores[1] == rewards.data().to_vector<float>()[6 + 2]);
+}
+
+TEST_CASE("the reward loss trains both the head and the backbone", "[models][rlhf]") {
+  models::RewardModel reward(tiny(), 9);
+  const Tensor chosen = Tensor::from_vector<int64_t>({4, 9, 2, 7, 0, 0}, {1, 6});
+  const Tensor rejected = Tensor::from_vector<int64_t>({4, 9, 3, 0, 0, 0}, {1, 6});
+  const nn::RewardPairLoss out =
+      nn::reward_pair_loss(reward(Variable(chosen)), reward(Variable(rejected)), chosen, rejected, 0);
+  out.loss.backward();
+  for (const auto& [name, p] : reward.named_parameters()) {
+    if (name.find(".h.") == std::string::npos && name.find("v_head") == std::string::npos) continue;
+    INFO(name);
+    REQUIRE(p.grad().defined());
+    CHECK(autograd::sum(autograd::abs(Variable(p.grad()))).data().item() > 0);
+  }
+}
