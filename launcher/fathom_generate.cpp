@@ -34,7 +34,7 @@ namespace {
 struct Options {
   std::string model_path, prompt = "\n";
   int64_t max_tokens = 200, top_k = 40;
-  double temperature = 0.8;
+  double temperature = 0.8, top_p = 1.0;
   uint64_t seed = 0;
   int threads = 0;
   std::string device = "auto";
@@ -47,6 +47,8 @@ const char* kUsage = R"(usage: fathom-generate --model FILE [options]
   --max-tokens N      tokens to generate (default 200; past the block size the context slides)
   --temperature T     0 = greedy (default 0.8)
   --top-k K           sample among the K most likely tokens; 0 = all (default 40)
+  --top-p P           then keep the fewest most likely tokens whose probability reaches P,
+                      in (0, 1] (default 1: all of them)
   --seed N            sampling seed (default 0)
   --threads N         CPU threads
   --device D          auto (default: GPU 0 when there is one, else the CPU), cpu or cuda
@@ -95,6 +97,8 @@ Options parse(int argc, char** argv) {
       o.temperature = real_number(flag, value);
     else if (flag == "--top-k")
       o.top_k = whole_number(flag, value, 0);
+    else if (flag == "--top-p")
+      o.top_p = real_number(flag, value);
     else if (flag == "--seed")
       o.seed = static_cast<uint64_t>(whole_number(flag, value, 0));
     else if (flag == "--threads")
@@ -105,6 +109,8 @@ Options parse(int argc, char** argv) {
       FATHOM_FAIL("unknown option ", flag, "; see fathom-generate --help");
   }
   FATHOM_CHECK(!o.model_path.empty(), "--model is required; see fathom-generate --help");
+  FATHOM_CHECK(o.top_p > 0 && o.top_p <= 1, "--top-p takes a probability in (0, 1], got ", o.top_p,
+               " (1 keeps every token)");
   return o;
 }
 
@@ -230,7 +236,7 @@ int run(const Options& o, const parallel::Runtime& runtime) {
   Tensor logits = feed_context(std::min<size_t>(context.size(), static_cast<size_t>(block)));
   if (prints) std::fputs(vocab == 256 ? o.prompt.c_str() : "", stdout);
   for (int64_t i = 0; i < o.max_tokens; ++i) {
-    const int64_t token = models::sample_token(logits.reshape({vocab}), o.temperature, o.top_k, gen);
+    const int64_t token = models::sample_token(logits.reshape({vocab}), o.temperature, o.top_k, gen, o.top_p);
     if (prints && vocab == 256)
       std::fputc(static_cast<int>(token), stdout);
     else if (prints)

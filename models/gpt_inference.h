@@ -37,7 +37,8 @@ class GPTInference {
 Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_cache,
                         const Tensor& value_cache, int64_t position);
 
-// Draws the next token from logits [vocab] (f32): temperature 0 means greedy; top_k 0 means all.
-int64_t sample_token(const Tensor& logits, double temperature, int64_t top_k, Generator& gen);
+// Draws the next token from logits [vocab] (f32): temperature 0 means greedy; top_k 0 means all;
+// top_p < 1 keeps the fewest most likely tokens (after top_k) whose probability reaches top_p.
+int64_t sample_token(const Tensor& logits, double temperature, int64_t top_k, Generator& gen, double top_p = 1.0);
 
 }  // namespace fathom::models

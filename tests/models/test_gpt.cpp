@@ -1,3 +1,4 @@
+#include <cmath>
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -222,6 +223,25 @@ TEST_CASE("KV-cache logits equal the full-prefix forward", "[models]") {
   const Tensor logits = Tensor::from_vector<float>({0.1f, 3.0f, 0.2f});
   CHECK(sample_token(logits, 0.0, 0, gen) == 1);   // greedy
   CHECK(sample_token(logits, 1.0, 1, gen) == 1);   // top-1 is greedy too
+}
+
+TEST_CASE("nucleus sampling keeps the fewest most likely tokens that reach top_p", "[models]") {
+  using models::sample_token;
+  Generator gen(2);
+  // Probabilities 0.5, 0.3, 0.2 (logits are their logs).
+  const Tensor logits = Tensor::from_vector<float>({std::log(0.5f), std::log(0.3f), std::log(0.2f)});
+  std::vector<int> seen_08(3, 0), seen_05(3, 0), seen_all(3, 0);
+  for (int i = 0; i < 400; ++i) {
+    ++seen_08[sample_token(logits, 1.0, 0, gen, 0.79)];
+    ++seen_05[sample_token(logits, 1.0, 0, gen, 0.49)];
+    ++seen_all[sample_token(logits, 1.0, 0, gen, 1.0)];
+  }
+  CHECK(seen_08[2] == 0);  // 0.5 + 0.3 reach 0.79: the third is cut
+  CHECK(seen_08[0] > 0);
+  CHECK(seen_08[1] > 0);
+  CHECK(seen_05[0] == 400);  // the first alone reaches 0.49
+  CHECK(seen_all[2] > 0);
+  CHECK_THROWS_WITH(sample_token(logits, 1.0, 0, gen, 0.0), Catch::Contains("top_p 0 must be in (0, 1]"));
 }
 
 TEST_CASE("GPT is a list of layers a pipeline can cut anywhere, with its embedding tie declared", "[models]") {
