@@ -5,6 +5,7 @@
 
 #include "autograd/custom_function.h"
 #include "autograd/functions.h"
+#include "autograd/nn_functions.h"
 #include "core/error.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduction.h"
@@ -47,6 +48,21 @@ int64_t first_of(const std::vector<int64_t>& ids, int64_t row, int64_t T, int64_
 }
 
 }  // namespace
+
+Variable token_logprobs(const Variable& logits, const Tensor& tokens) {
+  const char* op = "token_logprobs";
+  FATHOM_CHECK(logits.dim() == 3, op, ": logits must be (sequences, positions, vocab), got shape ",
+               shape_str(logits.sizes()));
+  FATHOM_CHECK(tokens.dtype() == DType::I64 && tokens.dim() == 2 && tokens.size(0) == logits.size(0) &&
+                   tokens.size(1) == logits.size(1),
+               op, ": tokens must be i64 of shape [", logits.size(0), ", ", logits.size(1), "], got ",
+               dtype_name(tokens.dtype()), " ", shape_str(tokens.sizes()));
+  const int64_t V = logits.size(2);
+  const Device device = logits.data().device();
+  const Tensor vocab = Tensor::arange(V, DType::I64, device);
+  const Tensor one_hot = eq(tokens.to(device).reshape({tokens.size(0), tokens.size(1), 1}), vocab).to(logits.dtype());
+  return autograd::sum(autograd::log_softmax(logits) * constant(one_hot), {2});
+}
 
 Variable softplus(const Variable& x) { return autograd::apply_function(std::make_shared<Softplus>(), {x})[0]; }
 

@@ -12,6 +12,11 @@
 
 namespace fathom::nn {
 
+// log p(tokens[n, t]) under logits[n, t, :] (a softmax over the last dim): the per-token
+// log-probs PPO needs from the actor and the reference model. logits (N, T, V), tokens (N, T)
+// i64 -> (N, T), differentiable in the logits (gradient one_hot - softmax per position).
+autograd::Variable token_logprobs(const autograd::Variable& logits, const Tensor& tokens);
+
 // log(1 + e^x), stable for any x, with gradient sigmoid(x) (exactly 1/2 at 0).
 autograd::Variable softplus(const autograd::Variable& x);
 

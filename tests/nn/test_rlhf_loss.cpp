@@ -128,3 +128,24 @@ TEST_CASE("PPO losses name bad inputs", "[nn][rlhf]") {
   CHECK_THROWS_WITH(nn::ppo_policy_loss(lp, Tensor::zeros({1, 2}), Tensor::zeros({1, 2}), Tensor::ones({1, 2}), 1.5),
                     Catch::Contains("cliprange 1.5"));
 }
+
+TEST_CASE("token log-probs pick each position's token and send one_hot - softmax back", "[nn][rlhf]") {
+  const std::vector<float> values = {1.0f, 2.0f, 0.5f, -1.0f, 0.0f, 3.0f};  // 1 sequence, 2 positions, vocab 3
+  const Variable logits = leaf(values, {1, 2, 3});
+  const Tensor tokens = Tensor::from_vector<int64_t>({1, 2}, {1, 2});
+  const Variable lp = nn::token_logprobs(logits, tokens);
+  REQUIRE(lp.sizes() == Shape{1, 2});
+  std::vector<double> expected_grad;
+  for (int t = 0; t < 2; ++t) {
+    double z = 0;
+    for (int v = 0; v < 3; ++v) z += std::exp(values[t * 3 + v]);
+    const int token = t == 0 ? 1 : 2;
+    CHECK(lp.data().to_vector<double>()[t] == Approx(values[t * 3 + token] - std::log(z)).epsilon(1e-6));
+    for (int v = 0; v < 3; ++v) expected_grad.push_back((v == token ? 1.0 : 0.0) - std::exp(values[t * 3 + v]) / z);
+  }
+  autograd::sum(lp).backward();
+  const auto g = grad_of(logits);
+  for (int k = 0; k < 6; ++k) CHECK(g[k] == Approx(expected_grad[k]).margin(1e-6));
+  CHECK_THROWS_WITH(nn::token_logprobs(logits, Tensor::from_vector<int64_t>({1, 2, 0}, {1, 3})),
+                    Catch::Contains("tokens must be i64 of shape [1, 2]"));
+}
