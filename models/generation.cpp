@@ -1,0 +1,44 @@
+#include "models/generation.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "models/gpt_inference.h"
+
+namespace fathom::models {
+
+Generated generate(const GPT& model, const Tensor& prompts, const SamplingOptions& options, Generator& gen) {
+  FATHOM_CHECK(prompts.dim() == 2 && prompts.dtype() == DType::I64 && prompts.size(0) >= 1 && prompts.size(1) >= 1,
+               "generate: prompts must be i64 [batch, length] with at least one token each, got ", prompts.str());
+  const int64_t B = prompts.size(0), P = prompts.size(1), L = options.max_new_tokens;
+  FATHOM_CHECK(L >= 1, "generate: max_new_tokens ", L, " must be >= 1");
+  FATHOM_CHECK(P + L <= model.config().block_size, "generate: ", P, " prompt tokens + ", L,
+               " new ones exceed the model's block_size ", model.config().block_size,
+               "; shorten the prompts or lower max_new_tokens");
+  const std::vector<int64_t> prompt = prompts.to(kCPU).contiguous().to_vector<int64_t>();
+  std::vector<int64_t> sequences(B * (P + L), options.pad_token);
+  std::vector<float> mask(B * L, 0.0f);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < P; ++t) sequences[b * (P + L) + t] = prompt[b * P + t];
+
+  GPTInference decoder(model, B);
+  Tensor logits = decoder.feed(prompts.to(kCPU).contiguous()).to(kCPU).to(DType::F32);  // [B, V]
+  std::vector<bool> ended(B, false);
+  std::vector<int64_t> next(B);
+  for (int64_t t = 0; t < L; ++t) {
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t token = sample_token(logits.select(0, b).contiguous(), options.temperature, options.top_k, gen,
+                                         options.top_p);
+      next[b] = ended[b] ? options.pad_token : token;
+      sequences[b * (P + L) + P + t] = next[b];
+      if (!ended[b]) mask[b * L + t] = 1.0f;
+      if (options.end_token && token == *options.end_token) ended[b] = true;
+    }
+    if (t + 1 == L || std::all_of(ended.begin(), ended.end(), [](bool e) { return e; })) break;
+    logits = decoder.feed(Tensor::from_vector(next, {B, 1})).to(kCPU).to(DType::F32);
+  }
+  return {Tensor::from_vector(sequences, {B, P + L}), Tensor::from_vector(mask, {B, L})};
+}
+
+}  // namespace fathom::models

@@ -1,0 +1,33 @@
+#pragma once
+// Batched sampling with the key/value cache: the generation half of an RLHF step (and of the
+// hybrid engine to come). All prompts of a batch have the same length (the cache has one
+// position counter for the batch); each row stops at its own end token, after which it is
+// filled with the pad token and masked out.
+
+#include <cstdint>
+#include <optional>
+
+#include "core/generator.h"
+#include "models/gpt.h"
+
+namespace fathom::models {
+
+struct SamplingOptions {
+  int64_t max_new_tokens = 64;
+  double temperature = 1.0;  // 0: greedy
+  int64_t top_k = 0;         // 0: all tokens
+  double top_p = 1.0;        // 1: all tokens
+  std::optional<int64_t> end_token;  // a row stops after generating it (it is kept, unmasked)
+  int64_t pad_token = 0;             // what fills a row after its end
+};
+
+struct Generated {
+  Tensor sequences;  // i64 [B, P + L]: prompt then response (L = max_new_tokens), on the host
+  Tensor mask;       // f32 [B, L]: 1 on generated tokens, 0 on the padding after a row's end
+};
+
+// prompts: i64 [B, P], P >= 1, P + max_new_tokens <= block_size. Row b draws from `gen` in
+// row order at each position, so a batch is reproducible from its seed.
+Generated generate(const GPT& model, const Tensor& prompts, const SamplingOptions& options, Generator& gen);
+
+}  // namespace fathom::models
