@@ -1,0 +1,83 @@
+#include "engine/preference_data.h"
+
+#include <algorithm>
+#include <fstream>
+#include <random>
+
+#include "core/error.h"
+#include "core/json.h"
+
+namespace fathom {
+namespace {
+
+constexpr int kDigits = 4;
+const std::string kPromptHead = "sort ";
+
+std::string digits_of(const std::string& prompt) {
+  if (prompt.size() != kPromptHead.size() + kDigits + 1 || prompt.rfind(kPromptHead, 0) != 0) return "";
+  return prompt.substr(kPromptHead.size(), kDigits);
+}
+
+}  // namespace
+
+std::vector<PreferencePair> sorting_preference_pairs(int64_t count, uint64_t seed) {
+  FATHOM_CHECK(count >= 0, "sorting_preference_pairs: count ", count, " must be >= 0");
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> digit(0, 9);
+  std::vector<PreferencePair> pairs;
+  pairs.reserve(static_cast<size_t>(count));
+  while (static_cast<int64_t>(pairs.size()) < count) {
+    std::string digits(kDigits, '0');
+    for (char& d : digits) d = static_cast<char>('0' + digit(rng));
+    std::string sorted = digits;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end(), std::not_equal_to<>()) == sorted.end())
+      continue;  // one repeated digit: no unsorted ordering to reject
+    std::string rejected = sorted;
+    while (rejected == sorted) std::shuffle(rejected.begin(), rejected.end(), rng);
+    pairs.push_back({kPromptHead + digits + ":", sorted + "\n", rejected + "\n"});
+  }
+  return pairs;
+}
+
+double sortedness(const std::string& prompt, const std::string& response) {
+  const std::string digits = digits_of(prompt);
+  FATHOM_CHECK(!digits.empty(), "sortedness: \"", prompt, "\" is not a prompt of the built-in task (\"sort DDDD:\")");
+  const std::string answer = response.substr(0, response.find('\n'));
+  if (answer.size() < static_cast<size_t>(kDigits)) return 0.0;
+  std::string head = answer.substr(0, kDigits), a = head, b = digits;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  if (a != b) return 0.0;
+  int ascending = 0;
+  for (int i = 0; i + 1 < kDigits; ++i) ascending += head[i] <= head[i + 1] ? 1 : 0;
+  return static_cast<double>(ascending) / (kDigits - 1);
+}
+
+std::vector<PreferencePair> read_preference_jsonl(const std::string& path) {
+  std::ifstream in(path);
+  FATHOM_CHECK(in.good(), "preference data \"", path, "\": cannot open the file (expected JSON Lines with "
+               "\"prompt\", \"chosen\" and \"rejected\" on each line)");
+  std::vector<PreferencePair> pairs;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(number);
+    const JsonValue value = parse_json(line, where);
+    FATHOM_CHECK(value.is_object(), where, ": expected a JSON object with \"prompt\", \"chosen\" and \"rejected\", got ",
+                 json_kind_name(value.kind()));
+    PreferencePair pair;
+    for (const auto& [key, field] : {std::pair{"prompt", &pair.prompt}, std::pair{"chosen", &pair.chosen},
+                                     std::pair{"rejected", &pair.rejected}}) {
+      const JsonValue* member = value.find(key);
+      FATHOM_CHECK(member != nullptr, where, ": no \"", key, "\" (each line needs \"prompt\", \"chosen\" and \"rejected\")");
+      FATHOM_CHECK(member->is_string(), where, ": \"", key, "\" is ", json_kind_name(member->kind()), ", not a string");
+      *field = member->as_string();
+    }
+    pairs.push_back(std::move(pair));
+  }
+  FATHOM_CHECK(!pairs.empty(), "preference data \"", path, "\": no pairs (the file is empty)");
+  return pairs;
+}
+
+}  // namespace fathom

@@ -1,0 +1,54 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "engine/preference_data.h"
+
+using namespace fathom;
+
+TEST_CASE("the built-in sorting pairs prefer the sorted answer, and the true metric knows it", "[rlhf][data]") {
+  const auto pairs = sorting_preference_pairs(200, 4);
+  REQUIRE(pairs.size() == 200);
+  CHECK(sorting_preference_pairs(200, 4)[17].prompt == pairs[17].prompt);  // reproducible from the seed
+  for (const PreferencePair& p : pairs) {
+    INFO(p.prompt << " / " << p.chosen << " / " << p.rejected);
+    REQUIRE(p.prompt.size() == 10);  // one length: batched generation needs equal prompts
+    CHECK(std::is_sorted(p.chosen.begin(), p.chosen.begin() + 4));
+    CHECK(p.chosen.back() == '\n');
+    CHECK(p.rejected != p.chosen);
+    CHECK(sortedness(p.prompt, p.chosen) == 1.0);
+    CHECK(sortedness(p.prompt, p.rejected) < 1.0);
+  }
+  CHECK(sortedness("sort 3142:", "1234\nanything") == 1.0);
+  CHECK(sortedness("sort 3142:", "4321\n") == 0.0);
+  CHECK(sortedness("sort 3142:", "1243\n") == Approx(2.0 / 3));
+  CHECK(sortedness("sort 3142:", "1235\n") == 0.0);  // not the prompt's digits
+  CHECK(sortedness("sort 3142:", "12") == 0.0);
+  CHECK_THROWS_WITH(sortedness("hello", "1234"), Catch::Contains("not a prompt of the built-in task"));
+}
+
+TEST_CASE("preference JSON Lines: read, and every bad line named", "[rlhf][data]") {
+  const std::string path = "preference_test.jsonl";
+  auto write = [&](const std::string& text) { std::ofstream(path) << text; };
+  write("{\"prompt\": \"Human: hi\", \"chosen\": \" Assistant: hello\", \"rejected\": \" Assistant: go away\", "
+        "\"extra\": 1}\n\n{\"prompt\": \"a\", \"chosen\": \"b\", \"rejected\": \"c\"}\n");
+  const auto pairs = read_preference_jsonl(path);
+  REQUIRE(pairs.size() == 2);
+  CHECK(pairs[0].chosen == " Assistant: hello");
+  CHECK(pairs[1].rejected == "c");
+  write("{\"prompt\": \"a\", \"chosen\": \"b\"}\n");
+  CHECK_THROWS_WITH(read_preference_jsonl(path), Catch::Contains("preference_test.jsonl:1: no \"rejected\""));
+  write("{\"prompt\": \"a\", \"chosen\": \"b\", \"rejected\": \"c\"}\n{\"prompt\": 3, \"chosen\": \"b\", \"rejected\": \"c\"}\n");
+  CHECK_THROWS_WITH(read_preference_jsonl(path), Catch::Contains("preference_test.jsonl:2: \"prompt\" is a number, not a string"));
+  write("[1, 2]\n");
+  CHECK_THROWS_WITH(read_preference_jsonl(path), Catch::Contains("expected a JSON object"));
+  write("{not json\n");
+  CHECK_THROWS_WITH(read_preference_jsonl(path), Catch::Contains("preference_test.jsonl:1"));
+  write("");
+  CHECK_THROWS_WITH(read_preference_jsonl(path), Catch::Contains("no pairs"));
+  std::remove(path.c_str());
+  CHECK_THROWS_WITH(read_preference_jsonl(path), Catch::Contains("cannot open the file"));
+}
