@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/preference_data.h"
+#include "engine/rlhf_batches.h"
 
 using namespace fathom;
 
@@ -51,4 +52,22 @@ TEST_CASE("preference JSON Lines: read, and every bad line named", "[rlhf][data]
   CHECK_THROWS_WITH(read_preference_jsonl(path), Catch::Contains("no pairs"));
   std::remove(path.c_str());
   CHECK_THROWS_WITH(read_preference_jsonl(path), Catch::Contains("cannot open the file"));
+}
+
+TEST_CASE("SFT batches put the loss on the response only; reward batches pad both sides alike", "[rlhf][data]") {
+  const std::vector<PreferencePair> pairs = {{"ab:", "xy\n", "yx\n"}, {"cd:", "z\n", "zzz\n"}};
+  const SftBatch sft = sft_batch(pairs, 64);
+  // Row 0: "ab:xy\n" -> inputs "ab:xy", targets: b and : are the prompt's (ignored), then x y \n.
+  REQUIRE(sft.inputs.sizes() == Shape{2, 5});
+  CHECK(sft.inputs.to_vector<int64_t>() == std::vector<int64_t>{'a', 'b', ':', 'x', 'y', 'c', 'd', ':', 'z', 0});
+  CHECK(sft.targets.to_vector<int64_t>() ==
+        std::vector<int64_t>{-100, -100, 'x', 'y', '\n', -100, -100, 'z', '\n', -100});
+  const RewardBatch reward = reward_batch(pairs, 64);
+  REQUIRE(reward.chosen.sizes() == Shape{2, 7});  // the longest: "cd:zzz\n"
+  CHECK(reward.rejected.to_vector<int64_t>()[7 + 6] == '\n');
+  CHECK(reward.chosen.to_vector<int64_t>()[7 + 5] == 0);  // padding
+  CHECK(reward_batch(pairs, 4).chosen.sizes() == Shape{2, 4});  // cut at max_length
+  CHECK(prompt_batch(pairs).to_vector<int64_t>() == std::vector<int64_t>{'a', 'b', ':', 'c', 'd', ':'});
+  CHECK_THROWS_WITH(prompt_batch({{"a:", "x", "y"}, {"bb:", "x", "y"}}), Catch::Contains("prompts of 2 and 3 bytes"));
+  CHECK_THROWS_WITH(sft_batch({{std::string("a\0", 2), "x", "y"}}, 8), Catch::Contains("NUL byte"));
 }

@@ -1,0 +1,35 @@
+#pragma once
+// Preference pairs (engine/preference_data.h) as the token batches of RLHF's steps, byte-level:
+// each byte of the text is a token (vocabulary 256), and token 0 (a NUL byte, absent from text)
+// pads. Sequences are right-padded to the batch's longest and cut at `max_length` tokens.
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "engine/preference_data.h"
+
+namespace fathom {
+
+inline constexpr int64_t kBytePad = 0;
+inline constexpr int64_t kIgnoreIndex = -100;  // cross_entropy's default ignore_index
+
+// Step 1: next-token batches of prompt + chosen with the loss on the response only: inputs
+// (B, T) and targets (B, T), targets = the next token, kIgnoreIndex where that token belongs to
+// the prompt or is padding.
+struct SftBatch {
+  Tensor inputs, targets;
+};
+SftBatch sft_batch(const std::vector<PreferencePair>& pairs, int64_t max_length);
+
+// Step 2: prompt + chosen and prompt + rejected, each (N, T) padded with kBytePad (the same T
+// for both, as reward_pair_loss needs).
+struct RewardBatch {
+  Tensor chosen, rejected;
+};
+RewardBatch reward_batch(const std::vector<PreferencePair>& pairs, int64_t max_length);
+
+// Step 3: the prompts alone, (B, P); they must all have the same length (batched generation).
+Tensor prompt_batch(const std::vector<PreferencePair>& pairs);
+
+}  // namespace fathom
