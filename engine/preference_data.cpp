@@ -33,8 +33,17 @@ std::vector<PreferencePair> sorting_preference_pairs(int64_t count, uint64_t see
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end(), std::not_equal_to<>()) == sorted.end())
       continue;  // one repeated digit: no unsorted ordering to reject
+    // Every other pair rejects a sorted answer with one digit wrong, so that a reward model learns
+    // both halves of the rule (the prompt's digits, in order), not "sorted" alone.
     std::string rejected = sorted;
-    while (rejected == sorted) std::shuffle(rejected.begin(), rejected.end(), rng);
+    if (pairs.size() % 2 == 0) {
+      while (rejected == sorted) std::shuffle(rejected.begin(), rejected.end(), rng);
+    } else {
+      char& changed = rejected[std::uniform_int_distribution<int>(0, kDigits - 1)(rng)];
+      const char original = changed;
+      while (changed == original) changed = static_cast<char>('0' + digit(rng));
+      std::sort(rejected.begin(), rejected.end());
+    }
     pairs.push_back({kPromptHead + digits + ":", sorted + "\n", rejected + "\n"});
   }
   return pairs;

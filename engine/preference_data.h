@@ -8,8 +8,8 @@
 // Built-in data: a synthetic task whose preference rule the models never see, so that training
 // can be judged by the true rule, not only by the learned reward. Prompts are "sort DDDD:" (four
 // random digits); the preferred response is the digits in ascending order, then "\n"; the
-// rejected one is another ordering of the same digits. sortedness() scores any response by the
-// rule itself.
+// rejected one is, alternately, another ordering of the same digits or a sorted answer with one
+// digit wrong. sortedness() scores any response by the rule itself.
 
 #include <cstdint>
 #include <string>

@@ -1,0 +1,127 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+#include "engine/ppo_iteration.h"
+#include "engine/preference_data.h"
+#include "engine/rlhf_batches.h"
+#include "nn/loss.h"
+#include "nn/optimizer_factory.h"
+#include "nn/rlhf_loss.h"
+
+using namespace fathom;
+using autograd::Variable;
+
+namespace {
+
+models::GPTConfig tiny() {
+  models::GPTConfig c = models::GPTConfig::preset("tiny");
+  c.block_size = 16;
+  return c;
+}
+
+template <typename M>
+void copy_weights(const M& from, M& to) {
+  autograd::NoGradGuard no_grad;
+  auto source = from.named_parameters();
+  for (auto& [name, p] : to.named_parameters())
+    for (const auto& [other, q] : source)
+      if (other == name) p.data().copy_(q.data());
+}
+
+struct Evaluation {
+  double sortedness = 0, score = 0;
+};
+
+// Sampled answers (temperature 1) to held-out prompts: the true metric and the reward model's
+// mean score.
+Evaluation evaluate(models::GPT& actor, models::RewardModel& reward, const std::vector<PreferencePair>& prompts) {
+  models::SamplingOptions sampling;
+  sampling.max_new_tokens = 5;
+  sampling.end_token = '\n';
+  Generator gen(77);
+  const models::Generated out = models::generate(actor, prompt_batch(prompts), sampling, gen);
+  const auto tokens = out.sequences.to_vector<int64_t>();
+  const int64_t width = out.sequences.size(1);
+  Evaluation e;
+  autograd::NoGradGuard no_grad;
+  const auto rewards = reward(Variable(out.sequences)).data().to_vector<float>();
+  const auto mask = out.mask.to_vector<float>();
+  for (size_t b = 0; b < prompts.size(); ++b) {
+    std::string response;
+    int64_t length = 0;
+    for (int64_t t = 0; t < 5; ++t)
+      if (mask[b * 5 + t] != 0) response += static_cast<char>(tokens[b * width + 10 + t]), ++length;
+    e.sortedness += sortedness(prompts[b].prompt, response) / static_cast<double>(prompts.size());
+    e.score += rewards[b * width + 10 + std::max<int64_t>(length, 1) - 1] / static_cast<double>(prompts.size());
+  }
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("SFT, reward model, PPO in miniature: PPO raises the learned reward with the KL held", "[rlhf]") {
+  // What the algorithm optimises is the reward model's score less the KL to the reference. On
+  // this tiny byte model the score rises while the hidden rule's metric does not (the reward
+  // model is exploitable off its data: docs/rlhf.md), so the rule is not asserted here.
+  const auto data = sorting_preference_pairs(4000, 11);
+  const std::vector<PreferencePair> held_out(data.end() - 128, data.end());
+
+  // Step 1, briefly: a policy that answers with the prompt's digits, sorted only sometimes.
+  models::GPT actor(tiny(), 1);
+  {
+    auto optimizer = nn::make_optimizer("AdamW", {{"lr", 3e-3}, {"weight_decay", 0.0}}, actor.named_parameters());
+    for (int step = 0; step < 150; ++step) {
+      const SftBatch batch = sft_batch({data.begin() + step * 16, data.begin() + (step + 1) * 16}, 16);
+      actor.zero_grad();
+      nn::cross_entropy(actor(Variable(batch.inputs)), batch.targets).backward();
+      optimizer->step();
+    }
+  }
+  // Step 2.
+  models::RewardModel reward(tiny(), 2);
+  {
+    auto optimizer = nn::make_optimizer("AdamW", {{"lr", 3e-3}, {"weight_decay", 0.0}}, reward.named_parameters());
+    for (int step = 0; step < 120; ++step) {
+      const RewardBatch batch = reward_batch({data.begin() + 1000 + step * 16, data.begin() + 1000 + (step + 1) * 16}, 16);
+      reward.zero_grad();
+      nn::reward_pair_loss(reward(Variable(batch.chosen)), reward(Variable(batch.rejected)), batch.chosen,
+                           batch.rejected, kBytePad)
+          .loss.backward();
+      optimizer->step();
+    }
+  }
+  const Evaluation before = evaluate(actor, reward, held_out);
+
+  // Step 3.
+  models::GPT reference(tiny(), 1);
+  copy_weights(actor, reference);
+  models::RewardModel critic(tiny(), 2);
+  copy_weights(reward, critic);
+  auto actor_optimizer = nn::make_optimizer("AdamW", {{"lr", 5e-4}, {"weight_decay", 0.0}}, actor.named_parameters());
+  auto critic_optimizer = nn::make_optimizer("AdamW", {{"lr", 1e-3}, {"weight_decay", 0.0}}, critic.named_parameters());
+  PpoModels models{actor, reference, critic, reward, *actor_optimizer, *critic_optimizer};
+  PpoOptions options;
+  options.sampling.max_new_tokens = 5;
+  options.sampling.end_token = '\n';
+  options.ppo_epochs = 2;
+  Generator gen(5);
+  PpoIterationStats first, last;
+  for (int iteration = 0; iteration < 60; ++iteration) {
+    const std::vector<PreferencePair> batch(data.begin() + 2000 + iteration * 16, data.begin() + 2000 + (iteration + 1) * 16);
+    last = ppo_iteration(models, prompt_batch(batch), options, gen);
+    if (iteration == 0) first = last;
+    REQUIRE(std::isfinite(last.actor_loss));
+    REQUIRE(std::isfinite(last.critic_loss));
+  }
+  CHECK(first.mean_kl == Approx(0.0).margin(1e-5));  // the actor starts as the reference
+  const Evaluation after = evaluate(actor, reward, held_out);
+  INFO("reward score " << before.score << " -> " << after.score << ", sortedness " << before.sortedness << " -> "
+                       << after.sortedness << ", last KL " << last.mean_kl);
+  CHECK(after.score > before.score + 0.15);
+  CHECK(last.mean_kl > 0);    // the policy moved ...
+  CHECK(last.mean_kl < 0.5);  // ... and the penalty kept it near the reference
+}
