@@ -60,6 +60,23 @@ PipelineConfig parse_pipeline(const ConfigSection& s) {
   return c;
 }
 
+HybridEngineConfig parse_hybrid_engine(const ConfigSection& s) {
+  HybridEngineConfig c;
+  if (!s.present()) return c;
+  s.check_keys({"enabled", "max_out_tokens", "inference_tp_size", "release_inference_cache", "pin_parameters",
+                "tp_gather_partition_size"});
+  c.enabled = s.boolean("enabled", c.enabled);
+  c.max_out_tokens = s.integer("max_out_tokens", c.max_out_tokens, 1);
+  c.inference_tp_size = s.integer("inference_tp_size", c.inference_tp_size, 1);
+  if (c.inference_tp_size != 1)
+    s.fail("inference_tp_size", std::to_string(c.inference_tp_size) + " is not supported: generation runs in the "
+                                "training layout (a tensor-parallel split for generation only is not built); set 1");
+  c.release_inference_cache = s.boolean("release_inference_cache", c.release_inference_cache);
+  c.pin_parameters = s.boolean("pin_parameters", c.pin_parameters);
+  c.tp_gather_partition_size = s.integer("tp_gather_partition_size", c.tp_gather_partition_size, 1);
+  return c;
+}
+
 }  // namespace
 
 Config parse_config(const ConfigNode& root, const std::string& source) {
@@ -125,6 +142,7 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
   c.sequence_parallel = top.boolean("sequence_parallel", false);
   c.activation_checkpointing = parse_activation_checkpointing(top.section("activation_checkpointing"));
   c.pipeline = parse_pipeline(top.section("pipeline"));
+  c.hybrid_engine = parse_hybrid_engine(top.section("hybrid_engine"));
   c.checkpoint_tag_validation =
       top.section("checkpoint").choice("tag_validation", c.checkpoint_tag_validation, {"Ignore", "Warn", "Fail"});
   c.prescale_gradients = top.boolean("prescale_gradients", c.prescale_gradients);

@@ -128,6 +128,17 @@ struct PipelineConfig {
   bool pipe_partitioned = true, grad_partitioned = true;  // with tensor parallelism
 };
 
+// "hybrid_engine" (DeepSpeed's names and defaults; engine/hybrid_engine.h): the RLHF actor's
+// engine generating with the weights it trains.
+struct HybridEngineConfig {
+  bool enabled = false;
+  int64_t max_out_tokens = 512;         // prompt + generated tokens a generation may hold
+  int64_t inference_tp_size = 1;        // only 1: generation runs in the training layout
+  bool release_inference_cache = false; // free the key/value cache after each generation
+  bool pin_parameters = true;           // ZeRO-3: gather once per generation, not per forward
+  int64_t tp_gather_partition_size = 8; // with inference_tp_size > 1 only (accepted, unused)
+};
+
 struct Bf16Config {
   bool enabled = false;
   bool immediate_grad_update = false;  // DeepSpeed-only; an error when true
@@ -228,6 +239,7 @@ struct Config {
   ZeroConfig zero;
   ActivationCheckpointingConfig activation_checkpointing;
   PipelineConfig pipeline;
+  HybridEngineConfig hybrid_engine;
   // Data-parallel gradient averaging (DeepSpeed's semantics; parallel/gradient_averaging.h):
   // divide by the data-parallel size before the reduction instead of after it; or, without
   // prescaling, divide by the factor before and by (size / factor) after.

@@ -37,10 +37,6 @@ constexpr const char* kEnabledSections = R"({
     "gas_boundary_resolution": 1, "layer_name": "bert.encoder.layer", "layer_num": 0
   },
   "progressive_layer_drop": {"enabled": false, "theta": 1.0, "gamma": 0.001},
-  "hybrid_engine": {
-    "enabled": false, "max_out_tokens": 512, "inference_tp_size": 1, "release_inference_cache": false,
-    "pin_parameters": true, "tp_gather_partition_size": 8
-  },
   "elasticity": null,
   "autotuning": null,
   "data_efficiency": null,
@@ -79,7 +75,6 @@ std::string feature_name(const std::string& key) {
       {"comet", "Comet monitor"},
       {"eigenvalue", "eigenvalue computation"},
       {"progressive_layer_drop", "progressive layer drop"},
-      {"hybrid_engine", "hybrid engine"},
       {"elasticity", "elastic training"},
       {"autotuning", "autotuning"},
       {"data_efficiency", "data efficiency library"},
@@ -178,7 +173,7 @@ const std::vector<std::string>& fathom_config_keys() {
       "zero_optimization", "prescale_gradients", "gradient_predivide_factor", "communication_data_type",
       "dataloader_drop_last", "data_types", "tensorboard", "csv_monitor", "memory_breakdown",
       "flops_profiler", "comms_logger", "trace", "tensor_parallel", "sequence_parallel",
-      "activation_checkpointing", "pipeline", "aio"};
+      "activation_checkpointing", "pipeline", "aio", "hybrid_engine"};
   return keys;
 }
 

@@ -7,12 +7,12 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "engine/dataset.h"  // kIgnoreIndex
 #include "engine/preference_data.h"
 
 namespace fathom {
 
 inline constexpr int64_t kBytePad = 0;
-inline constexpr int64_t kIgnoreIndex = -100;  // cross_entropy's default ignore_index
 
 // Step 1: next-token batches of prompt + chosen with the loss on the response only: inputs
 // (B, T) and targets (B, T), targets = the next token, kIgnoreIndex where that token belongs to

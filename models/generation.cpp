@@ -9,6 +9,12 @@
 namespace fathom::models {
 
 Generated generate(const GPT& model, const Tensor& prompts, const SamplingOptions& options, Generator& gen) {
+  GPTInference decoder(model, prompts.dim() == 2 ? prompts.size(0) : 1);
+  return generate(decoder, prompts, options, gen);
+}
+
+Generated generate(GPTInference& decoder, const Tensor& prompts, const SamplingOptions& options, Generator& gen) {
+  const GPT& model = decoder.model();
   FATHOM_CHECK(prompts.dim() == 2 && prompts.dtype() == DType::I64 && prompts.size(0) >= 1 && prompts.size(1) >= 1,
                "generate: prompts must be i64 [batch, length] with at least one token each, got ", prompts.str());
   const int64_t B = prompts.size(0), P = prompts.size(1), L = options.max_new_tokens;
@@ -22,7 +28,8 @@ Generated generate(const GPT& model, const Tensor& prompts, const SamplingOption
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < P; ++t) sequences[b * (P + L) + t] = prompt[b * P + t];
 
-  GPTInference decoder(model, B);
+  FATHOM_CHECK(decoder.batch() == B, "generate: the decoder decodes ", decoder.batch(), " rows, the prompts are ", B);
+  decoder.reset();
   Tensor logits = decoder.feed(prompts.to(kCPU).contiguous()).to(kCPU).to(DType::F32);  // [B, V]
   std::vector<bool> ended(B, false);
   std::vector<int64_t> next(B);
@@ -35,10 +42,26 @@ Generated generate(const GPT& model, const Tensor& prompts, const SamplingOption
       if (!ended[b]) mask[b * L + t] = 1.0f;
       if (options.end_token && token == *options.end_token) ended[b] = true;
     }
-    if (t + 1 == L || std::all_of(ended.begin(), ended.end(), [](bool e) { return e; })) break;
+    if (t + 1 == L) break;
+    if (options.stop_when_all_ended && std::all_of(ended.begin(), ended.end(), [](bool e) { return e; })) break;
     logits = decoder.feed(Tensor::from_vector(next, {B, 1})).to(kCPU).to(DType::F32);
   }
   return {Tensor::from_vector(sequences, {B, P + L}), Tensor::from_vector(mask, {B, L})};
+}
+
+Tensor last_token_values(const Tensor& values, const Generated& generated, int64_t P) {
+  const int64_t B = generated.mask.size(0), L = generated.mask.size(1);
+  FATHOM_CHECK(values.dim() == 2 && values.size(0) == B && values.size(1) == P + L, "last_token_values: values ",
+               values.str(), " do not match ", B, " sequences of ", P, " + ", L, " tokens");
+  const std::vector<float> v = values.to(kCPU).to(DType::F32).contiguous().to_vector<float>();
+  const std::vector<float> mask = generated.mask.to_vector<float>();
+  std::vector<float> out(B);
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t length = 0;
+    while (length < L && mask[b * L + length] != 0) ++length;
+    out[b] = v[b * (P + L) + P + std::max<int64_t>(length, 1) - 1];
+  }
+  return Tensor::from_vector(out, {B});
 }
 
 }  // namespace fathom::models

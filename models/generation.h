@@ -9,6 +9,7 @@
 
 #include "core/generator.h"
 #include "models/gpt.h"
+#include "models/gpt_inference.h"
 
 namespace fathom::models {
 
@@ -19,6 +20,9 @@ struct SamplingOptions {
   double top_p = 1.0;        // 1: all tokens
   std::optional<int64_t> end_token;  // a row stops after generating it (it is kept, unmasked)
   int64_t pad_token = 0;             // what fills a row after its end
+  // false: feed all max_new_tokens positions even when every row has ended (ranks that gather
+  // sharded parameters for each forward together must all make the same number of them).
+  bool stop_when_all_ended = true;
 };
 
 struct Generated {
@@ -26,8 +30,16 @@ struct Generated {
   Tensor mask;       // f32 [B, L]: 1 on generated tokens, 0 on the padding after a row's end
 };
 
+// Per-token values of generated sequences (values [B, P + L], e.g. a reward model's) read at each
+// row's last generated token (its first response position if it generated none): f32 [B]. This
+// is where DeepSpeed-Chat reads a response's reward-model score.
+Tensor last_token_values(const Tensor& values, const Generated& generated, int64_t prompt_length);
+
 // prompts: i64 [B, P], P >= 1, P + max_new_tokens <= block_size. Row b draws from `gen` in
 // row order at each position, so a batch is reproducible from its seed.
 Generated generate(const GPT& model, const Tensor& prompts, const SamplingOptions& options, Generator& gen);
+// The same with the caller's decoder, reset first (its batch must be the prompts'): its cache is
+// reused, and its ParameterAccess says where the parameters come from.
+Generated generate(GPTInference& decoder, const Tensor& prompts, const SamplingOptions& options, Generator& gen);
 
 }  // namespace fathom::models

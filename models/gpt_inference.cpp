@@ -23,9 +23,29 @@ Tensor layernorm(const Tensor& x, const nn::LayerNorm& norm) {
   return fathom::layernorm(x, norm.weight.data(), norm.bias.defined() ? norm.bias.data() : Tensor(), norm.eps).y;
 }
 
+// The parts a feed reads, each acquired for the scope's life.
+class PartScope {
+ public:
+  PartScope(ParameterAccess* access, std::initializer_list<const nn::Module*> parts) : access_(access), parts_(parts) {
+    if (access_)
+      for (const nn::Module* part : parts_) access_->acquire(*part);
+  }
+  ~PartScope() {
+    if (access_)
+      for (const nn::Module* part : parts_) access_->release(*part);
+  }
+  PartScope(const PartScope&) = delete;
+  PartScope& operator=(const PartScope&) = delete;
+
+ private:
+  ParameterAccess* access_;
+  std::vector<const nn::Module*> parts_;
+};
+
 }  // namespace
 
-GPTInference::GPTInference(const GPT& model, int64_t batch) : model_(model), batch_(batch), device_(model.device()) {
+GPTInference::GPTInference(const GPT& model, int64_t batch, ParameterAccess* access)
+    : model_(model), batch_(batch), access_(access), device_(model.device()) {
   const GPTConfig& c = model.config();
   const int64_t HS = c.n_embd / c.n_head;
   for (int64_t l = 0; l < c.n_layer; ++l) {
@@ -60,11 +80,20 @@ Tensor GPTInference::feed(const Tensor& tokens) {
   FATHOM_CHECK(n >= 1 && position_ + n <= c.block_size, "GPTInference.feed: ", position_ + n,
                " positions exceed the model's block_size ", c.block_size, " (start a new sequence with reset())");
   const Tensor positions = add(Tensor::arange(n, DType::I64, device_), static_cast<double>(position_));
-  Tensor x = add(embedding(tokens.to(device_), model_.transformer->wte->weight.data()),
-                 embedding(positions, model_.transformer->wpe->weight.data()));
-  for (size_t l = 0; l < keys_.size(); ++l) x = block_forward(l, x);
+  const GPT::Transformer& t = *model_.transformer;
+  Tensor x;
+  {
+    PartScope embeddings(access_, {t.wte.get(), t.wpe.get()});
+    x = add(embedding(tokens.to(device_), t.wte->weight.data()), embedding(positions, t.wpe->weight.data()));
+  }
+  for (size_t l = 0; l < keys_.size(); ++l) {
+    PartScope block(access_, {&(*t.h)[l]});
+    x = block_forward(l, x);
+  }
   position_ += n;
-  const Tensor last = layernorm(x.narrow(1, n - 1, 1), *model_.transformer->ln_f);  // [B, 1, C]
+  // The head's weight is the token embedding's when they are tied: acquiring both is harmless.
+  PartScope head(access_, {t.ln_f.get(), model_.lm_head.get()});
+  const Tensor last = layernorm(x.narrow(1, n - 1, 1), *t.ln_f);  // [B, 1, C]
   return linear(last, *model_.lm_head).reshape({batch_, c.vocab_size}).to(DType::F32);
 }
 

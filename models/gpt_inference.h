@@ -10,10 +10,23 @@
 
 namespace fathom::models {
 
+// Where a feed's parameters come from, part by part (the embeddings, each block, the final norm
+// with the head): a model whose parameters are not all resident — ZeRO-3 in the hybrid engine
+// without pin_parameters — makes each part whole just before the feed reads it and lets it go
+// after. Null: every parameter is resident.
+class ParameterAccess {
+ public:
+  virtual ~ParameterAccess() = default;
+  virtual void acquire(const nn::Module& part) = 0;
+  virtual void release(const nn::Module& part) = 0;
+};
+
 class GPTInference {
  public:
   // batch: sequences decoded together. The cache lives on the model's device.
-  GPTInference(const GPT& model, int64_t batch = 1);
+  GPTInference(const GPT& model, int64_t batch = 1, ParameterAccess* access = nullptr);
+  int64_t batch() const { return batch_; }
+  const GPT& model() const { return model_; }
   // Feeds `tokens` (i64 [batch, n]) at the next n positions; returns the logits of the last one
   // (f32 [batch, vocab], on the model's device; tokens may be on the host). Throws when the cache
   // (block_size positions) would overflow.
@@ -25,6 +38,7 @@ class GPTInference {
   Tensor block_forward(size_t layer, const Tensor& x);  // x: [B, n, C]
   const GPT& model_;
   int64_t batch_;
+  ParameterAccess* access_;
   Device device_;
   int64_t position_ = 0;
   std::vector<Tensor> keys_, values_;  // per layer: [B, NH, block_size, HS]

@@ -37,6 +37,7 @@ ParameterGatherer::ParameterGatherer(const FlatParameters& flat, std::shared_ptr
   gathered_.assign(n, false);
   persistent_.assign(n, false);
   pending_.resize(n);
+  for (size_t s = 0; s < n; ++s) slot_of_parameter_[flat_.slots()[s].param.impl().get()] = s;
   for (size_t s = 0; s < n; ++s) {
     persistent_[s] = flat_.slots()[s].numel <= options_.persistence_threshold;
     if (!persistent_[s]) continue;
@@ -108,6 +109,25 @@ void ParameterGatherer::release_all() {
 
 void ParameterGatherer::gather_all() {
   for (size_t s = 0; s < gathered_.size(); ++s) finish_gather(s);
+}
+
+std::vector<size_t> ParameterGatherer::slots_of(const nn::Module& part) const {
+  std::vector<size_t> slots;
+  for (const auto& [name, param] : part.named_parameters()) {
+    const auto found = slot_of_parameter_.find(param.impl().get());
+    FATHOM_CHECK(found != slot_of_parameter_.end(), "ParameterGatherer: parameter ", name,
+                 " of the part asked for is not one of the sharded model's");
+    slots.push_back(found->second);
+  }
+  return slots;
+}
+
+void ParameterGatherer::gather_part(const nn::Module& part) {
+  for (size_t s : slots_of(part)) finish_gather(s);
+}
+
+void ParameterGatherer::release_part(const nn::Module& part) {
+  for (size_t s : slots_of(part)) release(s);
 }
 
 void ParameterGatherer::refresh_persistent() {

@@ -23,6 +23,7 @@
 // differs.
 
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "nn/module.h"
@@ -53,6 +54,10 @@ class ParameterGatherer {
   void release(size_t slot);   // back to empty data (persistent parameters stay)
   void release_all();          // end of backward: whatever is still gathered
   void gather_all();           // e.g. to save the whole model
+  // The parameters of `part` (a module of the model, recursively) gathered / released, for code
+  // that reads them outside the module's forward: the hybrid engine's generation layer by layer.
+  void gather_part(const nn::Module& part);
+  void release_part(const nn::Module& part);
   void refresh_persistent();   // after a step updated the shards
 
   int64_t gathered_elements() const { return gathered_elements_; }
@@ -78,6 +83,7 @@ class ParameterGatherer {
   void prefetch_after(size_t module);
   void read_ahead(size_t position, int direction);  // from order_[position] on, forward (+1) or back (-1)
   void on_module_forward(size_t module, bool start);
+  std::vector<size_t> slots_of(const nn::Module& part) const;
   bool reused_soon(size_t slot) const;
 
   const FlatParameters& flat_;
@@ -96,6 +102,7 @@ class ParameterGatherer {
   int64_t gathers_issued_ = 0;
   std::vector<Event> events_, last_step_events_;
   std::vector<autograd::HookHandle> hooks_;
+  std::unordered_map<const autograd::VariableImpl*, size_t> slot_of_parameter_;
 };
 
 }  // namespace fathom::zero

@@ -322,6 +322,14 @@ void ShardedState::release_full_parameters() {
   if (gatherer_) gatherer_->release_all();
 }
 
+void ShardedState::gather_parameters_of(const nn::Module& part) {
+  if (gatherer_) gatherer_->gather_part(part);
+}
+
+void ShardedState::release_parameters_of(const nn::Module& part) {
+  if (gatherer_) gatherer_->release_part(part);
+}
+
 void ShardedState::zero_grad() {
   gradient_->zero();
   if (flat_gradients_.defined()) flat_gradients_.zero_();

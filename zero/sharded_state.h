@@ -81,6 +81,8 @@ class ShardedState final : public TrainingState {
   void load_flat_ranges(const FlatReader& read, const SavedStates& saved) override;
   void gather_full_parameters() override;
   void release_full_parameters() override;
+  void gather_parameters_of(const nn::Module& part) override;
+  void release_parameters_of(const nn::Module& part) override;
   void reload_parameters() override;
   std::optional<IoTotals> io_totals() const override;
 

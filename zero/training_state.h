@@ -35,6 +35,10 @@
 #include "parallel/topology.h"
 #include "zero/partition.h"
 
+namespace fathom::nn {
+class Module;  // nn/module.h
+}  // namespace fathom::nn
+
 namespace fathom::zero {
 
 using NamedParameters = std::vector<std::pair<std::string, autograd::Variable>>;
@@ -166,6 +170,11 @@ class TrainingState {
   // Every parameter whole in the model (stage 3 gathers; collective), and back. No-ops below.
   virtual void gather_full_parameters() {}
   virtual void release_full_parameters() {}
+  // The parameters of `part` (a module of the model) whole, and released again: for code that
+  // reads them outside the module's forward, one part at a time (the hybrid engine's generation
+  // without pin_parameters). Stage 3 gathers (collective); no-ops below.
+  virtual void gather_parameters_of(const nn::Module& part) { (void)part; }
+  virtual void release_parameters_of(const nn::Module& part) { (void)part; }
   // After the stored parameters were overwritten (a checkpoint load). No-op below stage 3.
   virtual void reload_parameters() {}
   // Offload to nvme: this rank's I/O so far (none without swap files).

@@ -5,12 +5,16 @@
 #include <vector>
 
 #include "autograd/grad_mode.h"
+#include "engine/initialize.h"
 #include "engine/ppo_iteration.h"
 #include "engine/preference_data.h"
 #include "engine/rlhf_batches.h"
+#include "models/reward_model.h"
 #include "nn/loss.h"
 #include "nn/optimizer_factory.h"
 #include "nn/rlhf_loss.h"
+#include "parallel/local_communicator.h"
+#include "test_util.h"
 
 using namespace fathom;
 using autograd::Variable;
@@ -48,15 +52,14 @@ Evaluation evaluate(models::GPT& actor, models::RewardModel& reward, const std::
   const int64_t width = out.sequences.size(1);
   Evaluation e;
   autograd::NoGradGuard no_grad;
-  const auto rewards = reward(Variable(out.sequences)).data().to_vector<float>();
+  const auto scores = models::last_token_values(reward(Variable(out.sequences)).data(), out, 10).to_vector<float>();
   const auto mask = out.mask.to_vector<float>();
   for (size_t b = 0; b < prompts.size(); ++b) {
     std::string response;
-    int64_t length = 0;
     for (int64_t t = 0; t < 5; ++t)
-      if (mask[b * 5 + t] != 0) response += static_cast<char>(tokens[b * width + 10 + t]), ++length;
+      if (mask[b * 5 + t] != 0) response += static_cast<char>(tokens[b * width + 10 + t]);
     e.sortedness += sortedness(prompts[b].prompt, response) / static_cast<double>(prompts.size());
-    e.score += rewards[b * width + 10 + std::max<int64_t>(length, 1) - 1] / static_cast<double>(prompts.size());
+    e.score += scores[b] / static_cast<double>(prompts.size());
   }
   return e;
 }
@@ -96,14 +99,22 @@ TEST_CASE("SFT, reward model, PPO in miniature: PPO raises the learned reward wi
   }
   const Evaluation before = evaluate(actor, reward, held_out);
 
-  // Step 3.
-  models::GPT reference(tiny(), 1);
-  copy_weights(actor, reference);
-  models::RewardModel critic(tiny(), 2);
-  copy_weights(reward, critic);
-  auto actor_optimizer = nn::make_optimizer("AdamW", {{"lr", 5e-4}, {"weight_decay", 0.0}}, actor.named_parameters());
-  auto critic_optimizer = nn::make_optimizer("AdamW", {{"lr", 1e-3}, {"weight_decay", 0.0}}, critic.named_parameters());
-  PpoModels models{actor, reference, critic, reward, *actor_optimizer, *critic_optimizer};
+  // Step 3: the engines of DeepSpeed-Chat's PPO trainer, from their configs.
+  const auto engine_config = [](double lr) {
+    return Config::from_string(detail::concat(R"({"train_batch_size": 16, "steps_per_print": 1000, "optimizer": {"type": "AdamW",
+        "params": {"lr": )", lr, R"(, "weight_decay": 0.0}}, "hybrid_engine": {"enabled": true}})"));
+  };
+  const auto groups = parallel::ProcessGroups::data_parallel(std::make_shared<parallel::LocalCommunicator>());
+  auto share = [](auto& model) { return std::shared_ptr<std::remove_reference_t<decltype(model)>>(&model, [](auto*) {}); };
+  auto reference = std::make_shared<models::GPT>(tiny(), 1);
+  copy_weights(actor, *reference);
+  auto critic = std::make_shared<models::RewardModel>(tiny(), 2);
+  copy_weights(reward, *critic);
+  HybridEngine actor_engine(initialize(engine_config(5e-4), share(actor)).engine, engine_config(5e-4).hybrid_engine);
+  const auto critic_engine = initialize(engine_config(1e-3), critic).engine;
+  const auto reference_engine = initialize_for_evaluation(engine_config(0), reference, groups);
+  const auto reward_engine = initialize_for_evaluation(engine_config(0), share(reward), groups);
+  PpoEngines models{actor_engine, *reference_engine, *critic_engine, *reward_engine};
   PpoOptions options;
   options.sampling.max_new_tokens = 5;
   options.sampling.end_token = '\n';
