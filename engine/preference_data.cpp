@@ -33,34 +33,43 @@ std::vector<PreferencePair> sorting_preference_pairs(int64_t count, uint64_t see
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end(), std::not_equal_to<>()) == sorted.end())
       continue;  // one repeated digit: no unsorted ordering to reject
-    // Every other pair rejects a sorted answer with one digit wrong, so that a reward model learns
-    // both halves of the rule (the prompt's digits, in order), not "sorted" alone.
     std::string rejected = sorted;
-    if (pairs.size() % 2 == 0) {
-      while (rejected == sorted) std::shuffle(rejected.begin(), rejected.end(), rng);
-    } else {
-      char& changed = rejected[std::uniform_int_distribution<int>(0, kDigits - 1)(rng)];
-      const char original = changed;
-      while (changed == original) changed = static_cast<char>('0' + digit(rng));
-      std::sort(rejected.begin(), rejected.end());
-    }
+    while (rejected == sorted) std::shuffle(rejected.begin(), rejected.end(), rng);
     pairs.push_back({kPromptHead + digits + ":", sorted + "\n", rejected + "\n"});
   }
   return pairs;
 }
 
-double sortedness(const std::string& prompt, const std::string& response) {
-  const std::string digits = digits_of(prompt);
-  FATHOM_CHECK(!digits.empty(), "sortedness: \"", prompt, "\" is not a prompt of the built-in task (\"sort DDDD:\")");
+std::vector<PreferencePair> mixed_demonstrations(std::vector<PreferencePair> pairs) {
+  for (size_t i = 0; i < pairs.size(); i += 2) pairs[i].chosen = pairs[i].rejected;
+  return pairs;
+}
+
+namespace {
+// The response up to its first "\n" when it starts with four digits, else "".
+std::string answer_digits(const std::string& response) {
   const std::string answer = response.substr(0, response.find('\n'));
-  if (answer.size() < static_cast<size_t>(kDigits)) return 0.0;
-  std::string head = answer.substr(0, kDigits), a = head, b = digits;
-  std::sort(a.begin(), a.end());
-  std::sort(b.begin(), b.end());
-  if (a != b) return 0.0;
+  if (answer.size() < static_cast<size_t>(kDigits)) return "";
+  const std::string head = answer.substr(0, kDigits);
+  return std::all_of(head.begin(), head.end(), [](char c) { return c >= '0' && c <= '9'; }) ? head : "";
+}
+}  // namespace
+
+double sortedness(const std::string& response) {
+  const std::string head = answer_digits(response);
+  if (head.empty()) return 0.0;
   int ascending = 0;
   for (int i = 0; i + 1 < kDigits; ++i) ascending += head[i] <= head[i + 1] ? 1 : 0;
   return static_cast<double>(ascending) / (kDigits - 1);
+}
+
+bool keeps_digits(const std::string& prompt, const std::string& response) {
+  std::string wanted = digits_of(prompt);
+  FATHOM_CHECK(!wanted.empty(), "keeps_digits: \"", prompt, "\" is not a prompt of the built-in task (\"sort DDDD:\")");
+  std::string given = answer_digits(response);
+  std::sort(wanted.begin(), wanted.end());
+  std::sort(given.begin(), given.end());
+  return given == wanted;
 }
 
 std::vector<PreferencePair> read_preference_jsonl(const std::string& path) {

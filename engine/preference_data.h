@@ -6,10 +6,12 @@
 // DeepSpeed-Chat's common sets, e.g. Dahoas/rm-static), read byte-level.
 //
 // Built-in data: a synthetic task whose preference rule the models never see, so that training
-// can be judged by the true rule, not only by the learned reward. Prompts are "sort DDDD:" (four
-// random digits); the preferred response is the digits in ascending order, then "\n"; the
-// rejected one is, alternately, another ordering of the same digits or a sorted answer with one
-// digit wrong. sortedness() scores any response by the rule itself.
+// can be judged by the rule itself, not only by the learned reward. Prompts are "sort DDDD:"
+// (four random digits, not all equal); the rule: responses in ascending order are preferred.
+// Each pair's chosen response is the digits in ascending order, then "\n"; the rejected one is
+// another ordering of the same digits. sortedness() scores any response by the rule;
+// keeps_digits() says whether it kept the prompt's digits, which the rule (and so the reward
+// model) does not ask for: a policy optimised against the reward model may stop keeping them.
 
 #include <cstdint>
 #include <string>
@@ -24,11 +26,18 @@ struct PreferencePair {
 // `count` pairs of the built-in sorting task from `seed` (the same seed gives the same pairs).
 std::vector<PreferencePair> sorting_preference_pairs(int64_t count, uint64_t seed);
 
-// The true metric of the built-in task for one generated response to a "sort DDDD:" prompt, in
-// [0, 1]: 0 unless the response starts with a reordering of the prompt's digits; then the share
-// of its 3 neighbouring pairs that are in ascending order (1: sorted). Text after the first
-// "\n" is ignored.
-double sortedness(const std::string& prompt, const std::string& response);
+// Step 1's demonstrations for the built-in task: the pairs with every other chosen response
+// replaced by the rejected one. Demonstrations of mixed quality, as real ones are: the SFT
+// policy learns the task's format and sorts about half the time, so steps 2 and 3 have a
+// preference left to teach. (User data trains step 1 on "chosen", as DeepSpeed-Chat does.)
+std::vector<PreferencePair> mixed_demonstrations(std::vector<PreferencePair> pairs);
+
+// The true metric of the built-in task for one generated response, in [0, 1]: 0 unless the
+// response starts with four digits; then the share of their 3 neighbouring pairs in ascending
+// order (1: sorted). Text after the first "\n" is ignored.
+double sortedness(const std::string& response);
+// Whether the response's first four characters are a reordering of the prompt's digits.
+bool keeps_digits(const std::string& prompt, const std::string& response);
 
 // Reads JSON Lines of {"prompt", "chosen", "rejected"} strings (other keys are ignored; blank
 // lines are skipped). A missing file, a line that is not a JSON object, or a missing or

@@ -20,15 +20,21 @@ TEST_CASE("the built-in sorting pairs prefer the sorted answer, and the true met
     CHECK(std::is_sorted(p.chosen.begin(), p.chosen.begin() + 4));
     CHECK(p.chosen.back() == '\n');
     CHECK(p.rejected != p.chosen);
-    CHECK(sortedness(p.prompt, p.chosen) == 1.0);
-    CHECK(sortedness(p.prompt, p.rejected) < 1.0);
+    CHECK(sortedness(p.chosen) == 1.0);
+    CHECK(sortedness(p.rejected) < 1.0);
+    CHECK(keeps_digits(p.prompt, p.chosen));
+    CHECK(keeps_digits(p.prompt, p.rejected));  // another ordering of the same digits
   }
-  CHECK(sortedness("sort 3142:", "1234\nanything") == 1.0);
-  CHECK(sortedness("sort 3142:", "4321\n") == 0.0);
-  CHECK(sortedness("sort 3142:", "1243\n") == Approx(2.0 / 3));
-  CHECK(sortedness("sort 3142:", "1235\n") == 0.0);  // not the prompt's digits
-  CHECK(sortedness("sort 3142:", "12") == 0.0);
-  CHECK_THROWS_WITH(sortedness("hello", "1234"), Catch::Contains("not a prompt of the built-in task"));
+  CHECK(sortedness("1234\nanything") == 1.0);
+  CHECK(sortedness("4321\n") == 0.0);
+  CHECK(sortedness("1243\n") == Approx(2.0 / 3));
+  CHECK(sortedness("1135\n") == 1.0);  // ascending, whatever the digits
+  CHECK(sortedness("12") == 0.0);
+  CHECK(sortedness("12a4") == 0.0);
+  CHECK(keeps_digits("sort 3142:", "4321\n"));
+  CHECK_FALSE(keeps_digits("sort 3142:", "1235\n"));
+  CHECK_FALSE(keeps_digits("sort 3142:", "123"));
+  CHECK_THROWS_WITH(keeps_digits("hello", "1234"), Catch::Contains("not a prompt of the built-in task"));
 }
 
 TEST_CASE("preference JSON Lines: read, and every bad line named", "[rlhf][data]") {
