@@ -1,6 +1,7 @@
 #include "engine/rlhf_batches.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "core/error.h"
@@ -76,6 +77,26 @@ Tensor prompt_batch(const std::vector<PreferencePair>& pairs) {
     rows.push_back(bytes_of(p.prompt));
   }
   return padded(rows, static_cast<int64_t>(length), kBytePad);
+}
+
+std::vector<std::vector<PreferencePair>> same_length_batches(const std::vector<PreferencePair>& pairs, int64_t batch,
+                                                             int64_t max_prompt_length) {
+  FATHOM_CHECK(batch >= 1, "same_length_batches: batch ", batch, " must be >= 1");
+  std::vector<size_t> lengths;  // in order of first appearance
+  std::map<size_t, std::vector<PreferencePair>> groups;
+  for (const PreferencePair& p : pairs) {
+    if (p.prompt.empty() || static_cast<int64_t>(p.prompt.size()) > max_prompt_length) continue;
+    auto& group = groups[p.prompt.size()];
+    if (group.empty()) lengths.push_back(p.prompt.size());
+    group.push_back(p);
+  }
+  std::vector<std::vector<PreferencePair>> batches;
+  for (size_t length : lengths) {
+    const auto& group = groups[length];
+    for (size_t start = 0; start + batch <= group.size(); start += batch)
+      batches.emplace_back(group.begin() + start, group.begin() + start + batch);
+  }
+  return batches;
 }
 
 }  // namespace fathom

@@ -32,4 +32,10 @@ RewardBatch reward_batch(const std::vector<PreferencePair>& pairs, int64_t max_l
 // Step 3: the prompts alone, (B, P); they must all have the same length (batched generation).
 Tensor prompt_batch(const std::vector<PreferencePair>& pairs);
 
+// The pairs as batches of `batch` prompts of one length each (generation needs that): grouped
+// by prompt length in order of first appearance, each group cut into full batches (a group's
+// remainder is left out). Prompts longer than `max_prompt_length` bytes are left out too.
+std::vector<std::vector<PreferencePair>> same_length_batches(const std::vector<PreferencePair>& pairs, int64_t batch,
+                                                             int64_t max_prompt_length);
+
 }  // namespace fathom

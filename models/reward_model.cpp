@@ -1,6 +1,8 @@
 #include "models/reward_model.h"
 
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
+#include "core/error.h"
 #include "nn/init.h"
 
 namespace fathom::models {
@@ -20,6 +22,19 @@ Variable RewardModel::forward(const Variable& idx) {
   for (size_t layer = 0; layer + 1 < backbone_->num_layers(); ++layer) x = backbone_->forward_layer(layer, x);
   const Variable rewards = (*v_head)((*transformer->ln_f)(x));  // (B, T, 1)
   return autograd::reshape(rewards, {idx.size(0), idx.size(1)});
+}
+
+void RewardModel::load_backbone(const GPT& gpt) {
+  FATHOM_CHECK(gpt.config().n_layer == config().n_layer && gpt.config().n_embd == config().n_embd &&
+                   gpt.config().vocab_size == config().vocab_size && gpt.config().block_size == config().block_size,
+               "RewardModel.load_backbone: the GPT's sizes (n_layer ", gpt.config().n_layer, ", n_embd ",
+               gpt.config().n_embd, ", vocab_size ", gpt.config().vocab_size, ", block_size ", gpt.config().block_size,
+               ") differ from the reward model's (", config().n_layer, ", ", config().n_embd, ", ", config().vocab_size,
+               ", ", config().block_size, ")");
+  autograd::NoGradGuard no_grad;
+  const auto source = gpt.transformer->named_parameters();
+  const auto target = transformer->named_parameters();
+  for (size_t i = 0; i < target.size(); ++i) target[i].second.data().copy_(source.at(i).second.data());
 }
 
 }  // namespace fathom::models

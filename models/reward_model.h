@@ -21,6 +21,10 @@ class RewardModel : public nn::Module {
   Variable forward(const Variable& idx) override;
   std::string type_name() const override { return "RewardModel"; }
   const GPTConfig& config() const { return backbone_->config(); }
+  // The backbone's parameters from a GPT of the same sizes, by name (transformer.*): the
+  // supervised-fine-tuned actor, or GPT-2-layout weights loaded into a GPT. The value head keeps
+  // its own initialisation.
+  void load_backbone(const GPT& gpt);
 
   std::shared_ptr<GPT::Transformer> transformer;
   std::shared_ptr<nn::Linear> v_head;

@@ -1,0 +1,29 @@
+#pragma once
+// The data of fathom-chat's steps: the built-in sorting task (engine/preference_data.h), or a
+// JSON Lines file split between the steps as DeepSpeed-Chat's --data_split does, with the last
+// pairs held out for judging each step.
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/preference_data.h"
+#include "launcher/chat_options.h"
+
+namespace fathom::launcher {
+
+struct ChatData {
+  std::vector<PreferencePair> sft, reward, ppo, held_out;
+};
+
+// `needed`: the pairs each step consumes (steps x global batch), what the built-in task draws;
+// a file's parts are cycled through instead. A step that runs with no data is an error naming
+// the share to raise.
+struct StepSizes {
+  int64_t sft = 0, reward = 0, ppo = 0;
+};
+ChatData load_chat_data(const ChatOptions& options, const StepSizes& needed);
+
+// `count` pairs of `data` from position `start` on, wrapping around (epochs).
+std::vector<PreferencePair> cyclic_slice(const std::vector<PreferencePair>& data, int64_t start, int64_t count);
+
+}  // namespace fathom::launcher
