@@ -64,13 +64,16 @@ PpoIterationStats ppo_iteration(PpoEngines& e, const Tensor& prompts, const PpoO
   const Tensor& mask = stats.generated.mask;
   const int64_t L = mask.size(1), P = prompts.size(1);
 
-  // Experience: everything the losses compare against, without gradients.
-  Tensor old_logprobs, ref_logprobs, old_values, scores;
+  // Experience: everything the losses compare against. The actor's log-probs and the critic's
+  // values come from epoch 0's own forward passes, whose weights are still the ones that
+  // generated (DeepSpeed-Chat runs those forwards twice); the rest without gradients.
+  Variable logprobs = response_logprobs(e.actor.engine(), sequences, L);
+  Variable values = response_values(e.critic, sequences, L);
+  const Tensor old_logprobs = logprobs.data(), old_values = values.data();
+  Tensor ref_logprobs, scores;
   {
     autograd::NoGradGuard no_grad;
-    old_logprobs = response_logprobs(e.actor.engine(), sequences, L).data();
     ref_logprobs = response_logprobs(e.reference, sequences, L).data();
-    old_values = response_values(e.critic, sequences, L).data();
     scores = models::last_token_values(e.reward(Variable(sequences)).data(), stats.generated, P);
   }
   stats.mean_score = mean(scores).item();
@@ -80,12 +83,12 @@ PpoIterationStats ppo_iteration(PpoEngines& e, const Tensor& prompts, const PpoO
   if (options.whiten_advantages) targets.advantages = whiten(targets.advantages, mask);
 
   for (int epoch = 0; epoch < options.ppo_epochs; ++epoch) {
-    const Variable actor_loss = nn::ppo_policy_loss(response_logprobs(e.actor.engine(), sequences, L), old_logprobs,
-                                                    targets.advantages, mask, options.cliprange);
+    if (epoch > 0) logprobs = response_logprobs(e.actor.engine(), sequences, L);
+    const Variable actor_loss = nn::ppo_policy_loss(logprobs, old_logprobs, targets.advantages, mask, options.cliprange);
     e.actor.engine().backward(actor_loss);
     e.actor.engine().step();
-    const Variable critic_loss = nn::ppo_value_loss(response_values(e.critic, sequences, L), old_values,
-                                                    targets.returns, mask, options.cliprange_value);
+    if (epoch > 0) values = response_values(e.critic, sequences, L);
+    const Variable critic_loss = nn::ppo_value_loss(values, old_values, targets.returns, mask, options.cliprange_value);
     e.critic.backward(critic_loss);
     e.critic.step();
     if (unsupervised) {  // DeepSpeed-Chat's ptx: a step on the SFT loss, weighted by unsup_coef

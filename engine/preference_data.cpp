@@ -33,8 +33,15 @@ std::vector<PreferencePair> sorting_preference_pairs(int64_t count, uint64_t see
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end(), std::not_equal_to<>()) == sorted.end())
       continue;  // one repeated digit: no unsorted ordering to reject
+    // Even pairs reject another ordering of the prompt's digits, odd ones any four digits out of
+    // order, so that a reward model learns the order itself, not "the prompt's digits sorted".
     std::string rejected = sorted;
-    while (rejected == sorted) std::shuffle(rejected.begin(), rejected.end(), rng);
+    if (pairs.size() % 2 == 0) {
+      while (rejected == sorted) std::shuffle(rejected.begin(), rejected.end(), rng);
+    } else {
+      while (std::is_sorted(rejected.begin(), rejected.end()))
+        for (char& d : rejected) d = static_cast<char>('0' + digit(rng));
+    }
     pairs.push_back({kPromptHead + digits + ":", sorted + "\n", rejected + "\n"});
   }
   return pairs;

@@ -145,7 +145,7 @@ usage: fathom-chat [options]            (under mpirun -np N: data parallel on N 
   --sft-config F, --reward-config F, --actor-config F, --critic-config F
                          each step's ds_config (defaults built in; gradient_accumulation_steps 1 in
                          step 3). The reference runs under the actor's, the reward model under the critic's.
-  --sft-steps N (300), --reward-steps N (300), --ppo-iterations N (60)
+  --sft-steps N (800), --reward-steps N (300), --ppo-iterations N (120)
   --max-length N         tokens per SFT / reward sequence (default: the model's block size)
   --eval-prompts N       held-out prompts each step is judged on (256)
   --save-interval N      checkpoint every N steps or iterations (default: at each step's end)

@@ -20,7 +20,7 @@ struct ChatOptions {
   // Each step's ds_config ("": built in). The reference model runs under the actor's config and
   // the frozen reward model under the critic's (their precision and ZeRO sections).
   std::string sft_config, reward_config, actor_config, critic_config;
-  int64_t sft_steps = 300, reward_steps = 300, ppo_iterations = 60;
+  int64_t sft_steps = 800, reward_steps = 300, ppo_iterations = 120;
   int64_t max_length = 0;       // tokens of an SFT / reward sequence; 0: the model's block_size
   int64_t eval_prompts = 256;   // held-out prompts (and pairs) each step is judged on
   int64_t save_interval = 0;    // checkpoint every N steps / iterations (0: at each step's end)

@@ -2,6 +2,7 @@
 // for the library's baseline instruction set; only the micro-kernels behind MicroKernel::run
 // use wider vectors (AVX-512), chosen after a CPU check.
 #include "kernels/cpu/gemm_blocked.h"
+#include "kernels/cpu/gemm_skinny.h"
 
 #include <omp.h>
 
@@ -375,6 +376,11 @@ template <typename In, typename Packed, typename Acc>
 void blocked_gemm(const MicroKernel<Packed, Acc>& kernel, const GemmProblem<In, Acc>& p, int threads) {
   // About 4 MFLOP per thread before a second thread pays for its start-up.
   const double flops = 2.0 * static_cast<double>(p.M) * static_cast<double>(p.N) * static_cast<double>(p.K);
+  if constexpr (std::is_same_v<In, float> && std::is_same_v<Acc, float>) {
+    // A few rows against a weight given as rows (generation): dot products, B never packed.
+    if (p.M <= kSkinnyRows && p.trans_b && !p.trans_a)
+      return skinny_gemm_nt(p.M, p.N, p.K, p.alpha, p.A, p.lda, p.B, p.ldb, p.beta, p.C, p.ldc, threads);
+  }
   threads = static_cast<int>(std::clamp<double>(flops / 4e6, 1.0, std::max(threads, 1)));
   if (threads == 1) return gemm_block(kernel, p, 0, p.M, 0, p.N);
   const int64_t m_tiles = (p.M + kernel.mr - 1) / kernel.mr, n_tiles = (p.N + kernel.nr - 1) / kernel.nr;

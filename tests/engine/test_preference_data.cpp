@@ -14,7 +14,8 @@ TEST_CASE("the built-in sorting pairs prefer the sorted answer, and the true met
   const auto pairs = sorting_preference_pairs(200, 4);
   REQUIRE(pairs.size() == 200);
   CHECK(sorting_preference_pairs(200, 4)[17].prompt == pairs[17].prompt);  // reproducible from the seed
-  for (const PreferencePair& p : pairs) {
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const PreferencePair& p = pairs[i];
     INFO(p.prompt << " / " << p.chosen << " / " << p.rejected);
     REQUIRE(p.prompt.size() == 10);  // one length: batched generation needs equal prompts
     CHECK(std::is_sorted(p.chosen.begin(), p.chosen.begin() + 4));
@@ -23,7 +24,8 @@ TEST_CASE("the built-in sorting pairs prefer the sorted answer, and the true met
     CHECK(sortedness(p.chosen) == 1.0);
     CHECK(sortedness(p.rejected) < 1.0);
     CHECK(keeps_digits(p.prompt, p.chosen));
-    CHECK(keeps_digits(p.prompt, p.rejected));  // another ordering of the same digits
+    // Even pairs reject another ordering of the prompt's digits, odd ones any digits out of order.
+    if (i % 2 == 0) CHECK(keeps_digits(p.prompt, p.rejected));
   }
   CHECK(sortedness("1234\nanything") == 1.0);
   CHECK(sortedness("4321\n") == 0.0);
