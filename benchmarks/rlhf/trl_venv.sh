@@ -41,13 +41,7 @@ rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/pip" install -q --upgrade pip
 
-# CPU-only torch from PyTorch's own index where it is reachable; otherwise PyPI's (CUDA) build,
-# whose CUDA libraries are simply not used on the CPU.
-if "$py" -c "import urllib.request as u; u.urlopen('https://download.pytorch.org/whl/cpu/', timeout=5)" 2>/dev/null; then
-  "$venv/bin/pip" install -q --index-url https://download.pytorch.org/whl/cpu "torch==$TORCH"
-else
-  "$venv/bin/pip" install -q "torch==$TORCH"
-fi
+# PyPI's torch (its CUDA libraries are simply not used on the CPU).
 "$venv/bin/pip" install -q "numpy==$NUMPY" "trl==$TRL" "transformers==$TRANSFORMERS" \
   "tokenizers==$TOKENIZERS" "huggingface-hub==$HF_HUB" "accelerate==$ACCELERATE" \
   "datasets==$DATASETS" "pyarrow==$PYARROW" "pandas==$PANDAS" "safetensors==$SAFETENSORS" \
