@@ -11,27 +11,6 @@
 namespace fathom::launcher {
 namespace {
 
-int64_t parse_integer(const std::string& flag, const std::string& text, int64_t minimum) {
-  int64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  FATHOM_CHECK(ec == std::errc() && end == text.data() + text.size() && value >= minimum, flag,
-               ": expected an integer >= ", minimum, ", got \"", text, "\"");
-  return value;
-}
-
-double parse_number(const std::string& flag, const std::string& text, double minimum) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  FATHOM_CHECK(used == text.size() && used > 0 && value >= minimum, flag, ": expected a number >= ", minimum, ", got \"",
-               text, "\"");
-  return value;
-}
-
 std::vector<int> parse_steps(const std::string& text) {
   if (text == "all") return {1, 2, 3};
   std::vector<int> steps;
@@ -46,7 +25,7 @@ std::vector<int> parse_steps(const std::string& text) {
 
 std::vector<int> parse_split(const std::string& text) {
   std::vector<int> parts;
-  for (std::string_view part : split(text, ',')) parts.push_back(static_cast<int>(parse_integer("--data-split", std::string(trim(part)), 0)));
+  for (std::string_view part : split(text, ',')) parts.push_back(static_cast<int>(parse_flag_integer("--data-split", std::string(trim(part)), 0)));
   FATHOM_CHECK(parts.size() == 3 && parts[0] + parts[1] + parts[2] > 0, "--data-split: \"", text,
                "\" must be three non-negative shares, one per step, e.g. 2,4,4 (DeepSpeed-Chat's default)");
   return parts;
@@ -62,10 +41,10 @@ ChatOptions parse_chat_options(int argc, const char* const* argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   using Setter = std::function<void(const std::string& flag, const std::string& value)>;
   const auto integer = [](int64_t& field, int64_t minimum) {
-    return Setter([&field, minimum](const std::string& f, const std::string& v) { field = parse_integer(f, v, minimum); });
+    return Setter([&field, minimum](const std::string& f, const std::string& v) { field = parse_flag_integer(f, v, minimum); });
   };
   const auto number = [](double& field, double minimum) {
-    return Setter([&field, minimum](const std::string& f, const std::string& v) { field = parse_number(f, v, minimum); });
+    return Setter([&field, minimum](const std::string& f, const std::string& v) { field = parse_flag_number(f, v, minimum); });
   };
   const auto text = [](std::string& field) { return Setter([&field](const std::string&, const std::string& v) { field = v; }); };
   int64_t seed = static_cast<int64_t>(o.seed), threads = 0, ppo_epochs = o.ppo.ppo_epochs;

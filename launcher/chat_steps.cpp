@@ -1,6 +1,7 @@
 #include "launcher/chat_steps.h"
 
 #include <cstdio>
+#include <functional>
 
 #include "autograd/nn_functions.h"
 #include "core/json.h"
@@ -63,6 +64,21 @@ void checkpoint_if_due(Engine& engine, const fs::path& dir, int64_t done, int64_
   if (done == total || (interval > 0 && done % interval == 0)) engine.save_checkpoint(dir.string(), "", client_state);
 }
 
+// `steps` optimizer steps of `engine`, each of gradient_accumulation_steps micro-batches;
+// `loss(start, size)` is the loss of the micro-batch of `size` pairs from position `start` of the
+// step's data (each rank its own micro-batches of every global batch).
+void train_steps(const ChatRun& run, Engine& engine, const Config& config, int64_t steps, const fs::path& checkpoints,
+                 const std::function<Variable(int64_t start, int64_t size)>& loss) {
+  const int64_t mb = config.batch.train_micro_batch_size_per_gpu, gas = config.batch.gradient_accumulation_steps;
+  for (int64_t step = 0; step < steps; ++step) {
+    for (int64_t m = 0; m < gas; ++m) {
+      engine.backward(loss(((step * gas + m) * run.runtime.size() + run.runtime.rank()) * mb, mb));
+      engine.step();
+    }
+    checkpoint_if_due(engine, checkpoints, step + 1, run.options.save_interval, steps);
+  }
+}
+
 std::shared_ptr<models::GPT> load_actor(const models::GPTConfig& config, uint64_t seed, const std::string& path) {
   auto gpt = std::make_shared<models::GPT>(config, seed);
   models::load_gpt2_safetensors(*gpt, path);
@@ -116,18 +132,12 @@ void run_sft(ChatRun& run) {
   auto actor = std::make_shared<models::GPT>(run.model, o.seed);
   if (!o.actor_init.empty()) models::load_gpt2_safetensors(*actor, o.actor_init);
   const auto engine = initialize(config, actor, nullptr, nullptr, run.runtime.world_ptr()).engine;
-  const int64_t mb = config.batch.train_micro_batch_size_per_gpu, gas = config.batch.gradient_accumulation_steps;
   say(run, "step 1 (SFT): " + std::to_string(o.sft_steps) + " steps of " +
                std::to_string(config.batch.train_batch_size) + " prompt -> response pairs");
-  for (int64_t step = 0; step < o.sft_steps; ++step) {
-    for (int64_t m = 0; m < gas; ++m) {
-      const int64_t start = ((step * gas + m) * run.runtime.size() + run.runtime.rank()) * mb;
-      const SftBatch batch = sft_batch(cyclic_slice(run.data.sft, start, mb), run.max_length());
-      engine->backward(nn::cross_entropy((*engine)(Variable(batch.inputs)), batch.targets));
-      engine->step();
-    }
-    checkpoint_if_due(*engine, dir / "checkpoints", step + 1, o.save_interval, o.sft_steps);
-  }
+  train_steps(run, *engine, config, o.sft_steps, dir / "checkpoints", [&](int64_t start, int64_t size) {
+    const SftBatch batch = sft_batch(cyclic_slice(run.data.sft, start, size), run.max_length());
+    return nn::cross_entropy((*engine)(Variable(batch.inputs)), batch.targets);
+  });
   const nn::NamedTensors weights = engine->consolidated_state_dict();
   if (run.runtime.is_main_process()) {
     fs::create_directories(dir);
@@ -151,21 +161,15 @@ void run_reward_model(ChatRun& run) {
   auto reward = std::make_shared<models::RewardModel>(run.model, o.seed + 1);
   reward->load_backbone(*sft);
   const auto engine = initialize(config, reward, nullptr, nullptr, run.runtime.world_ptr()).engine;
-  const int64_t mb = config.batch.train_micro_batch_size_per_gpu, gas = config.batch.gradient_accumulation_steps;
   say(run, "step 2 (reward model): " + std::to_string(o.reward_steps) + " steps of " +
                std::to_string(config.batch.train_batch_size) + " chosen / rejected pairs");
-  for (int64_t step = 0; step < o.reward_steps; ++step) {
-    for (int64_t m = 0; m < gas; ++m) {
-      const int64_t start = ((step * gas + m) * run.runtime.size() + run.runtime.rank()) * mb;
-      const RewardBatch batch = reward_batch(cyclic_slice(run.data.reward, start, mb), run.max_length());
-      // Chosen and rejected through one forward, as DeepSpeed-Chat's reward model does.
-      const autograd::VariableList rewards =
-          autograd::split((*engine)(Variable(cat({batch.chosen, batch.rejected}, 0))), {mb, mb}, 0);
-      engine->backward(nn::reward_pair_loss(rewards[0], rewards[1], batch.chosen, batch.rejected, kBytePad).loss);
-      engine->step();
-    }
-    checkpoint_if_due(*engine, dir / "checkpoints", step + 1, o.save_interval, o.reward_steps);
-  }
+  train_steps(run, *engine, config, o.reward_steps, dir / "checkpoints", [&](int64_t start, int64_t size) {
+    const RewardBatch batch = reward_batch(cyclic_slice(run.data.reward, start, size), run.max_length());
+    // Chosen and rejected through one forward, as DeepSpeed-Chat's reward model does.
+    const autograd::VariableList rewards =
+        autograd::split((*engine)(Variable(cat({batch.chosen, batch.rejected}, 0))), {size, size}, 0);
+    return nn::reward_pair_loss(rewards[0], rewards[1], batch.chosen, batch.rejected, kBytePad).loss;
+  });
   const nn::NamedTensors weights = engine->consolidated_state_dict();
   if (run.runtime.is_main_process()) {
     fs::create_directories(dir);

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/threads.h"
+#include "launcher/job_errors.h"
 #include "launcher/chat_steps.h"
 
 using namespace fathom;
@@ -48,21 +49,12 @@ int run(const launcher::ChatOptions& given, const parallel::Runtime& runtime) {
 
 int main(int argc, char** argv) {
   parallel::Runtime runtime(argc, argv);
-  const auto fail = [&](const std::string& message) {
-    if (runtime.size() > 1) runtime.abort(message);
-    std::fprintf(stderr, "fathom: %s\n", message.c_str());
-    return 1;
-  };
-  try {
+  return launcher::run_reporting_errors(runtime, [&] {
     const launcher::ChatOptions options = launcher::parse_chat_options(argc, argv);
     if (options.help) {
       if (runtime.is_main_process()) std::cout << launcher::chat_usage();
       return 0;
     }
     return run(options, runtime);
-  } catch (const Error& e) {
-    return fail(e.message());
-  } catch (const std::exception& e) {
-    return fail(e.what());
-  }
+  });
 }

@@ -20,6 +20,7 @@
 #include "core/cuda/cuda_runtime.h"
 #include "core/error.h"
 #include "core/threads.h"
+#include "launcher/job_errors.h"
 #include "launcher/train_options.h"
 #include "models/gpt_inference.h"
 #include "models/gpt_tensor_parallel_inference.h"
@@ -254,17 +255,5 @@ int run(const Options& o, const parallel::Runtime& runtime) {
 
 int main(int argc, char** argv) {
   parallel::Runtime runtime(argc, argv);
-  // One rank's error ends the whole job with its message (the others may be waiting for it).
-  const auto fail = [&](const std::string& message) {
-    if (runtime.size() > 1) runtime.abort(message);
-    std::fprintf(stderr, "fathom: %s\n", message.c_str());  // the message, not the source location
-    return 1;
-  };
-  try {
-    return run(parse(argc, argv), runtime);
-  } catch (const Error& e) {
-    return fail(e.message());
-  } catch (const std::exception& e) {
-    return fail(e.what());
-  }
+  return launcher::run_reporting_errors(runtime, [&] { return run(parse(argc, argv), runtime); });
 }

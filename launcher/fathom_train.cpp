@@ -29,6 +29,7 @@
 #include "engine/pipeline_executor.h"
 #include "engine/stop_signals.h"
 #include "engine/token_dataset.h"
+#include "launcher/job_errors.h"
 #include "launcher/train_config.h"
 #include "launcher/train_data.h"
 #include "launcher/train_memory.h"
@@ -314,22 +315,12 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
 
 int main(int argc, char** argv) {
   parallel::Runtime runtime(argc, argv);
-  // One rank's error ends the whole job with its message (the others may be waiting for it).
-  const auto fail = [&](const std::string& message) {
-    if (runtime.size() > 1) runtime.abort(message);
-    std::fprintf(stderr, "fathom: %s\n", message.c_str());
-    return 1;
-  };
-  try {
+  return launcher::run_reporting_errors(runtime, [&] {
     const launcher::TrainOptions options = launcher::parse_train_options(argc, argv);
     if (options.help) {
       if (runtime.is_main_process()) std::cout << launcher::train_usage();
       return 0;
     }
     return run(options, runtime);
-  } catch (const Error& e) {
-    return fail(e.message());
-  } catch (const std::exception& e) {
-    return fail(e.what());
-  }
+  });
 }

@@ -78,4 +78,25 @@ std::string read_text_file(const std::string& path, std::string_view kind) {
   return content;
 }
 
+int64_t parse_flag_integer(const std::string& flag, const std::string& text, int64_t minimum) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  FATHOM_CHECK(ec == std::errc() && end == text.data() + text.size() && value >= minimum, flag,
+               ": expected an integer >= ", minimum, ", got \"", text, "\"");
+  return value;
+}
+
+double parse_flag_number(const std::string& flag, const std::string& text, double minimum) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  FATHOM_CHECK(used == text.size() && used > 0 && value >= minimum, flag, ": expected a number >= ", minimum,
+               ", got \"", text, "\"");
+  return value;
+}
+
 }  // namespace fathom::launcher

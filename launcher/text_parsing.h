@@ -2,6 +2,7 @@
 // Small text helpers shared by the launcher's file and option parsers (hostfile, .fathom_env,
 // -i/-e filters), so every parser trims, splits and reports bad lines the same way.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,10 @@ std::vector<std::string_view> split(std::string_view text, char separator);
 std::vector<std::string> split_whitespace(std::string_view text);
 // A decimal integer >= 0 made only of digits ("+1", "1.0", " 1" and overflow are nullopt).
 std::optional<int> parse_non_negative_int(std::string_view text);
+// A command-line flag's value: the whole text an integer (or a number) >= minimum, else an
+// error "<flag>: expected an integer >= <minimum>, got "<text>"".
+int64_t parse_flag_integer(const std::string& flag, const std::string& text, int64_t minimum);
+double parse_flag_number(const std::string& flag, const std::string& text, double minimum);
 // "1 slot", "2 slots".
 std::string count_of(int count, std::string_view noun);
 // `<kind> <source>:<line>: "<content>": <problem>`, the shape of every bad-line error.

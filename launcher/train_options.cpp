@@ -5,19 +5,9 @@
 
 #include "core/cuda/cuda_runtime.h"
 #include "core/error.h"
+#include "launcher/text_parsing.h"
 
 namespace fathom::launcher {
-namespace {
-
-int64_t parse_int(const std::string& flag, const std::string& text, int64_t minimum) {
-  int64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  FATHOM_CHECK(ec == std::errc() && end == text.data() + text.size() && value >= minimum, flag,
-               ": expected an integer >= ", minimum, ", got \"", text, "\"");
-  return value;
-}
-
-}  // namespace
 
 void TrainOptions::apply_sizes(models::GPTConfig& config) const {
   if (n_layer) config.n_layer = n_layer;
@@ -63,21 +53,21 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     else if (flag == "--preset") o.preset = value, o.preset_given = true;
     else if (flag == "--init") o.init_path = value;
     else if (flag == "--out") o.out_dir = value;
-    else if (flag == "--steps") o.steps = parse_int(flag, value, 1), o.steps_given = true;
-    else if (flag == "--seed") o.seed = static_cast<uint64_t>(parse_int(flag, value, 0));
-    else if (flag == "--threads") o.threads = static_cast<int>(parse_int(flag, value, 1));
-    else if (flag == "--eval-interval") o.eval_interval = parse_int(flag, value, 0);
-    else if (flag == "--eval-batches") o.eval_batches = static_cast<int>(parse_int(flag, value, 1));
+    else if (flag == "--steps") o.steps = parse_flag_integer(flag, value, 1), o.steps_given = true;
+    else if (flag == "--seed") o.seed = static_cast<uint64_t>(parse_flag_integer(flag, value, 0));
+    else if (flag == "--threads") o.threads = static_cast<int>(parse_flag_integer(flag, value, 1));
+    else if (flag == "--eval-interval") o.eval_interval = parse_flag_integer(flag, value, 0);
+    else if (flag == "--eval-batches") o.eval_batches = static_cast<int>(parse_flag_integer(flag, value, 1));
     else if (flag == "--resume") o.resume_dir = value;
     else if (flag == "--tag") o.resume_tag = value;
-    else if (flag == "--save-every") o.save_every = parse_int(flag, value, 0);
+    else if (flag == "--save-every") o.save_every = parse_flag_integer(flag, value, 0);
     else if (flag == "--device") o.device = device_option(value);
     else if (flag == "--attention") o.attention = nn::parse_attention_kernel(value, "--attention");
-    else if (flag == "--n-layer") o.n_layer = parse_int(flag, value, 1);
-    else if (flag == "--n-head") o.n_head = parse_int(flag, value, 1);
-    else if (flag == "--n-embd") o.n_embd = parse_int(flag, value, 1);
-    else if (flag == "--block-size") o.block_size = parse_int(flag, value, 1);
-    else if (flag == "--vocab-size") o.vocab_size = parse_int(flag, value, 1);
+    else if (flag == "--n-layer") o.n_layer = parse_flag_integer(flag, value, 1);
+    else if (flag == "--n-head") o.n_head = parse_flag_integer(flag, value, 1);
+    else if (flag == "--n-embd") o.n_embd = parse_flag_integer(flag, value, 1);
+    else if (flag == "--block-size") o.block_size = parse_flag_integer(flag, value, 1);
+    else if (flag == "--vocab-size") o.vocab_size = parse_flag_integer(flag, value, 1);
     else FATHOM_FAIL("unknown option ", flag, "; see fathom-train --help");
   }
   models::GPTConfig::preset(o.preset);  // validates the name
