@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
@@ -84,6 +85,7 @@ std::vector<PreferencePair> read_preference_jsonl(const std::string& path) {
   FATHOM_CHECK(in.good(), "preference data \"", path, "\": cannot open the file (expected JSON Lines with "
                "\"prompt\", \"chosen\" and \"rejected\" on each line)");
   std::vector<PreferencePair> pairs;
+  std::optional<bool> tokenized;  // the first line decides
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -92,13 +94,31 @@ std::vector<PreferencePair> read_preference_jsonl(const std::string& path) {
     FATHOM_CHECK(value.is_object(), where, ": expected a JSON object with \"prompt\", \"chosen\" and \"rejected\", got ",
                  json_kind_name(value.kind()));
     PreferencePair pair;
-    for (const auto& [key, field] : {std::pair{"prompt", &pair.prompt}, std::pair{"chosen", &pair.chosen},
-                                     std::pair{"rejected", &pair.rejected}}) {
+    const std::pair<const char*, std::pair<std::string*, std::vector<int64_t>*>> fields[] = {
+        {"prompt", {&pair.prompt, &pair.prompt_ids}},
+        {"chosen", {&pair.chosen, &pair.chosen_ids}},
+        {"rejected", {&pair.rejected, &pair.rejected_ids}}};
+    for (const auto& [key, field] : fields) {
       const JsonValue* member = value.find(key);
       FATHOM_CHECK(member != nullptr, where, ": no \"", key, "\" (each line needs \"prompt\", \"chosen\" and \"rejected\")");
-      FATHOM_CHECK(member->is_string(), where, ": \"", key, "\" is ", json_kind_name(member->kind()), ", not a string");
-      *field = member->as_string();
+      FATHOM_CHECK(member->is_string() || member->is_array(), where, ": \"", key, "\" is ",
+                   json_kind_name(member->kind()), ", not a string (text) or an array of token ids");
+      const bool ids = member->is_array();
+      if (!tokenized) tokenized = ids;
+      FATHOM_CHECK(ids == *tokenized, where, ": \"", key, "\" is ", ids ? "token ids" : "text", " but the file's first "
+                   "line is ", *tokenized ? "token ids" : "text", "; use one kind throughout");
+      if (!ids) {
+        *field.first = member->as_string();
+        continue;
+      }
+      for (const JsonValue& id : member->as_array()) {
+        FATHOM_CHECK(id.is_integer() && id.as_int64() >= 0, where, ": \"", key, "\" holds ", json_kind_name(id.kind()),
+                     id.is_integer() ? " " + std::to_string(id.as_int64()) : std::string(),
+                     "; token ids are integers >= 0");
+        field.second->push_back(id.as_int64());
+      }
     }
+    FATHOM_CHECK(!*tokenized || !pair.prompt_ids.empty(), where, ": \"prompt\" has no token ids");
     pairs.push_back(std::move(pair));
   }
   FATHOM_CHECK(!pairs.empty(), "preference data \"", path, "\": no pairs (the file is empty)");

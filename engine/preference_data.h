@@ -10,8 +10,8 @@
 // (four random digits, not all equal); the rule: responses in ascending order are preferred.
 // Each pair's chosen response is the digits in ascending order, then "\n"; the rejected one is,
 // alternately, another ordering of the same digits or four random digits out of order.
-// sortedness() scores any response by the rule; keeps_digits() says whether it kept the prompt's digits, which the rule (and so the reward
-// model) does not ask for: a policy optimised against the reward model may stop keeping them.
+// sortedness() scores any response by the rule; keeps_digits() says whether it kept the
+// prompt's digits, which the rule (and so the reward model) does not ask for: a policy optimised against the reward model may stop keeping them.
 
 #include <cstdint>
 #include <string>
@@ -20,7 +20,10 @@
 namespace fathom {
 
 struct PreferencePair {
-  std::string prompt, chosen, rejected;
+  std::string prompt, chosen, rejected;  // text, read byte-level
+  // Or token ids, from a pre-tokenized file (the text fields are then empty).
+  std::vector<int64_t> prompt_ids, chosen_ids, rejected_ids;
+  bool tokenized() const { return !prompt_ids.empty(); }
 };
 
 // `count` pairs of the built-in sorting task from `seed` (the same seed gives the same pairs).
@@ -39,8 +42,9 @@ double sortedness(const std::string& response);
 // Whether the response's first four characters are a reordering of the prompt's digits.
 bool keeps_digits(const std::string& prompt, const std::string& response);
 
-// Reads JSON Lines of {"prompt", "chosen", "rejected"} strings (other keys are ignored; blank
-// lines are skipped). A missing file, a line that is not a JSON object, or a missing or
+// Reads JSON Lines of {"prompt", "chosen", "rejected"}: strings (text), or arrays of token ids
+// (integers >= 0: data tokenized beforehand, e.g. with GPT-2's tokenizer), one kind for the whole
+// file. Other keys are ignored; blank lines are skipped. A missing file, a line that is not a JSON object, or a missing or
 // non-string key is an error naming the file and line.
 std::vector<PreferencePair> read_preference_jsonl(const std::string& path);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "engine/rlhf_batches.h"
 
 namespace fathom::launcher {
 
@@ -40,6 +41,22 @@ ChatData load_chat_data(const ChatOptions& o, const StepSizes& needed) {
     begin = end;
   }
   return d;
+}
+
+int64_t pad_token(const ChatData& data, int64_t vocab_size) {
+  const std::vector<PreferencePair>* parts[] = {&data.sft, &data.reward, &data.ppo, &data.held_out};
+  bool tokenized = false;
+  for (const auto* part : parts)
+    for (const PreferencePair& p : *part) {
+      if (!p.tokenized()) continue;
+      tokenized = true;
+      for (const auto* ids : {&p.prompt_ids, &p.chosen_ids, &p.rejected_ids})
+        for (int64_t id : *ids)
+          FATHOM_CHECK(id < vocab_size - 1, "--data: token id ", id, " is outside the model's vocabulary of ",
+                       vocab_size, " ids less its last (", vocab_size - 1, ", the pad token); pass --vocab-size or a "
+                       "--preset whose vocabulary holds the tokenizer's");
+    }
+  return tokenized ? vocab_size - 1 : kBytePad;
 }
 
 std::vector<PreferencePair> cyclic_slice(const std::vector<PreferencePair>& data, int64_t start, int64_t count) {

@@ -23,6 +23,11 @@ struct StepSizes {
 };
 ChatData load_chat_data(const ChatOptions& options, const StepSizes& needed);
 
+// The pad token: 0 (NUL, absent from text) for text; for token ids the vocabulary's last id
+// (GPT-2's <|endoftext|>, DeepSpeed-Chat's pad), which the data must not use. Every id must be
+// inside the vocabulary; an error names the first that is not.
+int64_t pad_token(const ChatData& data, int64_t vocab_size);
+
 // `count` pairs of `data` from position `start` on, wrapping around (epochs).
 std::vector<PreferencePair> cyclic_slice(const std::vector<PreferencePair>& data, int64_t start, int64_t count);
 

@@ -24,7 +24,8 @@ PolicyEvaluation evaluate_policy(const models::GPT& actor, models::RewardModel* 
   // One batch per prompt length (generation needs equal lengths).
   std::map<size_t, std::vector<PreferencePair>> by_length;
   for (const PreferencePair& p : held_out)
-    if (static_cast<int64_t>(p.prompt.size()) <= max_prompt) by_length[p.prompt.size()].push_back(p);
+    if (const size_t length = prompt_tokens(p).size(); static_cast<int64_t>(length) <= max_prompt)
+      by_length[length].push_back(p);
   for (const auto& [length, pairs] : by_length) {
     const int64_t P = static_cast<int64_t>(length), L = sampling.max_new_tokens;
     const models::Generated out = models::generate(actor, prompt_batch(pairs), sampling, gen);
@@ -54,17 +55,18 @@ PolicyEvaluation evaluate_policy(const models::GPT& actor, models::RewardModel* 
   return e;
 }
 
-double reward_accuracy(models::RewardModel& reward, const std::vector<PreferencePair>& held_out, int64_t max_length) {
+double reward_accuracy(models::RewardModel& reward, const std::vector<PreferencePair>& held_out, int64_t max_length,
+                       int64_t pad) {
   autograd::NoGradGuard no_grad;
   constexpr size_t kChunk = 64;
   double right = 0;
   for (size_t start = 0; start < held_out.size(); start += kChunk) {
     const std::vector<PreferencePair> pairs(held_out.begin() + start,
                                             held_out.begin() + std::min(held_out.size(), start + kChunk));
-    const RewardBatch batch = reward_batch(pairs, max_length);
+    const RewardBatch batch = reward_batch(pairs, max_length, pad);
     const nn::RewardPairLoss scored = nn::reward_pair_loss(reward(autograd::Variable(batch.chosen)),
                                                            reward(autograd::Variable(batch.rejected)), batch.chosen,
-                                                           batch.rejected, kBytePad);
+                                                           batch.rejected, pad);
     const auto chosen = scored.chosen_scores.to_vector<float>(), rejected = scored.rejected_scores.to_vector<float>();
     for (size_t i = 0; i < chosen.size(); ++i) right += chosen[i] > rejected[i] ? 1 : 0;
   }

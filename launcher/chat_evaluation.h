@@ -26,7 +26,8 @@ PolicyEvaluation evaluate_policy(const models::GPT& actor, models::RewardModel* 
                                  uint64_t seed, bool builtin_task);
 
 // The share of held-out pairs whose chosen response the reward model scores above the rejected.
-double reward_accuracy(models::RewardModel& reward, const std::vector<PreferencePair>& held_out, int64_t max_length);
+double reward_accuracy(models::RewardModel& reward, const std::vector<PreferencePair>& held_out, int64_t max_length,
+                       int64_t pad);
 
 // Named figures of the steps ("step1.loss", "step3.sortedness", ...), kept in a JSON file.
 class ChatSummary {

@@ -54,6 +54,7 @@ ChatOptions parse_chat_options(int argc, const char* const* argv) {
       {"--data", text(o.data_path)},
       {"--data-split", [&](const std::string&, const std::string& v) { o.data_split = parse_split(v); }},
       {"--preset", text(o.preset)},
+      {"--vocab-size", integer(o.vocab_size, 2)},
       {"--seed", integer(seed, 0)},
       {"--sft-config", text(o.sft_config)},
       {"--reward-config", text(o.reward_config)},
@@ -117,9 +118,11 @@ rule, ascending order, is hidden from the models) and prints what each step achi
 usage: fathom-chat [options]            (under mpirun -np N: data parallel on N ranks)
   --step S               1, 2, 3, a list (2,3) or all (default)
   --out DIR              where each step writes its model, checkpoints and summary (fathom-chat-out)
-  --data FILE            JSON Lines {"prompt", "chosen", "rejected"} (default: the built-in task)
+  --data FILE            JSON Lines {"prompt", "chosen", "rejected"}: text, or arrays of token ids
+                         (default: the built-in task)
   --data-split A,B,C     each step's share of --data (2,4,4); the last --eval-prompts pairs are held out
   --preset NAME          model sizes: tiny (default), small, gpt2-124M
+  --vocab-size N         the vocabulary (default the preset's); token-id data pads with its last id
   --actor-init FILE      GPT-2-layout safetensors the SFT starts from (default: the seed's weights)
   --sft-config F, --reward-config F, --actor-config F, --critic-config F
                          each step's ds_config (defaults built in; gradient_accumulation_steps 1 in

@@ -16,6 +16,7 @@ struct ChatOptions {
   std::string data_path;               // JSON Lines of prompt/chosen/rejected; "": the built-in task
   std::vector<int> data_split = {2, 4, 4};  // DeepSpeed-Chat's --data_split: each step's share
   std::string preset = "tiny";
+  int64_t vocab_size = 0;              // 0: the preset's (256 bytes for tiny); token-id data may need more
   uint64_t seed = 1234;
   // Each step's ds_config ("": built in). The reference model runs under the actor's config and
   // the frozen reward model under the critic's (their precision and ZeRO sections).

@@ -135,7 +135,7 @@ void run_sft(ChatRun& run) {
   say(run, "step 1 (SFT): " + std::to_string(o.sft_steps) + " steps of " +
                std::to_string(config.batch.train_batch_size) + " prompt -> response pairs");
   train_steps(run, *engine, config, o.sft_steps, dir / "checkpoints", [&](int64_t start, int64_t size) {
-    const SftBatch batch = sft_batch(cyclic_slice(run.data.sft, start, size), run.max_length());
+    const SftBatch batch = sft_batch(cyclic_slice(run.data.sft, start, size), run.max_length(), run.pad);
     return nn::cross_entropy((*engine)(Variable(batch.inputs)), batch.targets);
   });
   const nn::NamedTensors weights = engine->consolidated_state_dict();
@@ -164,11 +164,11 @@ void run_reward_model(ChatRun& run) {
   say(run, "step 2 (reward model): " + std::to_string(o.reward_steps) + " steps of " +
                std::to_string(config.batch.train_batch_size) + " chosen / rejected pairs");
   train_steps(run, *engine, config, o.reward_steps, dir / "checkpoints", [&](int64_t start, int64_t size) {
-    const RewardBatch batch = reward_batch(cyclic_slice(run.data.reward, start, size), run.max_length());
+    const RewardBatch batch = reward_batch(cyclic_slice(run.data.reward, start, size), run.max_length(), run.pad);
     // Chosen and rejected through one forward, as DeepSpeed-Chat's reward model does.
     const autograd::VariableList rewards =
         autograd::split((*engine)(Variable(cat({batch.chosen, batch.rejected}, 0))), {size, size}, 0);
-    return nn::reward_pair_loss(rewards[0], rewards[1], batch.chosen, batch.rejected, kBytePad).loss;
+    return nn::reward_pair_loss(rewards[0], rewards[1], batch.chosen, batch.rejected, run.pad).loss;
   });
   const nn::NamedTensors weights = engine->consolidated_state_dict();
   if (run.runtime.is_main_process()) {
@@ -176,7 +176,7 @@ void run_reward_model(ChatRun& run) {
     nn::save_safetensors((dir / "reward_model.safetensors").string(), weights);
   }
   const auto trained = from_weights<models::RewardModel>(run.model, o.seed + 1, weights);
-  const double accuracy = reward_accuracy(*trained, run.data.held_out, run.max_length());
+  const double accuracy = reward_accuracy(*trained, run.data.held_out, run.max_length(), run.pad);
   // The SFT actor judged by the new reward model: what step 3 starts from.
   const PolicyEvaluation start = evaluate_policy(*sft, trained.get(), run.data.held_out, o.ppo.sampling, o.seed + 4,
                                                  o.builtin_data());
@@ -230,7 +230,7 @@ void run_ppo(ChatRun& run) {
     const int64_t index = k * run.runtime.size() + run.runtime.rank();
     Generator gen(stream_seed(o.seed, index));
     std::optional<SftBatch> unsupervised;
-    if (o.ptx) unsupervised = sft_batch(cyclic_slice(run.data.sft, index * mb, mb), run.max_length());
+    if (o.ptx) unsupervised = sft_batch(cyclic_slice(run.data.sft, index * mb, mb), run.max_length(), run.pad);
     stats = ppo_iteration(engines, prompt_batch(batches[static_cast<size_t>(index) % batches.size()]), o.ppo, gen,
                           unsupervised);
     generation_seconds += stats.generation_seconds;

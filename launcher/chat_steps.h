@@ -30,6 +30,7 @@ struct ChatRun {
   ChatData data;
   ChatSummary& summary;
   std::filesystem::path out;
+  int64_t pad;  // the pad token: 0 (NUL) for text, the vocabulary's last id for token ids
   int64_t max_length() const { return options.max_length ? options.max_length : model.block_size; }
 };
 

@@ -24,7 +24,8 @@ int run(const launcher::ChatOptions& given, const parallel::Runtime& runtime) {
   if (options.ppo.sampling.max_new_tokens == 0) options.ppo.sampling.max_new_tokens = options.builtin_data() ? 5 : 64;
   if (options.builtin_data()) options.ppo.sampling.end_token = '\n';
 
-  const models::GPTConfig model = models::GPTConfig::preset(options.preset);
+  models::GPTConfig model = models::GPTConfig::preset(options.preset);
+  if (options.vocab_size) model.vocab_size = options.vocab_size;
   launcher::ChatConfigs configs = launcher::load_chat_configs(options, runtime.size());
   launcher::StepSizes needed;
   needed.sft = options.sft_steps * configs.sft.batch.train_batch_size +
@@ -32,8 +33,10 @@ int run(const launcher::ChatOptions& given, const parallel::Runtime& runtime) {
   needed.reward = options.reward_steps * configs.reward.batch.train_batch_size;
   needed.ppo = options.ppo_iterations * configs.actor.batch.train_batch_size;
   launcher::ChatSummary summary((std::filesystem::path(options.out_dir) / "summary.json").string());
-  launcher::ChatRun chat{options, runtime, model, std::move(configs), launcher::load_chat_data(options, needed),
-                         summary, options.out_dir};
+  launcher::ChatData data = launcher::load_chat_data(options, needed);
+  const int64_t pad = launcher::pad_token(data, model.vocab_size);
+  options.ppo.sampling.pad_token = pad;
+  launcher::ChatRun chat{options, runtime, model, std::move(configs), std::move(data), summary, options.out_dir, pad};
   if (options.runs(1)) launcher::run_sft(chat);
   if (options.runs(2)) launcher::run_reward_model(chat);
   if (options.runs(3)) launcher::run_ppo(chat);

@@ -51,7 +51,20 @@ TEST_CASE("preference JSON Lines: read, and every bad line named", "[rlhf][data]
   write("{\"prompt\": \"a\", \"chosen\": \"b\"}\n");
   CHECK_THROWS_WITH(read_preference_jsonl(path), Catch::Contains("preference_test.jsonl:1: no \"rejected\""));
   write("{\"prompt\": \"a\", \"chosen\": \"b\", \"rejected\": \"c\"}\n{\"prompt\": 3, \"chosen\": \"b\", \"rejected\": \"c\"}\n");
-  CHECK_THROWS_WITH(read_preference_jsonl(path), Catch::Contains("preference_test.jsonl:2: \"prompt\" is a number, not a string"));
+  CHECK_THROWS_WITH(read_preference_jsonl(path), Catch::Contains("preference_test.jsonl:2: \"prompt\" is a number, not a string (text) or an array of token ids"));
+  // Token ids, tokenized beforehand: one kind per file, integers >= 0.
+  write("{\"prompt\": [5, 6], \"chosen\": [7], \"rejected\": [8, 9]}\n");
+  const auto tokenized = read_preference_jsonl(path);
+  REQUIRE(tokenized.size() == 1);
+  CHECK(tokenized[0].tokenized());
+  CHECK(tokenized[0].rejected_ids == std::vector<int64_t>{8, 9});
+  write("{\"prompt\": [5, 6], \"chosen\": [7], \"rejected\": [8]}\n{\"prompt\": \"a\", \"chosen\": \"b\", \"rejected\": \"c\"}\n");
+  CHECK_THROWS_WITH(read_preference_jsonl(path), Catch::Contains("preference_test.jsonl:2: \"prompt\" is text but the "
+                                                                 "file's first line is token ids; use one kind throughout"));
+  write("{\"prompt\": [5, -1], \"chosen\": [7], \"rejected\": [8]}\n");
+  CHECK_THROWS_WITH(read_preference_jsonl(path), Catch::Contains("\"prompt\" holds a number -1; token ids are integers >= 0"));
+  write("{\"prompt\": [], \"chosen\": [7], \"rejected\": [8]}\n");
+  CHECK_THROWS_WITH(read_preference_jsonl(path), Catch::Contains("\"prompt\" has no token ids"));
   write("[1, 2]\n");
   CHECK_THROWS_WITH(read_preference_jsonl(path), Catch::Contains("expected a JSON object"));
   write("{not json\n");
@@ -76,6 +89,21 @@ TEST_CASE("SFT batches put the loss on the response only; reward batches pad bot
   CHECK(reward.chosen.to_vector<int64_t>()[7 + 5] == 0);  // padding
   CHECK(reward_batch(pairs, 4).chosen.sizes() == Shape{2, 4});  // cut at max_length
   CHECK(prompt_batch(pairs).to_vector<int64_t>() == std::vector<int64_t>{'a', 'b', ':', 'c', 'd', ':'});
-  CHECK_THROWS_WITH(prompt_batch({{"a:", "x", "y"}, {"bb:", "x", "y"}}), Catch::Contains("prompts of 2 and 3 bytes"));
+  CHECK_THROWS_WITH(prompt_batch({{"a:", "x", "y"}, {"bb:", "x", "y"}}), Catch::Contains("prompts of 2 and 3 tokens"));
   CHECK_THROWS_WITH(sft_batch({{std::string("a\0", 2), "x", "y"}}, 8), Catch::Contains("NUL byte"));
+}
+
+TEST_CASE("token-id pairs batch like text, padded with the id the caller names", "[rlhf][data]") {
+  PreferencePair pair;
+  pair.prompt_ids = {300, 301}, pair.chosen_ids = {400, 401}, pair.rejected_ids = {402};
+  const SftBatch sft = sft_batch({pair}, 64, 511);
+  CHECK(sft.inputs.to_vector<int64_t>() == std::vector<int64_t>{300, 301, 400});
+  CHECK(sft.targets.to_vector<int64_t>() == std::vector<int64_t>{-100, 400, 401});
+  const RewardBatch reward = reward_batch({pair}, 64, 511);
+  CHECK(reward.rejected.to_vector<int64_t>() == std::vector<int64_t>{300, 301, 402, 511});
+  CHECK(prompt_batch({pair}, 511).to_vector<int64_t>() == std::vector<int64_t>{300, 301});
+  CHECK(same_length_batches({pair, pair, pair}, 2, 8).size() == 1);  // by token count; a remainder left out
+  CHECK(same_length_batches({pair}, 1, 1).empty());                   // too long for the room left
+  CHECK_THROWS_WITH(sft_batch({pair}, 64, 401), Catch::Contains("contains the pad token 401; pad with an id the data "
+                                                                "does not use"));
 }

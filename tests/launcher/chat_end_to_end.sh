@@ -61,4 +61,16 @@ done
 "$mpiexec" --oversubscribe -np "$np" "$chat" --out "$work/user" --data "$work/pairs.jsonl" --sft-steps 4 \
   --reward-steps 4 --ppo-iterations 2 --max-new-tokens 8 >"$work/user.log" || { cat "$work/user.log"; exit 1; }
 grep -q "step 3 done" "$work/user.log" || { cat "$work/user.log"; exit 1; }
-echo "user data: three steps ran"
+# The same pairs tokenized beforehand: ids beyond a byte, a 512-id vocabulary (511 pads).
+i=0
+while [ $i -lt 160 ]; do
+  if [ $((i % 2)) -eq 0 ]; then p="300, $((301 + i % 10))"; else p="300, $((301 + i % 10)), 450"; fi
+  printf '{"prompt": [%s], "chosen": [%d, 500], "rejected": [%d, 499]}\n' "$p" $((400 + i % 10)) $((410 + i % 10)) \
+    >>"$work/pairs_ids.jsonl"
+  i=$((i + 1))
+done
+"$mpiexec" --oversubscribe -np "$np" "$chat" --out "$work/user_ids" --data "$work/pairs_ids.jsonl" --vocab-size 512 \
+  --sft-steps 4 --reward-steps 4 --ppo-iterations 2 --max-new-tokens 4 >"$work/user_ids.log" ||
+  { cat "$work/user_ids.log"; exit 1; }
+grep -q "step 3 done" "$work/user_ids.log" || { cat "$work/user_ids.log"; exit 1; }
+echo "user data: three steps ran, on text and on token ids"
