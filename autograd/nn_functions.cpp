@@ -36,6 +36,20 @@ class ContiguousFunction final : public Function {
   TensorList backward(const TensorList& grads) override { return {grads[0]}; }
 };
 
+class CastFunction final : public Function {
+ public:
+  explicit CastFunction(DType to) : to_(to) {}
+  std::string name() const override { return "to_dtype"; }
+  TensorList forward(const TensorList& in) override {
+    from_ = in[0].dtype();
+    return {in[0].to(to_)};
+  }
+  TensorList backward(const TensorList& grads) override { return {grads[0].to(from_)}; }
+
+ private:
+  DType to_, from_ = DType::F32;
+};
+
 class SplitFunction final : public Function {
  public:
   SplitFunction(std::vector<int64_t> sizes, int64_t dim) : sizes_(std::move(sizes)), dim_(dim) {}
@@ -89,6 +103,10 @@ Variable permute(const Variable& x, const std::vector<int64_t>& dims) {
   return apply_function(std::make_shared<PermuteFunction>(dims), {x})[0];
 }
 Variable contiguous(const Variable& x) { return apply_function(std::make_shared<ContiguousFunction>(), {x})[0]; }
+Variable to_dtype(const Variable& x, DType dtype) {
+  if (x.data().dtype() == dtype) return x;
+  return apply_function(std::make_shared<CastFunction>(dtype), {x})[0];
+}
 VariableList split(const Variable& x, const std::vector<int64_t>& sizes, int64_t dim) {
   return apply_function(std::make_shared<SplitFunction>(sizes, dim), {x});
 }

@@ -32,5 +32,8 @@ Variable permute(const Variable& x, const std::vector<int64_t>& dims);
 Variable contiguous(const Variable& x);
 // Pieces of the given sizes along dim (one backward node for all of them).
 VariableList split(const Variable& x, const std::vector<int64_t>& sizes, int64_t dim);
+// x in another dtype; the gradient comes back in x's (e.g. a 16-bit model's outputs into an
+// f32 loss). x itself when it already has that dtype.
+Variable to_dtype(const Variable& x, DType dtype);
 
 }  // namespace fathom::autograd

@@ -30,15 +30,16 @@ Variable response_columns(const Variable& x, int64_t L) {
 Tensor all_but_last(const Tensor& sequences) { return sequences.narrow(1, 0, sequences.size(1) - 1).contiguous(); }
 
 // log pi(token) of each response token: the logits at positions P - 1 .. P + L - 2 predict
-// the tokens at P .. P + L - 1.
+// the tokens at P .. P + L - 1. In f32 whatever the model's dtype (the losses and GAE are).
 Variable response_logprobs(Engine& model, const Tensor& sequences, int64_t L) {
   const Tensor targets = sequences.narrow(1, 1, sequences.size(1) - 1).contiguous();
-  return response_columns(nn::token_logprobs(model(Variable(all_but_last(sequences))), targets), L);
+  const Variable logits = autograd::to_dtype(model(Variable(all_but_last(sequences))), DType::F32);
+  return response_columns(nn::token_logprobs(logits, targets), L);
 }
 
 // The critic's value of the state before each response token (positions P - 1 .. P + L - 2).
 Variable response_values(Engine& critic, const Tensor& sequences, int64_t L) {
-  return response_columns(critic(Variable(all_but_last(sequences))), L);
+  return response_columns(autograd::to_dtype(critic(Variable(all_but_last(sequences))), DType::F32), L);
 }
 
 double mean_over(const Tensor& x, const Tensor& mask) {

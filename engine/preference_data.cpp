@@ -34,14 +34,21 @@ std::vector<PreferencePair> sorting_preference_pairs(int64_t count, uint64_t see
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end(), std::not_equal_to<>()) == sorted.end())
       continue;  // one repeated digit: no unsorted ordering to reject
-    // Even pairs reject another ordering of the prompt's digits, odd ones any four digits out of
-    // order, so that a reward model learns the order itself, not "the prompt's digits sorted".
+    // The rejected answers cycle through three kinds, so that a reward model learns the order
+    // itself, not "the prompt's digits sorted", and that an answer which is no digits at all
+    // is worse: another ordering of the prompt's digits, any four digits out of order, four
+    // letters.
     std::string rejected = sorted;
-    if (pairs.size() % 2 == 0) {
-      while (rejected == sorted) std::shuffle(rejected.begin(), rejected.end(), rng);
-    } else {
-      while (std::is_sorted(rejected.begin(), rejected.end()))
-        for (char& d : rejected) d = static_cast<char>('0' + digit(rng));
+    switch (pairs.size() % 3) {
+      case 0:
+        while (rejected == sorted) std::shuffle(rejected.begin(), rejected.end(), rng);
+        break;
+      case 1:
+        while (std::is_sorted(rejected.begin(), rejected.end()))
+          for (char& d : rejected) d = static_cast<char>('0' + digit(rng));
+        break;
+      default:
+        for (char& c : rejected) c = static_cast<char>('a' + std::uniform_int_distribution<int>(0, 25)(rng));
     }
     pairs.push_back({kPromptHead + digits + ":", sorted + "\n", rejected + "\n"});
   }

@@ -8,8 +8,9 @@
 // Built-in data: a synthetic task whose preference rule the models never see, so that training
 // can be judged by the rule itself, not only by the learned reward. Prompts are "sort DDDD:"
 // (four random digits, not all equal); the rule: responses in ascending order are preferred.
-// Each pair's chosen response is the digits in ascending order, then "\n"; the rejected one is,
-// alternately, another ordering of the same digits or four random digits out of order.
+// Each pair's chosen response is the digits in ascending order, then "\n"; the rejected ones
+// cycle through another ordering of the same digits, four random digits out of order, and four
+// random letters.
 // sortedness() scores any response by the rule; keeps_digits() says whether it kept the
 // prompt's digits, which the rule (and so the reward model) does not ask for: a policy optimised against the reward model may stop keeping them.
 

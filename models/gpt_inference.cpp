@@ -48,9 +48,11 @@ GPTInference::GPTInference(const GPT& model, int64_t batch, ParameterAccess* acc
     : model_(model), batch_(batch), access_(access), device_(model.device()) {
   const GPTConfig& c = model.config();
   const int64_t HS = c.n_embd / c.n_head;
+  // The weights' dtype, which an engine may have changed from the config's (bf16 training).
+  const DType dtype = model.transformer->wte->weight.data().dtype();
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    keys_.push_back(Tensor::zeros({batch, c.n_head, c.block_size, HS}, c.dtype, device_));
-    values_.push_back(Tensor::zeros({batch, c.n_head, c.block_size, HS}, c.dtype, device_));
+    keys_.push_back(Tensor::zeros({batch, c.n_head, c.block_size, HS}, dtype, device_));
+    values_.push_back(Tensor::zeros({batch, c.n_head, c.block_size, HS}, dtype, device_));
   }
 }
 

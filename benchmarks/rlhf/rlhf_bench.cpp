@@ -8,7 +8,7 @@
 //
 //   fathom_rlhf_bench --n-layer 4 --n-head 4 --n-embd 256 --vocab 256 --block-size 128 --batch 16
 //                     --prompt-len 10 --response-len 16 --ppo-epochs 1 [--whiten] --iterations 5
-//                     --warmup 1 --threads 2 [--json]
+//                     --warmup 1 --threads 2 [--bf16] [--json]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,10 +31,12 @@ namespace {
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
+bool bf16 = false;  // --bf16: every engine in bf16 with fp32 master weights
+
 Config engine_config(double lr) {
   return Config::from_string(R"({"train_micro_batch_size_per_gpu": 1, "steps_per_print": 1000000,
       "optimizer": {"type": "AdamW", "params": {"lr": )" + std::to_string(lr) + R"(, "weight_decay": 0.0}},
-      "hybrid_engine": {"enabled": true}})");
+      "bf16": {"enabled": )" + (bf16 ? "true" : "false") + R"(}, "hybrid_engine": {"enabled": true}})");
 }
 
 // Sampling without a cache: every new token a forward over the whole sequence so far.
@@ -65,6 +67,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--whiten") whiten = true;
+    else if (arg == "--bf16") bf16 = true;
     else if (arg == "--json") json = true;
     else if (a.count(arg) && i + 1 < argc) a[arg] = std::atof(argv[++i]);
     else return std::fprintf(stderr, "fathom_rlhf_bench: unknown or incomplete option %s\n", arg.c_str()), 2;
@@ -111,10 +114,10 @@ int main(int argc, char** argv) {
                training * 1e3, total * 1e3, with_cache, no_cache);
   if (json)
     std::printf("{\"peer\": \"fathom\", \"threads\": %d, \"batch\": %lld, \"prompt_len\": %lld, \"response_len\": %lld, "
-                "\"ppo_epochs\": %d, \"whiten\": %s, \"iterations\": %d, \"generation_s\": %.6f, \"training_s\": %.6f, "
+                "\"ppo_epochs\": %d, \"whiten\": %s, \"precision\": \"%s\", \"iterations\": %d, \"generation_s\": %.6f, \"training_s\": %.6f, "
                 "\"iteration_s\": %.6f, \"tokens_per_s_cache\": %.1f, \"tokens_per_s_no_cache\": %.1f, \"parameters\": %lld}\n",
                 static_cast<int>(a["--threads"]), static_cast<long long>(B), static_cast<long long>(P),
-                static_cast<long long>(L), options.ppo_epochs, whiten ? "true" : "false", iterations, generation,
+                static_cast<long long>(L), options.ppo_epochs, whiten ? "true" : "false", bf16 ? "bf16" : "f32", iterations, generation,
                 training, total, with_cache, no_cache, static_cast<long long>(actor->parameter_count()));
   return 0;
 }

@@ -5,6 +5,7 @@ import sys
 
 out = pathlib.Path(sys.argv[1])
 fathom = json.loads((out / "fathom.json").read_text())
+fathom_bf16 = json.loads((out / "fathom_bf16.json").read_text())
 trl_runs = [json.loads(p.read_text()) for p in sorted(out.glob("trl_t*.json")) if p.read_text().strip()]
 trl = min(trl_runs, key=lambda r: r["iteration_s"])
 
@@ -12,16 +13,16 @@ print(f"PPO iteration, small preset's shape ({fathom['parameters']:,} parameters
       f"{fathom['prompt_len']} + {fathom['response_len']} tokens, {fathom['ppo_epochs']} epoch, whitened advantages")
 print(f"(TRL {trl['trl_version']}, PyTorch {trl['torch_version']}, transformers {trl['transformers_version']}, "
       f"its best at {trl['threads']} thread(s); Fathom at {fathom['threads']} threads)\n")
-print("| | Fathom | TRL | TRL / Fathom |")
-print("|---|---|---|---|")
+print("| | Fathom f32 | Fathom bf16 | TRL f32 | TRL / Fathom f32 | TRL / Fathom bf16 |")
+print("|---|---|---|---|---|---|")
 rows = [("generation (ms)", "generation_s", 1e3, False), ("training (ms)", "training_s", 1e3, False),
         ("whole iteration (ms)", "iteration_s", 1e3, False),
         ("generated tokens/s, KV cache", "tokens_per_s_cache", 1, True),
         ("generated tokens/s, no cache", "tokens_per_s_no_cache", 1, True)]
 for label, key, scale, higher_is_better in rows:
-    f, t = fathom[key] * scale, trl[key] * scale
-    ratio = f / t if higher_is_better else t / f
-    print(f"| {label} | {f:.1f} | {t:.1f} | {ratio:.2f}x{' (Fathom ahead)' if ratio > 1 else ''} |")
+    f, b, t = fathom[key] * scale, fathom_bf16[key] * scale, trl[key] * scale
+    ratio = (lambda x: x / t) if higher_is_better else (lambda x: t / x)
+    print(f"| {label} | {f:.1f} | {b:.1f} | {t:.1f} | {ratio(f):.2f}x | {ratio(b):.2f}x |")
 print("\nTRL's critic is a value head on the actor's trunk (one forward and backward for both); "
       "Fathom runs DeepSpeed-Chat's separate critic model.\n")
 

@@ -377,9 +377,10 @@ void blocked_gemm(const MicroKernel<Packed, Acc>& kernel, const GemmProblem<In, 
   // About 4 MFLOP per thread before a second thread pays for its start-up.
   const double flops = 2.0 * static_cast<double>(p.M) * static_cast<double>(p.N) * static_cast<double>(p.K);
   if constexpr (std::is_same_v<In, float> && std::is_same_v<Acc, float>) {
-    // A few rows against a weight given as rows (generation): dot products, B never packed.
-    if (p.M <= kSkinnyRows && p.trans_b && !p.trans_a)
-      return skinny_gemm_nt(p.M, p.N, p.K, p.alpha, p.A, p.lda, p.B, p.ldb, p.beta, p.C, p.ldc, threads);
+    // A few rows (generation): B read in place, never packed.
+    if (p.M <= kSkinnyRows && !p.trans_a)
+      return (p.trans_b ? skinny_gemm_nt : skinny_gemm_nn)(p.M, p.N, p.K, p.alpha, p.A, p.lda, p.B, p.ldb, p.beta, p.C,
+                                                           p.ldc, threads);
   }
   threads = static_cast<int>(std::clamp<double>(flops / 4e6, 1.0, std::max(threads, 1)));
   if (threads == 1) return gemm_block(kernel, p, 0, p.M, 0, p.N);

@@ -24,8 +24,9 @@ TEST_CASE("the built-in sorting pairs prefer the sorted answer, and the true met
     CHECK(sortedness(p.chosen) == 1.0);
     CHECK(sortedness(p.rejected) < 1.0);
     CHECK(keeps_digits(p.prompt, p.chosen));
-    // Even pairs reject another ordering of the prompt's digits, odd ones any digits out of order.
-    if (i % 2 == 0) CHECK(keeps_digits(p.prompt, p.rejected));
+    // Rejections cycle: another ordering of the prompt's digits, any digits out of order, letters.
+    if (i % 3 == 0) CHECK(keeps_digits(p.prompt, p.rejected));
+    if (i % 3 == 2) CHECK(sortedness(p.rejected) == 0.0);
   }
   CHECK(sortedness("1234\nanything") == 1.0);
   CHECK(sortedness("4321\n") == 0.0);
