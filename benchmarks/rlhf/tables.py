@@ -4,15 +4,19 @@ import pathlib
 import sys
 
 out = pathlib.Path(sys.argv[1])
-fathom = json.loads((out / "fathom.json").read_text())
-fathom_bf16 = json.loads((out / "fathom_bf16.json").read_text())
-trl_runs = [json.loads(p.read_text()) for p in sorted(out.glob("trl_t*.json")) if p.read_text().strip()]
-trl = min(trl_runs, key=lambda r: r["iteration_s"])
+def best(pattern):
+    """The run with the shortest iteration among the files matching `pattern` (rounds, threads)."""
+    runs = [json.loads(p.read_text()) for p in sorted(out.glob(pattern)) if p.read_text().strip()]
+    return min(runs, key=lambda r: r["iteration_s"])
+
+
+fathom, fathom_bf16, trl = best("fathom_f32_r*.json"), best("fathom_bf16_r*.json"), best("trl_t*_r*.json")
 
 print(f"PPO iteration, small preset's shape ({fathom['parameters']:,} parameters per model), batch {fathom['batch']}, "
       f"{fathom['prompt_len']} + {fathom['response_len']} tokens, {fathom['ppo_epochs']} epoch, whitened advantages")
 print(f"(TRL {trl['trl_version']}, PyTorch {trl['torch_version']}, transformers {trl['transformers_version']}, "
-      f"its best at {trl['threads']} thread(s); Fathom at {fathom['threads']} threads)\n")
+      f"its best at {trl['threads']} thread(s); Fathom at {fathom['threads']} threads; each peer's best of 3 "
+      "interleaved rounds)\n")
 print("| | Fathom f32 | Fathom bf16 | TRL f32 | TRL / Fathom f32 | TRL / Fathom bf16 |")
 print("|---|---|---|---|---|---|")
 rows = [("generation (ms)", "generation_s", 1e3, False), ("training (ms)", "training_s", 1e3, False),
