@@ -16,6 +16,23 @@ class TrainingStateAccess final : public models::ParameterAccess {
   zero::TrainingState& state_;
 };
 
+// pin_parameters: every parameter whole for the scope (one gather each at stage 3), released
+// however the generation ends.
+class PinnedParameters {
+ public:
+  PinnedParameters(zero::TrainingState& state, bool pin) : state_(pin ? &state : nullptr) {
+    if (state_) state_->gather_full_parameters();
+  }
+  ~PinnedParameters() {
+    if (state_) state_->release_full_parameters();
+  }
+  PinnedParameters(const PinnedParameters&) = delete;
+  PinnedParameters& operator=(const PinnedParameters&) = delete;
+
+ private:
+  zero::TrainingState* state_;
+};
+
 }  // namespace
 
 HybridEngine::HybridEngine(std::shared_ptr<Engine> engine, HybridEngineConfig config)
@@ -44,15 +61,11 @@ models::Generated HybridEngine::generate(const Tensor& prompts, models::Sampling
   if (!decoder_ || decoder_->batch() != batch)
     decoder_ = std::make_unique<models::GPTInference>(*model_, batch, pins() ? nullptr : access_.get());
 
-  if (pins()) state.gather_full_parameters();
   models::Generated out;
-  try {
+  {
+    const PinnedParameters pinned(state, pins());
     out = models::generate(*decoder_, prompts, sampling, gen);
-  } catch (...) {
-    if (pins()) state.release_full_parameters();
-    throw;
   }
-  if (pins()) state.release_full_parameters();
   if (!config_.enabled || config_.release_inference_cache) decoder_.reset();
   return out;
 }
