@@ -22,12 +22,9 @@ namespace {
 
 // The built-in configs: DeepSpeed-Chat's shape (AdamW, clipping 1.0, one micro-batch per step)
 // with learning rates for the tiny byte-level models fathom-chat trains by default.
-constexpr const char* kSftConfig = R"({"train_micro_batch_size_per_gpu": 16, "gradient_accumulation_steps": 1,
+constexpr const char* kSupervisedConfig = R"({"train_micro_batch_size_per_gpu": 16, "gradient_accumulation_steps": 1,
   "steps_per_print": 50, "gradient_clipping": 1.0,
-  "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.0}}})";
-constexpr const char* kRewardConfig = R"({"train_micro_batch_size_per_gpu": 16, "gradient_accumulation_steps": 1,
-  "steps_per_print": 50, "gradient_clipping": 1.0,
-  "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.0}}})";
+  "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.0}}})";  // SFT and reward model
 constexpr const char* kActorConfig = R"({"train_micro_batch_size_per_gpu": 16, "gradient_accumulation_steps": 1,
   "steps_per_print": 1000000, "gradient_clipping": 1.0,
   "optimizer": {"type": "AdamW", "params": {"lr": 5e-4, "weight_decay": 0.0}},
@@ -85,20 +82,19 @@ std::shared_ptr<models::GPT> load_actor(const models::GPTConfig& config, uint64_
   return gpt;
 }
 
-std::shared_ptr<models::RewardModel> load_reward_model(const models::GPTConfig& config, uint64_t seed,
-                                                       const std::string& path) {
-  auto model = std::make_shared<models::RewardModel>(config, seed);
-  nn::NamedTensors weights;
-  for (auto& [name, tensor] : nn::load_safetensors(path)) weights.emplace_back(name, tensor);
-  model->load_state_dict(weights);
-  return model;
-}
-
 template <typename Model>
 std::shared_ptr<Model> from_weights(const models::GPTConfig& config, uint64_t seed, const nn::NamedTensors& weights) {
   auto model = std::make_shared<Model>(config, seed);
   model->load_state_dict(weights);
   return model;
+}
+
+// Step 2's file (Fathom's names: transformer.* and v_head.weight).
+std::shared_ptr<models::RewardModel> load_reward_model(const models::GPTConfig& config, uint64_t seed,
+                                                       const std::string& path) {
+  nn::NamedTensors weights;
+  for (auto& [name, tensor] : nn::load_safetensors(path)) weights.emplace_back(name, tensor);
+  return from_weights<models::RewardModel>(config, seed, weights);
 }
 
 void record_policy(ChatRun& run, const std::string& step, const PolicyEvaluation& e) {
@@ -116,12 +112,15 @@ std::string describe(const PolicyEvaluation& e) {
   return text;
 }
 
-uint64_t stream_seed(uint64_t seed, int64_t index) { return seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index + 1)); }
+// Iteration `index`'s sampling seed: resumed runs draw what uninterrupted ones do.
+uint64_t stream_seed(uint64_t seed, int64_t index) {
+  return seed ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index + 1));
+}
 
 }  // namespace
 
 ChatConfigs load_chat_configs(const ChatOptions& o, int world) {
-  return {step_config(o.sft_config, kSftConfig, world), step_config(o.reward_config, kRewardConfig, world),
+  return {step_config(o.sft_config, kSupervisedConfig, world), step_config(o.reward_config, kSupervisedConfig, world),
           step_config(o.actor_config, kActorConfig, world), step_config(o.critic_config, kCriticConfig, world)};
 }
 
@@ -219,7 +218,10 @@ void run_ppo(ChatRun& run) {
   if (o.resume) {
     const JsonValue state = parse_json(actor_engine->load_checkpoint(saved.string()), "step 3's client state");
     critic_engine->load_checkpoint((dir / "critic_checkpoints").string());
-    start = state.find("iteration")->as_int64();
+    const JsonValue* iteration = state.find("iteration");
+    FATHOM_CHECK(iteration && iteration->is_integer(), "fathom-chat --resume: the checkpoint in ", saved.string(),
+                 " has no \"iteration\" in its client state; it was not written by fathom-chat's step 3");
+    start = iteration->as_int64();
     say(run, "step 3 resumes after iteration " + std::to_string(start));
   }
   say(run, "step 3 (PPO): " + std::to_string(o.ppo_iterations) + " iterations of " + std::to_string(mb) + " x " +
