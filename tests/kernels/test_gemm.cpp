@@ -182,7 +182,7 @@ struct Size {
 // Around the register tiles (4-32 rows, 4-32 columns) and cache blocks (KC 256/512, MC 72-256;
 // more than 2 MC rows switch from the A-resident loop order to Goto's).
 const Size kSizes[] = {{1, 1, 1},    {7, 5, 3},    {17, 33, 65},   {65, 130, 17},  {33, 1, 129},
-                       {1, 67, 300}, {150, 70, 520}, {300, 20, 270}, {530, 40, 33}};
+                       {1, 67, 300}, {150, 70, 520}, {300, 20, 270}, {530, 40, 33}, {16, 45, 40}, {13, 37, 129}};
 
 template <typename Check>
 void check_all(const char* what, Check check) {
@@ -339,6 +339,9 @@ TEST_CASE("GEMM results are bit-identical for 1, 2 and 3 threads", "[kernels]") 
   const Problem large(false, true, 151, 263, 300, 1.0, 0.5, 1, rng);
   const Problem tall(true, false, 310, 70, 300, 1.0, 0.5, 0, rng);  // Goto's loop order
   const Problem small(true, false, 20, 19, 17, 1.0, 0.5, 0, rng);
+  // A few rows (generation's shape): B read in place, as rows (A B^T) or row-major (A B).
+  const Problem skinny_nt(false, true, 13, 1030, 301, 1.0, 0.5, 1, rng);
+  const Problem skinny_nn(false, false, 16, 700, 203, 1.0, 0.5, 2, rng);
   const fk::GemmBatch single{}, batch{6, 0, 0, 20 * 19};
   for (const Flavour& flavour : flavours()) {
     flavour.select();
@@ -347,6 +350,7 @@ TEST_CASE("GEMM results are bit-identical for 1, 2 and 3 threads", "[kernels]") 
     const auto f32 = run_f32(large, single), f32_batch = run_f32(small, batch);
     const auto f64 = run_f64(large, single), f64_tall = run_f64(tall, single);
     const auto f32_tall = run_f32(tall, single);
+    const auto f32_skinny_nt = run_f32(skinny_nt, single), f32_skinny_nn = run_f32(skinny_nn, single);
     const auto bf16 = run_bf16(large, single);
     // OpenBLAS and Eigen choose their blocking by thread count, so their sums can differ in the
     // last bits; the build option documents that those backends give up this guarantee.
@@ -362,6 +366,8 @@ TEST_CASE("GEMM results are bit-identical for 1, 2 and 3 threads", "[kernels]") 
       CHECK(run_f64(large, single) == f64);
       CHECK(run_f32(tall, single) == f32_tall);
       CHECK(run_f64(tall, single) == f64_tall);
+      CHECK(run_f32(skinny_nt, single) == f32_skinny_nt);
+      CHECK(run_f32(skinny_nn, single) == f32_skinny_nn);
     }
   }
 }
