@@ -56,8 +56,8 @@ models::Generated HybridEngine::generate(const Tensor& prompts, models::Sampling
                " new ones need ", tokens, "; raise it or generate fewer tokens");
   const int64_t batch = prompts.size(0);
   zero::TrainingState& state = engine_->training_state();
-  const bool per_forward = !pins() && state.stage() == 3;
-  if (per_forward && engine_->options().dp_world_size > 1) sampling.stop_when_all_ended = false;
+  // Ranks gathering part by part together must all feed every position.
+  if (!pins() && state.gathers_collectively()) sampling.stop_when_all_ended = false;
   if (!decoder_ || decoder_->batch() != batch)
     decoder_ = std::make_unique<models::GPTInference>(*model_, batch, pins() ? nullptr : access_.get());
 

@@ -83,6 +83,7 @@ class ShardedState final : public TrainingState {
   void release_full_parameters() override;
   void gather_parameters_of(const nn::Module& part) override;
   void release_parameters_of(const nn::Module& part) override;
+  bool gathers_collectively() const override { return gatherer_ && group_->size() > 1; }
   void reload_parameters() override;
   std::optional<IoTotals> io_totals() const override;
 

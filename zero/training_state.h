@@ -175,6 +175,9 @@ class TrainingState {
   // without pin_parameters). Stage 3 gathers (collective); no-ops below.
   virtual void gather_parameters_of(const nn::Module& part) { (void)part; }
   virtual void release_parameters_of(const nn::Module& part) { (void)part; }
+  // Whether gather_parameters_of is a collective over several ranks (stage 3 with a data group
+  // of more than one): then every rank must call it the same number of times.
+  virtual bool gathers_collectively() const { return false; }
   // After the stored parameters were overwritten (a checkpoint load). No-op below stage 3.
   virtual void reload_parameters() {}
   // Offload to nvme: this rank's I/O so far (none without swap files).
