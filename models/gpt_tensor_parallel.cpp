@@ -35,6 +35,7 @@ TensorParallelGPT::TensorParallelGPT(const GPTConfig& config, std::shared_ptr<pa
                                            config.n_embd, group_, 1e-5, config.bias, config.dtype));
   else
     t.ln_f = t.register_module("ln_f", std::make_shared<nn::LayerNorm>(config.n_embd, 1e-5, config.bias, config.dtype));
+  lm_head = register_module("lm_head", std::make_shared<nn::Linear>(t.wte->weight));
 }
 
 void TensorParallelGPT::load_full(const GPT& full) {
@@ -90,13 +91,11 @@ Variable TensorParallelGPT::embed(const Variable& idx) {
 Variable TensorParallelGPT::head(const Variable& x) {
   Transformer& t = *transformer;
   const bool sequence_parallel = options_.sequence_parallel;
-  const int64_t B = x.size(0), T = x.size(1) * (sequence_parallel ? group_->size() : 1), C = config_.n_embd;
+  const int64_t T = x.size(1) * (sequence_parallel ? group_->size() : 1);
   const Variable normed = (*t.ln_f)(x);
   const Variable hidden = sequence_parallel ? parallel::gather_from_sequence_region(normed, group_, T)
                                             : parallel::copy_to_tensor_region(normed, group_);
-  const Variable logits =
-      autograd::matmul(autograd::reshape(hidden, {B * T, C}), t.wte->weight, false, /*transpose_b=*/true);
-  return autograd::reshape(logits, {B, T, t.wte->local.length});
+  return (*lm_head)(hidden);  // (B, T, this rank's vocabulary rows)
 }
 
 std::vector<std::string> TensorParallelGPT::layer_parameters(size_t layer) const {

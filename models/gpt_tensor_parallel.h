@@ -72,6 +72,10 @@ class TensorParallelGPT : public nn::Module, public nn::LayerSequence {
     std::string type_name() const override { return "TensorParallelGPT.transformer"; }
   };
   std::shared_ptr<Transformer> transformer;
+  // The head: a linear over the token embedding's vocabulary shard (the same parameter, so its
+  // name stays transformer.wte.weight); a module of its own so that whatever hooks modules
+  // (ZeRO-3's gatherer, profilers) sees the head use the weight.
+  std::shared_ptr<nn::Linear> lm_head;
 
  private:
   GPTConfig config_;

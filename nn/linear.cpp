@@ -27,6 +27,11 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, DType dtype) : in_featur
   }
 }
 
+Linear::Linear(const Variable& shared) : in_features(shared.size(-1)), out_features(shared.size(0)) {
+  FATHOM_CHECK(shared.dim() == 2, "Linear: a shared weight must be [out, in], got ", shape_str(shared.sizes()));
+  weight = register_parameter("weight", shared);
+}
+
 Variable Linear::forward(const Variable& x) {
   FATHOM_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear: input of shape ", shape_str(x.sizes()),
                " does not end in in_features = ", in_features);
