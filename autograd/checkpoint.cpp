@@ -23,7 +23,13 @@ struct Frame {
   std::vector<Tensor> tensors;  // what the recomputation saved, in order
 };
 
+thread_local int g_recomputing = 0;
+
 void recompute(Frame& frame) {
+  struct Recomputing {
+    Recomputing() { ++g_recomputing; }
+    ~Recomputing() { --g_recomputing; }
+  } recomputing;
   {
     std::lock_guard<std::mutex> lock(g_states_mutex);
     for (const auto& [id, value] : frame.states)
@@ -55,6 +61,8 @@ void recompute(Frame& frame) {
 }
 
 }  // namespace
+
+bool is_recomputing() { return g_recomputing > 0; }
 
 VariableList checkpoint(const Segment& segment, const VariableList& inputs) {
   auto frame = std::make_shared<Frame>();

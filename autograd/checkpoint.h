@@ -21,6 +21,11 @@ using Segment = std::function<VariableList(const VariableList&)>;
 
 VariableList checkpoint(const Segment& segment, const VariableList& inputs);
 
+// True on the thread that is re-running a segment's forward for its backward. Module hooks that
+// manage resources around a forward (ZeRO-3 gathers a module's parameters before it and releases
+// them after) must keep what the recomputation gathered: the backward about to run reads it.
+bool is_recomputing();
+
 struct CheckpointState {
   std::function<std::any()> save;
   std::function<void(const std::any&)> restore;

@@ -102,7 +102,12 @@ TensorList AccumulateGrad::apply(TensorList&& grad_outputs) {
   Tensor incoming = std::move(grad_outputs[0]);
   if (incoming.defined()) {
     FATHOM_CHECK(incoming.sizes() == leaf_->data.sizes(), "gradient of \"", leaf_->name, "\" has shape ",
-                 shape_str(incoming.sizes()), " but the parameter has shape ", shape_str(leaf_->data.sizes()));
+                 shape_str(incoming.sizes()), " but the parameter has shape ", shape_str(leaf_->data.sizes()),
+                 leaf_->data.numel() == 0 && incoming.numel() > 0
+                     ? ": its data was released (ZeRO stage 3 gathers a parameter only around the forward and "
+                       "backward of the modules it belongs to; a module that uses another's parameter must "
+                       "register it as its own, as a tied weight is)"
+                     : "");
     if (leaf_->grad.defined()) {
       // In place, so a gradient that is a view into a flat buffer (ZeRO, DDP buckets) stays one.
       add_(leaf_->grad, incoming);

@@ -4,6 +4,7 @@
 #include <utility>
 #include <unordered_map>
 
+#include "autograd/checkpoint.h"
 #include "autograd/custom_function.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
@@ -44,6 +45,15 @@ ParameterGatherer::ParameterGatherer(const FlatParameters& flat, std::shared_ptr
     flat_.shard().check_module(flat_.slots()[s].name, flat_.shard().pieces()[s].range.size());
     finish_gather(s);
   }
+}
+
+std::string ParameterGatherer::summary() const {
+  const int64_t partitioned = std::count(persistent_.begin(), persistent_.end(), false);
+  const Partition& partition = flat_.partition();
+  return detail::concat(partitioned, " of ", persistent_.size(), " parameters partitioned over ", group_->size(),
+                        " data-parallel rank", group_->size() == 1 ? "" : "s", " (stage3_param_persistence_threshold ",
+                        options_.persistence_threshold, "): ", partition.shard_size(), " of ", partition.numel(),
+                        " elements per rank");
 }
 
 void ParameterGatherer::start_gather(size_t s) {
@@ -158,6 +168,7 @@ void ParameterGatherer::install_hooks(nn::Module& model) {
     hooks_.push_back(module->register_forward_hook([this, m](nn::Module&, const autograd::VariableList&,
                                                              autograd::VariableList& outputs) {
       on_module_forward(m, false);
+      if (autograd::is_recomputing()) return;  // the recomputed graph is not the one backward runs
       autograd::VariableList needs_grad;
       std::vector<size_t> where;
       for (size_t i = 0; i < outputs.size(); ++i)
@@ -171,6 +182,15 @@ void ParameterGatherer::install_hooks(nn::Module& model) {
 }
 
 void ParameterGatherer::on_module_forward(size_t m, bool start) {
+  // Activation checkpointing re-runs a segment's forwards inside backward, just before the
+  // segment's backward reads their parameters: gather and keep them (each is released when its
+  // gradient is final, as in any backward). The recorded path and prefetch follow the first
+  // forward only.
+  if (autograd::is_recomputing()) {
+    if (start)
+      for (size_t s : module_slots_[m]) finish_gather(s);
+    return;
+  }
   events_.push_back({start ? Event::ModuleForwardStarted : Event::ModuleForwardEnded, static_cast<int>(m)});
   if (!start) {
     for (size_t s : module_slots_[m])

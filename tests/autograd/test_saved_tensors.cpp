@@ -2,6 +2,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/functions.h"
+#include "autograd/nn_functions.h"
 
 using namespace fathom;
 using namespace fathom::autograd;
@@ -23,6 +24,17 @@ TEST_CASE("backward sees the parameter's current data after set_data", "[autogra
   w.set_data(Tensor::full({2}, 7.0, DType::F64));  // e.g. gathered again before backward
   sum(y).backward();
   CHECK(x.grad().to_vector<double>() == std::vector<double>{7, 7});
+}
+
+TEST_CASE("a gradient for a parameter whose data was released names the cause", "[autograd]") {
+  const Variable w(Tensor::full({2, 2}, 1.0, DType::F64), true, "weight");
+  const Variable x(Tensor::full({3, 2}, 5.0, DType::F64), false, "x");
+  const Variable y = matmul(x, w);
+  // The gradient needs only x; the parameter's data is released before it arrives (ZeRO-3's
+  // gatherer once did this when activation checkpointing recomputed a block).
+  w.set_data(Tensor::empty({0}, DType::F64));
+  CHECK_THROWS_WITH(sum(y).backward(), Catch::Contains("gradient of \"weight\" has shape [2, 2] but the parameter "
+                                                       "has shape [0]: its data was released"));
 }
 
 TEST_CASE("release and refill keep the version, so a refilled saved parameter passes", "[autograd]") {
