@@ -98,11 +98,15 @@ void Engine::apply_scheduled_lr() {
 
 double Engine::lr() const { return optimizer() ? optimizer()->lr(0) : 0.0; }
 
+void Engine::begin_cycle() {
+  if (cycle_started_) return;
+  cycle_start_ = Clock::now();
+  cycle_started_ = true;
+  for (auto& instrument : instruments_) instrument->begin_step(*this, global_steps_ + 1);
+}
+
 autograd::Variable Engine::operator()(const autograd::Variable& input, const Tensor& sample_index) {
-  if (!cycle_started_) {
-    cycle_start_ = Clock::now();
-    cycle_started_ = true;
-  }
+  begin_cycle();
   parallel::check_same_batch(state_->groups().tensor(), input.data(), sample_index);  // debug mode only
   nn::set_dropout_context({options_.seed, static_cast<uint64_t>(global_steps_), sample_index});
   if (!is_floating_point(input.dtype())) tokens_ += input.numel();
@@ -247,6 +251,7 @@ double Engine::clip_gradients() {
 const StepReport& Engine::train_batch(const NextBatch& next, const LossFunction& loss) {
   FATHOM_CHECK(next != nullptr, "engine.train_batch: no batch source");
   const int64_t steps_before = global_steps_;
+  begin_cycle();  // every rank, before the schedule's first transfer
   const LossFunction default_loss = [](const autograd::Variable& output, const Batch& batch) {
     return nn::cross_entropy(output, batch.targets.to(output.device()), batch.loss_normaliser);
   };

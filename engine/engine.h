@@ -210,6 +210,8 @@ class Engine {
  private:
   using Clock = std::chrono::steady_clock;
   void apply_scheduled_lr();
+  // The cycle's start: its clock, and every instrument's begin_step (on every rank).
+  void begin_cycle();
   double clip_gradients();  // returns the norm before clipping
   double step_loss() const;
   void load_rank_local_state(const CheckpointReader& saved);  // load_checkpoint's part

@@ -14,6 +14,11 @@ class StepInstrument {
  public:
   virtual ~StepInstrument() = default;
   // `step`: the 1-based number of the optimizer step the phase belongs to.
+  // At the start of each optimizer step, on every rank, before the step's first forward and
+  // before any communication of the step: the one place an instrument may use a collective.
+  // (Under a pipeline the stages reach their first forward at different times — stage 1 only
+  // after stage 0's activations arrive — so a collective in before_forward would deadlock.)
+  virtual void begin_step(Engine&, int64_t /*step*/) {}
   virtual void before_forward(Engine&, int64_t /*step*/) {}
   virtual void after_forward(Engine&, int64_t /*step*/) {}
   virtual void before_backward(Engine&, int64_t /*step*/) {}

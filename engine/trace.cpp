@@ -247,9 +247,12 @@ void StepTrace::finish_tracing() {
   FATHOM_CHECK(out.good(), "trace: cannot write ", file.string(), "; check output_path");
 }
 
+void StepTrace::begin_step(Engine&, int64_t step) {
+  if (!finished_ && !attached_ && traced(step)) begin_tracing();
+}
+
 void StepTrace::before_forward(Engine&, int64_t step) {
-  if (finished_ || !traced(step)) return;
-  if (!attached_) begin_tracing();
+  if (!attached_ || !traced(step)) return;
   attached_->phase_begin = recorder_->now_us();
 }
 

@@ -40,6 +40,7 @@ class StepTrace final : public StepInstrument {
   // Where the first rank writes the file.
   std::string path() const;
 
+  void begin_step(Engine& engine, int64_t step) override;  // the first traced step: the barrier
   void before_forward(Engine& engine, int64_t step) override;
   void after_forward(Engine& engine, int64_t step) override;
   void before_backward(Engine& engine, int64_t step) override;
