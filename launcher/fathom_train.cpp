@@ -39,6 +39,7 @@
 #include "models/gpt_weights.h"
 #include "parallel/pipeline_transport.h"
 #include "parallel/runtime.h"
+#include "zero/sharded_state.h"
 
 using namespace fathom;
 
@@ -164,6 +165,11 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
   Initialized init = initialize(config, model.module(), nullptr, train, groups);
   Engine& engine = *init.engine;
   engine.set_stop_on_non_finite(!opt.allow_non_finite);
+  // Whether stage 3 shards anything: with the default persistence threshold a small model's
+  // parameters all stay whole.
+  if (const zero::ShardedState* sharded = zero::as_sharded(engine.training_state());
+      main_rank && sharded && sharded->gatherer())
+    std::printf("fathom-train: ZeRO stage 3: %s\n", sharded->gatherer()->summary().c_str());
   if (resume) {
     engine.load_checkpoint(resume->dir, resume->tag);
     if (main_rank)

@@ -16,6 +16,7 @@
 #include "require_cuda.h"
 #include "test_util.h"
 #include "zero/sharded_state.h"
+#include "zero_partitioning.h"
 
 using namespace fathom;
 
@@ -56,6 +57,7 @@ Run train(int stage, const std::string& offload) {
     });
     run.losses.push_back(report.loss);
   }
+  if (stage == 3) fathom::testing::require_stage3_partitioned(*init.engine);
   run.weights = init.engine->consolidated_state_dict();
   const auto& shard = zero::as_sharded(init.engine->training_state())->optimizer_shard();
   if (shard.transfers()) run.transfers = shard.transfers()->copies();

@@ -2,6 +2,7 @@
 // scaffolding the reader does not see.
 #include <catch2/catch.hpp>  // docs:skip
 #include <iostream>  // docs:skip
+#include "zero_partitioning.h"  // docs:skip
 #include <fathom.h>
 namespace nn = fathom::nn;
 using fathom::autograd::Variable;
@@ -49,7 +50,7 @@ TEST_CASE("offload.md: building a model larger than memory") {  // docs:skip
   using namespace fathom;  // docs:skip
   models::GPTConfig config = models::GPTConfig::preset("tiny");  // docs:skip
   const uint64_t seed = 5;  // docs:skip
-  const Config config_with_stage_3 = Config::from_string(R"({"train_batch_size": 1, "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}}, "zero_optimization": {"stage": 3}})");  // docs:skip
+  const Config config_with_stage_3 = Config::from_string(R"({"train_batch_size": 1, "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}}, "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}})");  // docs:skip
   std::shared_ptr<const Dataset> data;  // docs:skip
 std::shared_ptr<models::GPT> model;
 {
@@ -59,4 +60,5 @@ std::shared_ptr<models::GPT> model;
 }
 Initialized init = initialize(config_with_stage_3, model, nullptr, data);
   CHECK(init.engine->consolidated_state_dict().size() == model->named_parameters().size());  // docs:skip
+  fathom::testing::require_stage3_partitioned(*init.engine);  // docs:skip
 }  // docs:skip

@@ -12,6 +12,7 @@
 #include "mpi_test_util.h"
 #include "nn/loss.h"
 #include "test_util.h"
+#include "zero_partitioning.h"
 
 using namespace fathom;
 using fathom::testing::error_of;
@@ -111,6 +112,10 @@ TEST_CASE("resume is bit-identical at the same world size, ZeRO stages 0-3 and f
       CHECK(parse_json(reader.index().at("config").as_string()).at("zero_optimization").at("stage").as_int64() ==
             stage);
       const std::vector<double> resumed_rest = run_steps(resumed, 3);
+      if (stage == 3) {
+        fathom::testing::require_stage3_partitioned(*straight.init.engine);
+        fathom::testing::require_stage3_partitioned(*resumed.init.engine);
+      }
       CHECK(resumed_rest == rest);                       // bit for bit
       CHECK(weights(resumed) == weights(straight));
       if (fp16) CHECK(resumed.init.engine->loss_scale() == straight.init.engine->loss_scale());
@@ -136,6 +141,8 @@ TEST_CASE("a checkpoint reshards: this world size <-> one process, across ZeRO s
     Job alone = make_job(move.to_stage, false, nullptr);
     alone.init.engine->load_checkpoint(dir);
     const std::vector<double> alone_rest = run_steps(alone, 3);
+    if (move.from_stage == 3) fathom::testing::require_stage3_partitioned(*straight.init.engine);
+    if (move.to_stage == 3) fathom::testing::require_stage3_partitioned(*alone.init.engine);
     REQUIRE(alone_rest.size() == rest.size());
     for (size_t i = 0; i < rest.size(); ++i) CHECK(std::fabs(alone_rest[i] - rest[i]) <= 1e-6 * std::fabs(rest[i]));
     CHECK(fathom::testing::mismatch(weights(alone), final_weights, 1e-7, 1e-5) == "");
@@ -149,6 +156,7 @@ TEST_CASE("a checkpoint reshards: this world size <-> one process, across ZeRO s
     CHECK(back.init.engine->global_steps() == 6);
     CHECK(fathom::testing::mismatch(weights(back), weights(alone), 0, 0) == "");
     run_steps(back, 1);  // training continues from the loaded optimizer state
+    if (move.from_stage == 3) fathom::testing::require_stage3_partitioned(*back.init.engine);
     world->barrier();
     if (world->rank() == 0) fs::remove_all(dir), fs::remove_all(single_dir);
   }
@@ -231,6 +239,7 @@ TEST_CASE("export: the checkpoint's consolidated weights equal the gathered mode
     const std::string dir = shared_dir(*world, detail::concat("export_", stage));
     Job job = make_job(stage, false, world);
     run_steps(job, 2);
+    if (stage == 3) fathom::testing::require_stage3_partitioned(*job.init.engine);
     job.init.engine->save_checkpoint(dir);
     const std::vector<double> expected = weights(job);
     // What fathom-export does: read the flat state back and cut it into the named tensors.
@@ -267,6 +276,7 @@ TEST_CASE("N -> M resharding between multi-rank jobs: (4, 2), (3, 4), (1, 3)", "
     Job two = make_job(3, false, half);
     two.init.engine->load_checkpoint(dir);
     CHECK(close(run_steps(two, 3), rest));
+    fathom::testing::require_stage3_partitioned(*two.init.engine);
     CHECK(fathom::testing::mismatch(weights(two), final_weights, 1e-7, 1e-5) == "");
     world->barrier();
     if (rank == 0) fs::remove_all(dir);
@@ -304,6 +314,7 @@ TEST_CASE("N -> M resharding between multi-rank jobs: (4, 2), (3, 4), (1, 3)", "
       const std::vector<double> expected = broadcast_from_rank0(alone_weights, got.size(), three);
       CHECK(fathom::testing::mismatch(got, expected, 0, 0) == "");
       run_steps(loaded, 1);
+      fathom::testing::require_stage3_partitioned(*loaded.init.engine);
     }
     world->barrier();
     if (rank == 0) fs::remove_all(dir), fs::remove_all(single);

@@ -16,6 +16,7 @@
 #include "kernels/reduction.h"
 #include "test_util.h"
 #include "zero/replicated_state.h"
+#include "zero_partitioning.h"
 
 using namespace fathom;
 using fathom::testing::error_of;
@@ -64,7 +65,10 @@ TEST_CASE("destroying an engine removes every hook it installed on the model", "
       const Initialized init = initialize(config_with(extra), model, nullptr, tokens());
       CHECK(hooks_on(*model) > 0);
       train_one_step(init);
-      if (extra.find("stage\": 3") != std::string::npos) init.engine->training_state().gather_full_parameters();
+      if (extra.find("stage\": 3") != std::string::npos) {
+        fathom::testing::require_stage3_partitioned(*init.engine);
+        init.engine->training_state().gather_full_parameters();
+      }
     }
     CHECK(hooks_on(*model) == 0);
     // The model is free again: a new engine over it trains (its hooks, once each).
@@ -203,6 +207,7 @@ TEST_CASE("an evaluation engine has no optimizer, shards at ZeRO-3 and refuses t
   CHECK(engine->optimizer() == nullptr);
   CHECK((*engine)(idx).data().to_vector<float>() == expected);
   CHECK(model->named_parameters()[0].second.numel() == 0);  // released again after the forward
+  fathom::testing::require_stage3_partitioned(*engine);
   CHECK(error_of([&] { engine->optimizer_step(); }) ==
         "engine: an optimizer step on an engine without an optimizer (it was initialized for evaluation); give the "
         "config an \"optimizer\" section to train");

@@ -42,10 +42,11 @@ double norm(const std::vector<double>& v) {
 }  // namespace
 
 Initialized start_tiny_gpt(const std::string& config, std::shared_ptr<parallel::Communicator> group,
-                           bool activation_checkpointing, Device device) {
+                           bool activation_checkpointing, Device device, double dropout) {
   const int rank = group ? group->rank() : 0;
   models::GPTConfig gpt = tiny_gpt();
   gpt.activation_checkpointing = activation_checkpointing;
+  gpt.dropout = dropout;
   auto model = std::make_shared<models::GPT>(gpt, 1000 + rank);
   model->to(device);
   return initialize(Config::from_string(config), model, nullptr, token_data(), group);
@@ -99,8 +100,8 @@ TrainingRun train(Initialized init, std::shared_ptr<parallel::Communicator> grou
 }  // namespace
 
 TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<parallel::Communicator> group, int steps,
-                           bool activation_checkpointing, Device device) {
-  return train(start_tiny_gpt(config, group, activation_checkpointing, device), group, steps, device);
+                           bool activation_checkpointing, Device device, double dropout) {
+  return train(start_tiny_gpt(config, group, activation_checkpointing, device, dropout), group, steps, device);
 }
 
 TrainingRun train_tiny_gpt_same_seed(const std::string& config, std::shared_ptr<parallel::Communicator> group,

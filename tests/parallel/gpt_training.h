@@ -28,14 +28,16 @@ struct TrainingRun {
 // null: one process.
 // activation_checkpointing: the GPT recomputes each block in backward.
 // device: where the model and batches live (the GPU tests pass a CUDA device).
+// dropout: the tiny GPT's (0.1); 0 makes each block end in a linear layer, whose backward is then
+// the first to need the block's recomputation.
 TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<parallel::Communicator> group, int steps,
-                           bool activation_checkpointing = false, Device device = kCPU);
+                           bool activation_checkpointing = false, Device device = kCPU, double dropout = 0.1);
 
 // The pieces of train_tiny_gpt, for tests that save, load or look between steps: the tiny GPT's
 // engine (rank-dependent initial weights, as above), and `steps` more optimizer steps of it,
 // each step's loss appended to `losses`.
 Initialized start_tiny_gpt(const std::string& config, std::shared_ptr<parallel::Communicator> group,
-                           bool activation_checkpointing = false, Device device = kCPU);
+                           bool activation_checkpointing = false, Device device = kCPU, double dropout = 0.1);
 void train_steps(Initialized& init, int steps, std::vector<double>* losses = nullptr, Device device = kCPU);
 
 // The tiny GPT's shape (2 layers, 30 wide, vocabulary 61, 16 positions, no biases, dropout).

@@ -10,6 +10,7 @@
 #include "nn/loss.h"
 #include "test_util.h"
 #include "zero/sharded_state.h"
+#include "zero_partitioning.h"
 
 using namespace fathom;
 using fathom::testing::error_of;
@@ -89,6 +90,7 @@ TEST_CASE("hybrid engine at ZeRO-3: pinned, one gather per parameter per generat
       CHECK(gathers == (pin ? parameters : sampling.max_new_tokens * (parameters + 1)));
       CHECK(actor.model->named_parameters()[0].second.numel() == 0);  // released after the generation
     }
+    fathom::testing::require_stage3_partitioned(*actor.engine);
   }
 }
 
@@ -111,6 +113,7 @@ TEST_CASE("hybrid engine: rows ending at different steps on different ranks stil
     const models::Generated expected = models::generate(plain, prompts_of_rank(), sampling, plain_gen);
     CHECK(out.sequences.to_vector<int64_t>() == expected.sequences.to_vector<int64_t>());
     CHECK(out.mask.to_vector<float>() == expected.mask.to_vector<float>());
+    fathom::testing::require_stage3_partitioned(*actor.engine);
   }
 }
 
@@ -126,6 +129,8 @@ TEST_CASE("hybrid engine: training after a generation equals training without it
     generated.hybrid->generate(prompts_of_rank(), sampling, gen);
     train_steps(*generated.engine, 2);
     train_steps(*untouched.engine, 2);
+    fathom::testing::require_stage3_partitioned(*generated.engine);
+    fathom::testing::require_stage3_partitioned(*untouched.engine);
     const nn::NamedTensors a = generated.engine->consolidated_state_dict(), b = untouched.engine->consolidated_state_dict();
     REQUIRE(a.size() == b.size());
     for (size_t i = 0; i < a.size(); ++i) {

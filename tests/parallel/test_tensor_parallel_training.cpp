@@ -25,6 +25,7 @@
 #include "parallel/local_communicator.h"
 #include "test_util.h"
 #include "token_batches.h"
+#include "zero_partitioning.h"
 
 using namespace fathom;
 using fathom::testing::mismatch;
@@ -78,7 +79,8 @@ std::string config_json(int data_size, const Case& c) {
                         c.precision == DType::BF16 ? "true" : "false", R"(}, "fp16": {"enabled": )",
                         c.precision == DType::F16 ? "true" : "false",
                         R"(, "initial_scale_power": 8}, "gradient_clipping": 0.5, "zero_optimization": {"stage": )",
-                        c.stage, R"(}, "optimizer": )", c.precision == DType::F32 ? kOptimizer : kHalfOptimizer, "}");
+                        c.stage, c.stage == 3 ? R"(, "stage3_param_persistence_threshold": 0)" : "",
+                        R"(}, "optimizer": )", c.precision == DType::F32 ? kOptimizer : kHalfOptimizer, "}");
 }
 
 // Steps [from, to) of the run at `c` over the ranks of `world` (data-parallel size world /
@@ -121,6 +123,8 @@ Span train_span(const std::shared_ptr<parallel::Communicator>& world, const Case
     }
     span.losses.push_back(engine.last_report().loss);
   }
+  // Stage 3 with persistence threshold 0 (config_json): every parameter is partitioned.
+  if (c.stage == 3) fathom::testing::require_stage3_partitioned(engine);
   if (!save_dir.empty()) engine.save_checkpoint(save_dir);
   span.weights = engine.consolidated_state_dict();
   return span;

@@ -12,6 +12,7 @@
 #include "mpi_test_util.h"
 #include "nn/loss.h"
 #include "test_util.h"
+#include "zero_partitioning.h"
 
 using namespace fathom;
 using fathom::testing::runtime;
@@ -52,6 +53,7 @@ Measured train_two_steps(int stage, bool bf16, int64_t bucket) {
   }
   m.after_step = model_state_bytes();
   m.communication_peak = model_state_bytes(/*peak=*/true).communication;
+  if (stage == 3) fathom::testing::require_stage3_partitioned(*init.engine);
   return m;
 }
 

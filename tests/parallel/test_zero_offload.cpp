@@ -25,8 +25,10 @@
 #include "test_util.h"
 #include "zero/sharded_state.h"
 #include "zero/swapped_parameters.h"
+#include "zero_partitioning.h"
 
 using namespace fathom;
+using fathom::testing::require_stage3_partitioned;
 using fathom::testing::runtime;
 using fathom::testing::start_tiny_gpt;
 using fathom::testing::train_steps;
@@ -137,12 +139,14 @@ TEST_CASE("offload cpu and nvme x stages 1-3 x f32/bf16 x accumulation 1/2 equal
     for (int stage : {1, 2, 3})
       for (int gas : {1, 2}) {
         const TrainingRun plain = train_tiny_gpt(config_text(stage, gas, bf16), world, kSteps);
+        if (stage == 3) require_stage3_partitioned(*plain.engine);
         for (const std::string& offload : {kCpu, nvme(swap)}) {
           INFO((bf16 ? "bf16" : "f32") << ", stage " << stage << ", gas " << gas << ", " << offload << ", "
                                        << world->size() << " ranks");
           const TrainingRun offloaded = train_tiny_gpt(config_text(stage, gas, bf16, offload), world, kSteps);
           CHECK(shard_of(*offloaded.engine).sub_groups() > 2);  // several sub-groups per shard
           require_identical(plain, offloaded);
+          if (stage == 3) require_stage3_partitioned(*offloaded.engine);
         }
       }
   // Stage 3's partial offload: the first half of the sub-groups offloaded, the rest on the device.
@@ -155,6 +159,7 @@ TEST_CASE("offload cpu and nvme x stages 1-3 x f32/bf16 x accumulation 1/2 equal
     CHECK(shard.tier_of(0) != zero::OptimizerOffload::Tier::Device);
     CHECK(shard.tier_of(shard.sub_groups() - 1) == zero::OptimizerOffload::Tier::Device);
     require_identical(train_tiny_gpt(config_text(3, 2, true), world, kSteps), offloaded);
+    require_stage3_partitioned(*offloaded.engine);
   }
 }
 
@@ -194,6 +199,8 @@ TEST_CASE("offload_param cpu at stage 3 equals stage 3 without it bit for bit; t
           config_text(3, 2, bf16, R"("offload_param": {"device": "cpu"}, )" + nvme(swap_dir.path)), world, kSteps,
           checkpointing);
       require_identical(plain, offloaded);
+      require_stage3_partitioned(*plain.engine);
+      require_stage3_partitioned(*offloaded.engine);
       CHECK(bytes(host, MemoryTag::Parameters) > host_parameters);        // the shard
       CHECK(bytes(device, MemoryTag::Parameters) == device_parameters);  // nothing gathered stays
     }
@@ -211,6 +218,7 @@ TEST_CASE("offload_param nvme equals stage 3 without it bit for bit, within max_
   for (bool bf16 : {false, true})
     for (bool checkpointing : {false, true}) {
       const TrainingRun plain = train_tiny_gpt(config_text(3, 2, bf16), world, kSteps, checkpointing);
+      require_stage3_partitioned(*plain.engine);
       for (const std::string& optimizer : {std::string(), kCpu, nvme(swap)}) {
         INFO((bf16 ? "bf16" : "f32") << ", activation checkpointing " << checkpointing << ", optimizer "
                                      << (optimizer.empty() ? "on the device" : optimizer));
@@ -219,6 +227,7 @@ TEST_CASE("offload_param nvme equals stage 3 without it bit for bit, within max_
         const std::string offload = nvme_param(swap) + (optimizer.empty() ? "" : ", " + optimizer);
         const TrainingRun offloaded = train_tiny_gpt(config_text(3, 2, bf16, offload), world, kSteps, checkpointing);
         require_identical(plain, offloaded);
+        require_stage3_partitioned(*offloaded.engine);
         const zero::SwappedParameters& store = swapped_of(*offloaded.engine);
         CHECK(store.peak_resident_elements() > 0);
         CHECK(store.peak_resident_elements() <= kMaxInCpu);
@@ -237,6 +246,7 @@ TEST_CASE("offload_param nvme reads module k+1 while module k computes, forward 
   const auto& world = runtime().world_ptr();
   const Scratch swap_dir("parameters-prefetch");
   const TrainingRun run = train_tiny_gpt(config_text(3, 1, false, nvme_param(swap_dir.path)), world, 3);
+  require_stage3_partitioned(*run.engine);
   const zero::ShardedState* sharded = zero::as_sharded(run.engine->training_state());
   REQUIRE(sharded->gatherer() != nullptr);
   const std::vector<Event>& events = sharded->gatherer()->events();
@@ -285,6 +295,7 @@ TEST_CASE("offload_param nvme reads module k+1 while module k computes, forward 
   // the LM head until the embedding's gradient completes it.
   const TrainingRun bounded = train_tiny_gpt(
       config_text(3, 1, false, nvme_param(swap_dir.path) + R"(, "stage3_max_reuse_distance": 0)"), world, 3);
+  require_stage3_partitioned(*bounded.engine);
   CHECK(bounded.zero3_peak_gathered > 0);
   CHECK(bounded.zero3_peak_gathered <= 3600 + 1830);
 }
@@ -301,8 +312,11 @@ TEST_CASE("a GPT built shard by shard trains as one built whole at stage 3, in m
     for (const std::string& offload : {std::string(), nvme_param(swap) + ", " + nvme(swap)}) {
       INFO((bf16 ? "bf16" : "f32") << (offload.empty() ? ", shard in memory" : ", parameters and optimizer on nvme"));
       const std::string config = config_text(3, 2, bf16, offload);
-      require_identical(train_tiny_gpt_same_seed(config, world, kSteps, false),
-                        train_tiny_gpt_same_seed(config, world, kSteps, true));
+      const TrainingRun whole = train_tiny_gpt_same_seed(config, world, kSteps, false);
+      const TrainingRun deferred = train_tiny_gpt_same_seed(config, world, kSteps, true);
+      require_identical(whole, deferred);
+      require_stage3_partitioned(*whole.engine);
+      require_stage3_partitioned(*deferred.engine);
     }
 
   Allocator& cpu = allocator_for(kCPU);
@@ -376,6 +390,7 @@ TEST_CASE("offload tiers by their tags: cpu leaves the device tier, nvme holds a
     const int64_t device_masters = bytes(device, MemoryTag::MasterWeights);
     const int64_t device_states = bytes(device, MemoryTag::OptimizerState);
     const TrainingRun run = train_tiny_gpt(config_text(stage, 1, true, kCpu), world, 2);
+    if (stage == 3) require_stage3_partitioned(*run.engine);
     CHECK(bytes(device, MemoryTag::MasterWeights) == device_masters);  // none on the device tier
     CHECK(bytes(device, MemoryTag::OptimizerState) == device_states);
     CHECK(bytes(host, MemoryTag::MasterWeights) > 0);
@@ -480,6 +495,7 @@ TEST_CASE("offload_param and offload_optimizer nvme checkpoints stream: bounded 
   const int64_t sub_group_bytes = 3 * 8192;
   Initialized trained = start_tiny_gpt(offloaded, world);
   train_steps(trained, 2);
+  require_stage3_partitioned(*trained.engine);
   const std::vector<zero::FlatRange> saved = states_of(*trained.engine);
   const int64_t shard_bytes = static_cast<int64_t>(saved.back().values.numel()) * 4 * 3;
   REQUIRE(shard_bytes > 4 * sub_group_bytes);  // the bound below tells streaming from whole
@@ -529,6 +545,8 @@ TEST_CASE("offload_param and offload_optimizer nvme checkpoints stream: bounded 
   train_steps(resumed, 2, &resumed_losses);
   train_steps(plain, 2, &plain_losses);
   train_steps(trained, 2, &continued_losses);
+  require_stage3_partitioned(*resumed.engine);
+  require_stage3_partitioned(*plain.engine);
   CHECK(resumed_losses == plain_losses);
   CHECK(resumed_losses == continued_losses);
 
@@ -598,6 +616,7 @@ TEST_CASE("offload_param nvme: a damaged parameter swap file stops the step with
   const Scratch swap_dir("parameters-faults");
   Initialized init = start_tiny_gpt(config_text(3, 1, true, nvme_param(swap_dir.path)), world);
   train_steps(init, 1);
+  require_stage3_partitioned(*init.engine);
   // After the step every piece is in its file only; the first one's is damaged.
   std::string victim;
   for (const auto& entry : fs::recursive_directory_iterator(swap_dir.path))
