@@ -28,6 +28,9 @@ std::string concat(const Args&... args) {
   return out.str();
 }
 [[noreturn]] void throw_error(const char* file, int line, const std::string& message);
+// `file` as a path in the source tree ("core/tensor.cpp"): drops the "../" and "./" that
+// ccache's base_dir leaves in front of __FILE__ (CMakeLists.txt, "ccache").
+const char* source_path(const char* file);
 }  // namespace detail
 
 }  // namespace fathom

@@ -44,7 +44,7 @@ std::string dim_str(const Dim3& d) {
   return out.str();
 }
 
-std::string site_str(const Site& s) { return std::string(s.file) + ":" + std::to_string(s.line); }
+std::string site_str(const Site& s) { return std::string(::fathom::detail::source_path(s.file)) + ":" + std::to_string(s.line); }
 
 Schedule Schedule::from_environment() {
   const char* text = std::getenv("FATHOM_SIMT_ORDER");
