@@ -10,3 +10,17 @@
     if (::fathom::cuda::device_count() == 0)                                              \
       FAIL("no CUDA device: " << ::fathom::cuda::unavailable_reason());                   \
   } while (0)
+
+namespace fathom::testing {
+// A case's size on a GPU, and under the SIMT emulator (CPU threads as fibers, under ASan), where a
+// GPT-2-sized case takes minutes: the emulated size still runs every kernel and path the case
+// exists for (several blocks, collisions, broadcasts, every dtype), on fewer elements.
+template <typename T>
+constexpr T gpu_or_emulated(T on_gpu, [[maybe_unused]] T emulated) {
+#if defined(FATHOM_CUDA_EMULATION)
+  return emulated;
+#else
+  return on_gpu;
+#endif
+}
+}  // namespace fathom::testing

@@ -150,9 +150,11 @@ TEST_CASE("CUDA linear and linear_gelu (fused epilogues) match the CPU, forward 
     Shape x;
     int64_t out;
   };
-  // GPT-2's c_fc (3072 outputs: fused GELU), c_proj, and an output width that cannot carry the
-  // GELU aux matrix (13, not a multiple of 8: the unfused path).
-  const Case cases[] = {{{4, 64, 768}, 3072}, {{256, 3072}, 768}, {{3, 5, 24}, 13}};
+  // GPT-2's c_fc (3072 outputs: fused GELU), c_proj (a quarter of each when emulated), and an
+  // output width that cannot carry the GELU aux matrix (13, not a multiple of 8: the unfused path).
+  const Case cases[] = {testing::gpu_or_emulated(Case{{4, 64, 768}, 3072}, Case{{2, 32, 192}, 768}),
+                        testing::gpu_or_emulated(Case{{256, 3072}, 768}, Case{{64, 768}, 192}),
+                        {{3, 5, 24}, 13}};
   for (DType dtype : {DType::F32, DType::BF16, DType::F16}) {
     for (const Case& c : cases) {
       INFO(dtype_name(dtype) << " x " << shape_str(c.x) << " -> " << c.out);
