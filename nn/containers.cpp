@@ -4,13 +4,13 @@ namespace fathom::nn {
 
 Variable Sequential::forward(const Variable& x) {
   Variable h = x;
-  for (const auto& module : modules()) h = (*module)(h);
+  for (Module& module : *this) h = module(h);
   return h;
 }
 
 VariableList Sequential::forward(const VariableList& inputs) {
   VariableList h = inputs;
-  for (const auto& module : modules()) h = (*module)(h);
+  for (Module& module : *this) h = module(h);
   return h;
 }
 

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <ranges>
+
 #include "autograd/checkpoint.h"
 #include "autograd/functions.h"
 #include "core/cuda/cuda_runtime.h"
@@ -135,6 +137,20 @@ TEST_CASE("Linear and LayerNorm compute what they should", "[nn]") {
   seq.push_back(std::make_shared<LayerNorm>(3));
   const auto y = seq(x).data().to_vector<float>();
   CHECK(std::fabs(y[0] + y[1] + y[2]) < 1e-5);
+}
+
+TEST_CASE("a ModuleList is a range of its modules, in order", "[nn]") {
+  ModuleList blocks;
+  blocks.push_back(std::make_shared<Linear>(3, 4));
+  blocks.push_back(std::make_shared<LayerNorm>(4));
+  std::vector<std::string> types;
+  for (Module& block : blocks) types.push_back(block.type_name());
+  CHECK(types == std::vector<std::string>{"Linear", "LayerNorm"});
+  static_assert(std::ranges::forward_range<const ModuleList&>);
+  const Variable x(Tensor::ones({2, 3}));
+  Variable h = x;
+  for (auto& block : blocks) h = block(h);
+  CHECK(h.sizes() == Shape{2, 4});
 }
 
 TEST_CASE("losses", "[nn]") {
