@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/did_you_mean.h"
 #include "engine/config_parse.h"
 #include "engine/config_schema.h"
 
@@ -83,11 +84,24 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
   const ConfigSection top(&root, "", source);
   std::vector<std::string> known = fathom_config_keys();
   for (const std::string& key : deepspeed_only_config_keys()) known.push_back(key);
-  top.check_keys(known);
+  // An unknown top-level key close to a known one is a typo, refused with its did-you-mean; one
+  // like no key (DeepSpeedExamples' "cuda_visible_devices") is ignored with a notice, as DeepSpeed
+  // ignores it. Inside a known section every unknown key is refused.
+  std::vector<std::string> ignored;
+  for (const ConfigMember& member : root.members)
+    if (std::find(known.begin(), known.end(), member.key) == known.end() && closest_match(member.key, known).empty())
+      ignored.push_back(member.key);
+  std::vector<std::string> accepted = known;
+  accepted.insert(accepted.end(), ignored.begin(), ignored.end());
+  top.check_keys(accepted);
   check_deepspeed_only_keys(top);
 
   Config c;
   c.source = source;
+  c.ignored_keys = ignored;
+  for (const std::string& key : ignored)
+    c.notices.push_back(config_notice(top, key, "unknown key, ignored as DeepSpeed ignores it (no key Fathom or "
+                                                "DeepSpeed reads is close to it; fathom-config check --strict refuses it)"));
   c.batch.train_batch_size = top.integer("train_batch_size", 0, 1);
   c.batch.train_micro_batch_size_per_gpu = top.integer("train_micro_batch_size_per_gpu", 0, 1);
   c.batch.gradient_accumulation_steps = top.integer("gradient_accumulation_steps", 0, 1);
@@ -142,6 +156,8 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
   c.sequence_parallel = top.boolean("sequence_parallel", false);
   c.activation_checkpointing = parse_activation_checkpointing(top.section("activation_checkpointing"));
   c.pipeline = parse_pipeline(top.section("pipeline"));
+  if (c.pipeline.stages > 1 && c.zero.stage == 3)
+    top.section("zero_optimization").fail("stage", kZero3WithPipeline);
   c.hybrid_engine = parse_hybrid_engine(top.section("hybrid_engine"));
   c.checkpoint_tag_validation =
       top.section("checkpoint").choice("tag_validation", c.checkpoint_tag_validation, {"Ignore", "Warn", "Fail"});

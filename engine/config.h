@@ -175,6 +175,13 @@ struct OffloadOptimizerConfig {
   double ratio = 1.0;
 };
 
+// Why ZeRO stage 3 and a pipeline are refused together (the config and initialize both say it).
+inline constexpr const char* kZero3WithPipeline =
+    "ZeRO stage 3 with a pipeline is not supported: stage 3 gathers each module's parameters around its forward "
+    "and its backward in the order of the first step's trace, while a pipeline keeps several micro-batches' graphs "
+    "alive and interleaves their forwards and backwards; use stage 2 (gradients and optimizer state sharded, "
+    "reduce-scattered after every micro-batch)";
+
 // "zero_optimization" with DeepSpeed's (v0.16) defaults. The stage3_* keys are stored under
 // DeepSpeed's field names (prefetch_bucket_size for stage3_prefetch_bucket_size); either
 // spelling is accepted, as in DeepSpeed.
@@ -270,6 +277,9 @@ struct Config {
   // One line per key read differently from how it is written (DeepSpeed's deprecated
   // spellings, mapped to the current key): fathom::initialize logs them on rank 0.
   std::vector<std::string> notices;
+  // Unknown top-level keys like no known one, ignored as DeepSpeed ignores them (each has its
+  // notice); `fathom-config check --strict` refuses them.
+  std::vector<std::string> ignored_keys;
   std::string source;  // the file path ("" for a string), for messages
 
   // Fills in `batch` for this data-parallel world size (see fathom::resolve_batch).

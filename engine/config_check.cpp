@@ -26,6 +26,15 @@ bool remove_path(ConfigNode& root, const std::string& path) {
   }
 }
 
+// What to remove after an error at `path`: the key itself, or the whole section when the key is
+// its "type" (the section's other keys are that type's, and a section without one would add a
+// false "\"type\" is missing").
+std::string removable(const std::string& path) {
+  const size_t dot = path.rfind('.');
+  if (dot != std::string::npos && path.substr(dot + 1) == "type") return path.substr(0, dot);
+  return path;
+}
+
 }  // namespace
 
 ConfigCheck check_config_file(const std::string& path, int64_t world_size, const AutoValues& autos) {
@@ -50,7 +59,7 @@ ConfigCheck check_config_file(const std::string& path, int64_t world_size, const
       return check;
     } catch (const ConfigError& e) {
       check.problems.push_back(e.message());
-      if (e.where().path.empty() || !remove_path(tree, e.where().path)) return check;
+      if (e.where().path.empty() || !remove_path(tree, removable(e.where().path))) return check;
     } catch (const Error& e) {
       check.problems.push_back(e.message());
       return check;

@@ -1,5 +1,6 @@
 // The "zero_optimization" section: every key of DeepSpeed v0.16's DeepSpeedZeroConfig, with its
 // defaults and bounds (deepspeed/runtime/zero/config.py, offload_config.py).
+#include "core/json_writer.h"
 #include "engine/config_parse.h"
 
 namespace fathom {
@@ -148,6 +149,17 @@ ZeroConfig parse_zero(const ConfigSection& s, std::vector<std::string>& notices)
     if (s.find("offload_param")) s.section("offload_param").fail("device", what);
     s.fail("cpu_offload_param", "(read as offload_param.device) " + what);
   }
+  // Optimizer offload moves ZeRO's optimizer shard: there is none at stage 0.
+  if (c.offload_optimizer.device != "none" && c.stage == 0) {
+    const std::string what = "\"" + c.offload_optimizer.device + "\" offloads ZeRO's optimizer shard, but "
+                             "zero_optimization.stage is 0; use stage 1, 2 or 3";
+    if (s.find("offload_optimizer")) s.section("offload_optimizer").fail("device", what);
+    s.fail("cpu_offload", "(read as offload_optimizer.device) " + what);
+  }
+  if (c.offload_optimizer.ratio != 1.0 && c.stage != 3)
+    s.section("offload_optimizer").fail("ratio", json_number(c.offload_optimizer.ratio) + " (a partial offload) needs "
+                                        "zero_optimization.stage 3, as in DeepSpeed; stage is " +
+                                        std::to_string(c.stage) + ", use ratio 1.0");
   // DeepSpeed maps this one to nothing; Fathom pins the buffers of both offloads, as meant.
   if (s.boolean("cpu_offload_use_pin_memory", false)) {
     c.offload_optimizer.pin_memory = c.offload_param.pin_memory = true;

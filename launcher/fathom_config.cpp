@@ -1,6 +1,6 @@
 // fathom-config check: validates a DeepSpeed-style config without training.
 //
-//   fathom-config check FILE [--world-size N] [--preset P] [--n-embd N] [--steps N]
+//   fathom-config check FILE [--world-size N] [--preset P] [--n-embd N] [--steps N] [--strict]
 //
 // Prints every problem in the file at once (exit 1), or the config as fathom-train would run it
 // (exit 0): the batch sizes for N data-parallel ranks, every default filled in, each "auto" and
@@ -21,7 +21,7 @@ using namespace fathom;
 
 namespace {
 
-const char* kUsage = R"(usage: fathom-config check FILE [--world-size N] [--preset P] [--n-embd N] [--steps N]
+const char* kUsage = R"(usage: fathom-config check FILE [--world-size N] [--preset P] [--n-embd N] [--steps N] [--strict]
 
 Validates a DeepSpeed-style JSON or YAML config without training: prints every problem in it
 (exit 1), or the config as fathom-train would run it (exit 0).
@@ -29,6 +29,7 @@ Validates a DeepSpeed-style JSON or YAML config without training: prints every p
   --preset P       the GPT preset whose width fills "auto" bucket sizes (default small)
   --n-embd N       that width, explicitly
   --steps N        the run's --steps, for "auto" schedule lengths (default 300)
+  --strict         also refuse unknown top-level keys that fathom-train ignores (as DeepSpeed does)
 )";
 
 int64_t positive(const std::string& text, const std::string& flag) {
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
     std::string path;
     int64_t world = 1, steps = 300, width = 0;
     std::string preset = "small";
+    bool strict = false;
     for (size_t i = 1; i < args.size(); ++i) {
       const auto value = [&] {
         FATHOM_CHECK(i + 1 < args.size(), args[i], " needs a value; see fathom-config --help");
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
       else if (args[i] == "--steps") steps = positive(value(), "--steps");
       else if (args[i] == "--n-embd") width = positive(value(), "--n-embd");
       else if (args[i] == "--preset") preset = value();
+      else if (args[i] == "--strict") strict = true;
       else if (path.empty() && args[i].rfind("--", 0) != 0) path = args[i];
       else FATHOM_FAIL("unknown option ", args[i], "; see fathom-config --help");
     }
@@ -66,8 +69,12 @@ int main(int argc, char** argv) {
     if (width == 0) width = models::GPTConfig::preset(preset).n_embd;
 
     const Config defaults = launcher::builtin_train_config(steps);
-    const ConfigCheck check =
+    ConfigCheck check =
         check_config_file(path, world, launcher::train_auto_values(defaults, width, steps, static_cast<int>(world)));
+    if (strict && check.config)
+      for (const std::string& key : check.config->ignored_keys)
+        check.problems.push_back("config error at " + key + ": unknown key (--strict; without it the key is ignored, "
+                                 "as DeepSpeed ignores it)");
     if (!check.ok()) {
       std::printf("fathom-config: %s has %zu problem%s:\n", path.c_str(), check.problems.size(),
                   check.problems.size() == 1 ? "" : "s");
@@ -78,6 +85,7 @@ int main(int argc, char** argv) {
     const Config config = launcher::finish_train_config(check, defaults, &log);
     std::printf("fathom-config: %s is a valid config for %lld data-parallel rank%s\n", path.c_str(),
                 static_cast<long long>(world), world == 1 ? "" : "s");
+    for (const std::string& notice : config.notices) std::printf("fathom-config: %s\n", notice.c_str());
     for (const std::string& line : log) std::printf("fathom-config: %s\n", line.c_str());
     std::printf("%s", config.to_json().c_str());
     return 0;
