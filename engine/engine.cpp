@@ -342,7 +342,7 @@ void Engine::finish_cycle(StepReport& report) {
   for (auto& instrument : instruments_) instrument->after_optimizer_step(*this, report);
   if (on_step_)
     on_step_(report);
-  else if (options_.steps_per_print > 0 && global_steps_ % options_.steps_per_print == 0) {
+  else if (options_.print_progress && options_.steps_per_print > 0 && global_steps_ % options_.steps_per_print == 0) {
     FATHOM_LOG(Info, format_report(report, false));
     if (options_.wall_clock_breakdown)
       for (const std::string& line : format_timers(report)) FATHOM_LOG(Info, line);
@@ -357,6 +357,14 @@ std::vector<std::string> Engine::format_timers(const StepReport& r) {
   return lines;
 }
 
+std::string Engine::format_io(const StepReport& r) {
+  if (!r.io) return "";
+  char line[128];
+  std::snprintf(line, sizeof line, " | io read %.1f MB written %.1f MB wait %.0f ms", r.io->bytes_read / 1e6,
+                r.io->bytes_written / 1e6, r.io->wait_seconds * 1e3);
+  return line;
+}
+
 std::string Engine::format_report(const StepReport& r, bool wall_clock_breakdown) {
   char line[256];
   std::snprintf(line, sizeof line, "step %lld | loss %.4f | lr %.3e | grad norm %.3f | %.1f samples/s | %.0f tok/s",
@@ -367,11 +375,7 @@ std::string Engine::format_report(const StepReport& r, bool wall_clock_breakdown
                   static_cast<long long>(r.skipped_steps), r.skipped ? " (this step: overflow)" : "");
     out += line;
   }
-  if (r.io) {
-    std::snprintf(line, sizeof line, " | io read %.1f MB written %.1f MB wait %.0f ms", r.io->bytes_read / 1e6,
-                  r.io->bytes_written / 1e6, r.io->wait_seconds * 1e3);
-    out += line;
-  }
+  out += format_io(r);
   if (wall_clock_breakdown) {
     std::snprintf(line, sizeof line, " | forward %.1f ms | backward %.1f ms | step %.1f ms", r.times.forward_ms,
                   r.times.backward_ms, r.times.step_ms);

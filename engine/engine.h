@@ -57,6 +57,9 @@ struct EngineOptions {
   int64_t dp_world_size = 1;
   double gradient_clipping = 0.0;  // 0: off
   int64_t steps_per_print = 10;    // 0: never
+  // Whether this process logs the progress line (initialize: the job's first rank only, as
+  // DeepSpeed does; every rank with FATHOM_LOG_ALL_RANKS=1).
+  bool print_progress = true;
   bool wall_clock_breakdown = false;
   bool memory_breakdown = false;   // StepReport::memory_breakdown at the printed steps
   uint64_t seed = kDefaultSeed;    // dropout's seed
@@ -202,6 +205,9 @@ class Engine {
   // called after every optimizer step.
   void on_step(std::function<void(const StepReport&)> callback) { on_step_ = std::move(callback); }
   static std::string format_report(const StepReport& report, bool wall_clock_breakdown);
+  // " | io read X MB written Y MB wait Z ms" with anything offloaded to nvme, else "": the part of
+  // the step's line every program prints alike.
+  static std::string format_io(const StepReport& report);
   // DeepSpeed's wall_clock_breakdown lines: one per micro-step ("time (ms) | fwd_microstep: ...
   // | step_microstep: ..."), then the step's sums ("time (ms) | fwd: ... | bwd: ... | bwd_inner:
   // ... | bwd_allreduce: ... | step: ...").

@@ -163,7 +163,13 @@ std::string FlopsProfiler::report(int64_t step, const PhaseTimes& times) const {
   out += line("model parallel size:", std::to_string(job_.model_parallel_size));
   out += line("batch size per rank:", std::to_string(job_.micro_batch_size));
   out += line("params per rank:", format_count(params));
-  out += line("params of model = params per rank * mp_size:", format_count(params * job_.model_parallel_size));
+  if (job_.pipeline_stages > 1) {
+    out += line("pipeline stages:", std::to_string(job_.pipeline_stages));
+    out += line("params of model = params of all stages * mp_size:",
+                format_count(static_cast<double>(job_.params_of_all_stages) * job_.model_parallel_size));
+  } else {
+    out += line("params of model = params per rank * mp_size:", format_count(params * job_.model_parallel_size));
+  }
   out += line("fwd MACs per rank:", format_count(macs, "MACs"));
   out += line("fwd flops per rank:", format_count(flops));
   out += line("fwd flops of model = fwd flops per rank * mp_size:", format_count(flops * job_.model_parallel_size));

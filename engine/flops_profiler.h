@@ -38,6 +38,10 @@ struct FlopsProfilerOptions {
 struct ProfiledJob {
   int world_size = 1, data_parallel_size = 1, model_parallel_size = 1;
   int64_t micro_batch_size = 1;
+  // Under a pipeline the profiled module is one stage: the stages and their parameters together
+  // (every stage's rank counts its own; attach_profilers sums them).
+  int pipeline_stages = 1;
+  int64_t params_of_all_stages = 0;
 };
 
 // One module of the tree, in depth-first order (the root first).

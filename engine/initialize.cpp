@@ -1,6 +1,8 @@
 #include "engine/initialize.h"
 
 #include <cctype>
+#include <cstdlib>
+#include <string>
 
 #include "core/logging.h"
 #include "engine/monitor.h"
@@ -88,11 +90,8 @@ void check_pipeline_layout(const Config& config, nn::Module& model, const parall
     FATHOM_CHECK(config.pipeline.virtual_stages == stage->chunks(), "initialize: the config's pipeline.virtual_stages "
                  "is ", config.pipeline.virtual_stages, " but the PipelineModule was cut into ", stage->chunks(),
                  " chunks per stage; pass PipelineOptions{.chunks = ", config.pipeline.virtual_stages, "}");
-    FATHOM_CHECK(config.zero.stage <= 2, "config error at zero_optimization.stage: ZeRO stage 3 with a pipeline is "
-                 "not supported: stage 3 gathers each module's parameters around its forward and its backward in the "
-                 "order of the first step's trace, while a pipeline keeps several micro-batches' graphs alive and "
-                 "interleaves their forwards and backwards; use stage 2 (gradients and optimizer state sharded, "
-                 "reduce-scattered after every micro-batch)");
+    // The config refuses it when it names its stages; this catches "pipeline" left out.
+    FATHOM_CHECK(config.zero.stage <= 2, "config error at zero_optimization.stage: ", kZero3WithPipeline);
   } else {
     FATHOM_CHECK(pipeline_size == 1, "initialize: the process groups have ", pipeline_size, " pipeline stages but the "
                  "model is a ", model.type_name(), "; wrap it in a parallel::PipelineModule (a model given as an "
@@ -133,6 +132,12 @@ zero::ParallelLayout prepare(Config& config, nn::Module& model, const parallel::
   zero::broadcast_initial_weights(model.named_parameters(), layout);
   if (config.bf16.enabled || config.fp16.enabled) model.to(config.bf16.enabled ? DType::BF16 : DType::F16);
   return layout;
+}
+
+// FATHOM_LOG_ALL_RANKS=1: every rank prints its progress line (to see a rank's own loss).
+bool log_all_ranks() {
+  const char* value = std::getenv("FATHOM_LOG_ALL_RANKS");
+  return value != nullptr && std::string(value) == "1";
 }
 
 EngineOptions engine_options(const Config& config, int64_t dp_world_size) {
@@ -193,15 +198,16 @@ Initialized initialize(Config config, std::shared_ptr<nn::Module> model, std::sh
     out.scheduler = nn::make_lr_scheduler(config.scheduler.type, config.scheduler.params, base_lrs);
   }
 
-  const EngineOptions options = engine_options(config, dp_world_size);
+  // The job's first rank writes the monitors' files and prints the progress line.
+  const bool first_rank = groups.data().rank() == 0 && groups.tensor().rank() == 0 && groups.pipeline().rank() == 0;
+  EngineOptions options = engine_options(config, dp_world_size);
+  options.print_progress = first_rank || log_all_ranks();
   std::optional<LossScalerOptions> fp16;
   if (config.fp16.enabled) fp16 = from_config(config.fp16);
   auto* pipeline = dynamic_cast<parallel::PipelineModule*>(model.get());
   out.engine = std::make_shared<Engine>(std::move(model), std::move(state), out.scheduler, options, fp16);
   if (pipeline) out.engine->set_schedule(pipeline_schedule(config, *pipeline, options.gradient_accumulation_steps));
   out.engine->set_config_json(config.to_json());
-  // The job's first rank writes the monitors' files.
-  const bool first_rank = groups.data().rank() == 0 && groups.tensor().rank() == 0 && groups.pipeline().rank() == 0;
   out.engine->set_monitor(make_monitors(config, first_rank));
   attach_profilers(config, *out.engine, groups, first_rank);
 

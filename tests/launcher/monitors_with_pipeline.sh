@@ -29,6 +29,9 @@ grep -q "^op  *group (ranks)" "$work/run.log" || fail "no comms logger table"
 ls "$work"/tb/pipe/events.out.tfevents.* >/dev/null 2>&1 || fail "no TensorBoard event file"
 ls "$work"/csv/pipe/*.csv >/dev/null 2>&1 || fail "no CSV monitor file"
 grep -q "Fathom flops profiler" "$work/flops.txt" || fail "no flops profile in $work/flops.txt"
+# The profiled module is stage 0; the model's parameters are both stages' (the tiny preset's 120.58 K).
+grep -Eq "^params of model = params of all stages \* mp_size: +120\.58 K$" "$work/flops.txt" ||
+  { cat "$work/flops.txt"; fail "the flops profile does not count both stages' parameters"; }
 # The trace holds both ranks' events (one process per rank).
 for rank in 0 1; do
   grep -q "\"pid\": *$rank[,}]" "$work/trace/trace.json" || fail "the trace has no events of rank $rank"

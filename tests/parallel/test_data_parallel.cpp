@@ -109,3 +109,16 @@ TEST_CASE("an overflow on one rank stops every rank at the same step, with the s
   CHECK(message.find("every weight is finite, so this step's loss or gradients overflowed") != std::string::npos);
   CHECK(init.engine->global_steps() == 0);
 }
+
+TEST_CASE("the progress line is the first rank's only, unless FATHOM_LOG_ALL_RANKS=1", "[parallel]") {
+  const auto& world = runtime().world_ptr();
+  const auto config = [&] {
+    return Config::from_string(detail::concat(R"({"train_batch_size": )", 2 * world->size(),
+                                              R"(, "optimizer": {"type": "SGD", "params": {"lr": 0.1}}})"));
+  };
+  auto model = std::make_shared<nn::Linear>(3, 2);
+  CHECK(initialize(config(), model, nullptr, nullptr, world).engine->options().print_progress == (world->rank() == 0));
+  setenv("FATHOM_LOG_ALL_RANKS", "1", 1);
+  CHECK(initialize(config(), model, nullptr, nullptr, world).engine->options().print_progress);
+  unsetenv("FATHOM_LOG_ALL_RANKS");
+}
