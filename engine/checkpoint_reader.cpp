@@ -21,13 +21,15 @@ std::string read_text(const fs::path& path) {
 }
 }  // namespace
 
-std::string find_checkpoint_dir(const std::string& dir) {
+std::string find_checkpoint_dir(const std::string& dir, const std::string& tag) {
   const fs::path given(dir), nested = fs::path(dir) / "checkpoints";
-  if (fs::exists(given / "latest")) return given.string();
-  if (fs::exists(nested / "latest")) return nested.string();
-  FATHOM_FAIL("no checkpoint in ", dir, ": looked for ", (given / "latest").string(), " and ",
-              (nested / "latest").string(), " (a fathom-train --out folder keeps its checkpoints in checkpoints/); "
-              "pass the folder that holds `latest`, or save a checkpoint first (--save-every)");
+  const fs::path marker = tag.empty() ? fs::path("latest") : fs::path(tag) / "index.json";
+  if (fs::exists(given / marker)) return given.string();
+  if (fs::exists(nested / marker)) return nested.string();
+  FATHOM_FAIL("no checkpoint ", tag.empty() ? std::string() : "\"" + tag + "\" ", "in ", dir, ": looked for ",
+              (given / marker).string(), " and ", (nested / marker).string(),
+              " (a fathom-train --out folder keeps its checkpoints in checkpoints/); pass the folder that holds ",
+              tag.empty() ? "`latest`, or save a checkpoint first (--save-every)" : "the tag's folder, or another --tag");
 }
 
 CheckpointReader::CheckpointReader(const std::string& dir, std::string tag) : dir_(dir), tag_(std::move(tag)) {

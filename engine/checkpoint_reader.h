@@ -21,9 +21,10 @@ namespace fathom {
 
 inline constexpr const char* kCheckpointFormat = "fathom-checkpoint-2";
 
-// The checkpoint folder `dir` names: `dir` itself when it holds `latest`, or `dir`/checkpoints
-// when `dir` is a fathom-train --out folder. Otherwise an error listing what it looked for.
-std::string find_checkpoint_dir(const std::string& dir);
+// The checkpoint folder `dir` names: `dir` itself when it holds `latest` (or, given a tag, the
+// tag's folder), or `dir`/checkpoints when `dir` is a fathom-train --out folder. Otherwise an
+// error listing what it looked for.
+std::string find_checkpoint_dir(const std::string& dir, const std::string& tag = "");
 
 class CheckpointReader {
  public:

@@ -1,6 +1,7 @@
 // fathom-export: consolidated weights from any Fathom checkpoint as one safetensors file
 // (engine/checkpoint_export.h), like DeepSpeed's zero_to_fp32.py but with no model code and no
-// conversion step; GPT models keep GPT-2's names, so the file loads in transformers.
+// conversion step; a checkpoint of fathom-train's GPT becomes the file fathom-train writes (GPT-2's
+// names, Conv1D layout and metadata), which transformers and fathom-generate load.
 //
 //   fathom-export runs/a/checkpoints --out model.safetensors [--tag global_step200] [--dtype bf16]
 #include <cstdio>
@@ -9,6 +10,8 @@
 
 #include "core/error.h"
 #include "engine/checkpoint_export.h"
+#include "launcher/train_resume.h"
+#include "models/gpt_weights.h"
 
 using namespace fathom;
 
@@ -44,12 +47,20 @@ int run(int argc, char** argv) {
   FATHOM_CHECK(!dir.empty() && !out.empty(), "give a checkpoint folder and --out FILE; see fathom-export --help");
   FATHOM_CHECK(is_floating_point(dtype), "--dtype must be f32, bf16 or f16");
 
-  const ExportSummary done = export_checkpoint(dir, tag, out, dtype);
+  // A checkpoint fathom-train wrote is a GPT: the file is the one fathom-train writes (GPT-2's
+  // Conv1D layout and metadata), so transformers and fathom-generate load it.
+  const launcher::ResumePoint point = launcher::open_resume_point(dir, tag);
+  ExportLayout layout;
+  if (point.run) {
+    layout.transposed = models::is_gpt2_conv1d_weight;
+    layout.metadata = models::gpt2_safetensors_metadata(point.run->model);
+  }
+  const ExportSummary done = export_checkpoint(dir, tag, out, dtype, layout);
   // The layout: data x tensor ranks, then "x N stages" for a pipeline.
   const std::string stages =
       done.pipeline_parallel_size > 1 ? " x " + std::to_string(done.pipeline_parallel_size) + " stages" : "";
   std::printf("fathom-export: %s/%s (%d x %d ranks%s, ZeRO stage %d, %s) -> %s: %zu tensors, %lld parameters, %s\n",
-              dir.c_str(), done.tag.c_str(), done.world_size, done.tensor_parallel_size, stages.c_str(),
+              point.dir.c_str(), done.tag.c_str(), done.world_size, done.tensor_parallel_size, stages.c_str(),
               done.zero_stage, done.source.c_str(), out.c_str(), done.tensors, static_cast<long long>(done.parameters),
               dtype_name(dtype));
   return 0;

@@ -35,7 +35,9 @@
 #include "launcher/train_memory.h"
 #include "launcher/train_model.h"
 #include "launcher/train_options.h"
+#include "launcher/train_output.h"
 #include "launcher/train_resume.h"
+#include "launcher/train_validation.h"
 #include "models/gpt_weights.h"
 #include "parallel/pipeline_transport.h"
 #include "parallel/runtime.h"
@@ -62,28 +64,6 @@ void kill_if_asked(int64_t step, const parallel::Runtime& runtime) {
     std::raise(SIGKILL);
 }
 
-// Mean loss over up to `max_batches` validation micro-batches, without a graph (through every
-// stage of a pipelined model, each rank getting the same value).
-double validation_loss(const launcher::TrainModel& model, DataLoader& loader, int max_batches) {
-  autograd::NoGradGuard no_grad;
-  nn::Module& module = *model.module();
-  module.eval();
-  const Device device = module.device();
-  const LossFunction loss = [&](const autograd::Variable& output, const Batch& batch) {
-    return model.loss(output, batch.targets.to(device));
-  };
-  double total = 0;
-  int batches = 0;
-  for (const Batch& batch : loader) {
-    total += model.pipeline() ? pipeline_loss(*model.pipeline(), batch, loss)
-                              : loss(module(autograd::Variable(batch.inputs.to(device))), batch).item();
-    if (++batches == max_batches) break;
-  }
-  module.train();
-  loader.load_state({0, 0});  // the same validation batches every time
-  return batches ? total / batches : std::nan("");
-}
-
 int run(const launcher::TrainOptions& command_line, const parallel::Runtime& runtime) {
   const bool main_rank = runtime.is_main_process();
   std::vector<std::string> log;
@@ -99,6 +79,7 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
                   static_cast<long long>(resume->global_steps), static_cast<long long>(opt.steps));
     return 0;
   }
+  launcher::prepare_out_dir(opt, resume, main_rank);
   if (opt.threads > 0) set_num_threads(opt.threads);
   models::GPTConfig sizes = models::GPTConfig::preset(opt.preset);
   opt.apply_sizes(sizes);
@@ -131,7 +112,7 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
   const BatchConfig batch = resolve_batch(config.batch, data_size);
   const launcher::TrainData data =
       launcher::load_train_data(opt.data_path, opt.val_data_path, sizes.block_size, opt.vocab_size,
-                                batch.train_batch_size);
+                                batch.train_batch_size, opt.data_format);
   models::GPTConfig model_config = sizes;
   model_config.vocab_size = data.vocab_size;
   // DeepSpeed's activation_checkpointing section: fathom-train's GPT checkpoints every block.
@@ -177,10 +158,11 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
                   static_cast<long long>(engine.global_steps()));
   }
   const std::string client_state =
-      launcher::train_run_client_state({opt.preset, model_config, opt.data_path, opt.val_data_path, opt.steps});
+      launcher::train_run_client_state(
+          {opt.preset, model_config, opt.data_path, opt.val_data_path, opt.steps, opt.save_every, opt.data_format});
   const std::string checkpoint_dir = (std::filesystem::path(opt.out_dir) / "checkpoints").string();
-  // A small validation set is evaluated in smaller micro-batches rather than refused.
-  DataLoader val_loader(val, std::min(engine.options().micro_batch_size, val->size()), 1, 0, 1, /*shuffle=*/false);
+  // The same validation samples at every layout (launcher/train_validation.h).
+  const int64_t val_samples = opt.eval_batches * engine.options().train_batch_size();
 
   const int64_t tokens_per_step = engine.options().train_batch_size() * model_config.block_size;
   if (main_rank) {
@@ -224,13 +206,10 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
       std::snprintf(scale, sizeof scale, " | scale 2^%.0f | skipped %lld", std::log2(r.loss_scale),
                     (long long)r.skipped_steps);
     // nvme offload: what the swap files moved during the step and how long it waited for them.
-    char io[96] = "";
-    if (r.io)
-      std::snprintf(io, sizeof io, " | io %.0f MB in, %.0f MB out, waited %.1f s", r.io->bytes_read / 1e6,
-                    r.io->bytes_written / 1e6, r.io->wait_seconds);
+    const std::string io = Engine::format_io(r);
     std::printf("step %lld/%lld | loss %.3f | lr %.1e | %.1fk tok/s | grad norm %.2f%s | mem %.2f GiB%s | %s < %s\n",
                 (long long)r.step, (long long)opt.steps, r.loss, r.lr, r.tokens_per_second / 1e3, r.grad_norm, scale,
-                mem_gib, io, clock_text(spent).c_str(), clock_text(eta).c_str());
+                mem_gib, io.c_str(), clock_text(spent).c_str(), clock_text(eta).c_str());
     if (engine.options().wall_clock_breakdown)
       for (const std::string& line : Engine::format_timers(r)) std::printf("%s\n", line.c_str());
     for (const std::string& line : r.memory_breakdown) std::printf("%s\n", line.c_str());
@@ -243,7 +222,7 @@ int run(const launcher::TrainOptions& command_line, const parallel::Runtime& run
   const auto after_step = [&]() -> std::optional<int> {
     const int64_t step = engine.global_steps();
     if (step == opt.steps || (opt.eval_interval > 0 && step % opt.eval_interval == 0)) {
-      last_val = validation_loss(model, val_loader, opt.eval_batches);
+      last_val = launcher::validation_loss(model, *val, val_samples, engine.options().micro_batch_size, groups.data());
       if (Monitor* monitor = engine.monitor())
         monitor->write_events({{"Train/Samples/val_loss", last_val, engine.global_samples()}});
       if (main_rank) std::printf("step %lld/%lld | val loss %.3f\n", (long long)step, (long long)opt.steps, last_val);

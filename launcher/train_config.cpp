@@ -33,8 +33,10 @@ int64_t builtin_warmup_steps(int64_t steps) {
 
 Config builtin_train_config(int64_t steps) {
   std::string text = kDefaultConfig;
-  text.replace(text.find("@STEPS@"), 7, std::to_string(steps));
-  text.replace(text.find("@WARMUP@"), 8, std::to_string(builtin_warmup_steps(steps)));
+  const int64_t warmup = builtin_warmup_steps(steps);
+  // A run shorter than the shortest warm-up (2 steps) still gets a whole schedule: no warning.
+  text.replace(text.find("@STEPS@"), 7, std::to_string(std::max(steps, warmup + 1)));
+  text.replace(text.find("@WARMUP@"), 8, std::to_string(warmup));
   return Config::from_string(text);
 }
 
@@ -113,13 +115,17 @@ Config finish_train_config(const ConfigCheck& check, const Config& defaults, std
   for (const AutoFilled& filled : check.filled) log->push_back("\"auto\" " + filled.line());
   // What a given config lacks, fathom-train fills from its own defaults, and says so (the
   // library keeps refusing a config without an optimizer: only a program knows its defaults).
+  // The default schedule goes with the default optimizer only: a config that names its optimizer
+  // and no scheduler trains at the optimizer's constant lr, as under DeepSpeed.
   if (config.optimizer.type.empty()) {
     config.optimizer = defaults.optimizer;
     log->push_back("optimizer: " + config.optimizer.to_json() + " (fathom-train's default: the config has none)");
-  }
-  if (config.scheduler.type.empty()) {
-    config.scheduler = defaults.scheduler;
-    log->push_back("scheduler: " + config.scheduler.to_json() + " (fathom-train's default: the config has none)");
+    if (config.scheduler.type.empty()) {
+      config.scheduler = defaults.scheduler;
+      log->push_back("scheduler: " + config.scheduler.to_json() + " (fathom-train's default, with its optimizer)");
+    }
+  } else if (config.scheduler.type.empty()) {
+    log->push_back("scheduler: none: the learning rate stays at the optimizer's lr, as under DeepSpeed");
   }
   return config;
 }

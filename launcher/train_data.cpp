@@ -1,20 +1,40 @@
 #include "launcher/train_data.h"
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "core/error.h"
 #include "engine/byte_text_dataset.h"
+#include "engine/data_token_file.h"
 #include "launcher/default_corpus.h"
 
 namespace fathom::launcher {
 namespace {
 
-bool is_token_file(const std::string& path) { return path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0; }
+bool named_bin(const std::string& path) { return path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0; }
 
-std::shared_ptr<TokenDataset> read_data(const std::string& path, int64_t block_size, int64_t vocab_size,
-                                        bool vocab_given) {
-  if (!is_token_file(path)) return std::make_shared<ByteTextDataset>(ByteTextDataset::from_file(path, block_size));
+// Auto resolved by the file's name and content (DataFormat's comment).
+DataFormat format_of(const std::string& path, DataFormat asked, const std::string& flag) {
+  if (asked != DataFormat::Auto || named_bin(path)) return asked == DataFormat::Auto ? DataFormat::Tokens : asked;
+  std::ifstream in(path, std::ios::binary);
+  FATHOM_CHECK(in, flag, " ", path, ": cannot open the file; check the path");
+  std::string head(64 << 10, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  int32_t magic = 0;
+  if (head.size() >= 4) std::memcpy(&magic, head.data(), 4);
+  if (magic == kLlmcMagic) return DataFormat::Tokens;
+  FATHOM_CHECK(head.find('\0') == std::string::npos, flag, " ", path, " is not text (it holds NUL bytes) and is not "
+               "named .bin: pass --data-format tokens for a token file (nanoGPT's raw uint16), or --data-format text "
+               "to train on its bytes");
+  return DataFormat::Text;
+}
+
+std::shared_ptr<TokenDataset> read_data(const std::string& path, DataFormat format, int64_t block_size,
+                                        int64_t vocab_size, bool vocab_given) {
+  if (format == DataFormat::Text) return std::make_shared<ByteTextDataset>(ByteTextDataset::from_file(path, block_size));
   try {
     return std::make_shared<TokenDataset>(
         TokenDataset::from_file(path, block_size, TokenFileOptions{TokenFileFormat::Auto, vocab_size}));
@@ -45,26 +65,29 @@ void check_fits(const TokenDataset& set, const std::string& what, int64_t batch,
 }  // namespace
 
 TrainData load_train_data(const std::string& data_path, const std::string& val_path, int64_t block_size,
-                          int64_t vocab_size, int64_t global_batch) {
+                          int64_t vocab_size, int64_t global_batch, DataFormat asked) {
   TrainData data;
   const bool vocab_given = vocab_size > 0;
+  const DataFormat format = data_path.empty() ? DataFormat::Text : format_of(data_path, asked, "--data");
+  data.name = data_path.empty() ? "built-in corpus" : data_path;
+  FATHOM_CHECK(format != DataFormat::Text || !vocab_given || vocab_size == 256, "--vocab-size ", vocab_size,
+               " cannot apply: --data ", data.name, " is read as text, whose tokens are its bytes (vocabulary 256); "
+               "drop --vocab-size, or pass --data-format tokens if the file holds token ids");
   std::shared_ptr<TokenDataset> all;
   if (data_path.empty()) {
-    data.name = "built-in corpus";
     all = std::make_shared<ByteTextDataset>(ByteTextDataset::from_string(std::string(default_corpus()), block_size));
   } else {
-    data.name = data_path;
-    if (is_token_file(data_path) && !vocab_given) vocab_size = kGpt2VocabSize;
-    all = read_data(data_path, block_size, vocab_size, vocab_given);
+    if (format == DataFormat::Tokens && !vocab_given) vocab_size = kGpt2VocabSize;
+    all = read_data(data_path, format, block_size, vocab_size, vocab_given);
   }
   data.vocab_size = all->vocab_size() > 0 ? all->vocab_size() : vocab_size;
 
   const std::string val_file = !val_path.empty() ? val_path : sibling_val_file(data_path);
   if (!val_file.empty()) {
-    FATHOM_CHECK(is_token_file(val_file) == is_token_file(data.name), "--val-data ", val_file, " and --data ",
-                 data.name, " must be the same kind of file: both token .bin files or both text");
+    FATHOM_CHECK(format_of(val_file, asked, "--val-data") == format, "--val-data ", val_file, " and --data ", data.name,
+                 " must be the same kind of file: both token files or both text");
     data.train = all;
-    data.val = read_data(val_file, block_size, data.vocab_size, vocab_given);
+    data.val = read_data(val_file, format, block_size, data.vocab_size, vocab_given);
     data.val_source = val_file + (val_path.empty() ? ", beside train.bin" : "");
   } else {
     const int64_t window = block_size + 1;

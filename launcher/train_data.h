@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/token_dataset.h"
+#include "launcher/train_options.h"
 
 namespace fathom::launcher {
 
@@ -23,10 +24,11 @@ struct TrainData {
 };
 
 // `vocab_size` 0: bytes have 256, and a token file GPT-2's 50257 (as nanoGPT assumes without a
-// meta.pkl), each token checked against it; an id outside is an error that names the flag.
+// meta.pkl), each token checked against it; an id outside is an error that names the flag. A
+// --vocab-size other than 256 for text is an error (it cannot apply to bytes).
 // The training set must hold one global batch of `global_batch` sequences and the validation set
 // one sequence: otherwise an error that names the set, its size and what would fit.
 TrainData load_train_data(const std::string& data_path, const std::string& val_path, int64_t block_size,
-                          int64_t vocab_size, int64_t global_batch);
+                          int64_t vocab_size, int64_t global_batch, DataFormat format = DataFormat::Auto);
 
 }  // namespace fathom::launcher

@@ -38,6 +38,8 @@ std::optional<TrainRun> train_run_of(const std::string& client_state, const std:
   out.data_path = run->at("data").as_string();
   out.val_data_path = run->at("val_data").as_string();
   out.steps = run->at("steps").as_int64();
+  if (const JsonValue* save_every = run->find("save_every")) out.save_every = save_every->as_int64();
+  if (const JsonValue* format = run->find("data_format")) out.data_format = parse_data_format(format->as_string());
   return out;
 }
 
@@ -56,7 +58,11 @@ std::string train_run_client_state(const TrainRun& run) {
   w.end_object();
   w.member("data", run.data_path)
       .member("val_data", run.val_data_path)
-      .member("steps", static_cast<long long>(run.steps));
+      .member("steps", static_cast<long long>(run.steps))
+      .member("save_every", static_cast<long long>(run.save_every))
+      .member("data_format", run.data_format == DataFormat::Text     ? "text"
+                             : run.data_format == DataFormat::Tokens ? "tokens"
+                                                                     : "auto");
   w.end_object().end_object();
   return w.str();
 }
@@ -77,7 +83,7 @@ TrainOptions with_restart_resume(TrainOptions options, std::vector<std::string>*
 
 ResumePoint open_resume_point(const std::string& resume_dir, const std::string& tag) {
   ResumePoint point;
-  point.dir = tag.empty() ? find_checkpoint_dir(resume_dir) : resume_dir;
+  point.dir = find_checkpoint_dir(resume_dir, tag);
   const CheckpointReader reader(point.dir, tag);
   point.tag = reader.tag();
   const JsonValue& index = reader.index();
@@ -85,7 +91,19 @@ ResumePoint open_resume_point(const std::string& resume_dir, const std::string& 
   point.global_steps = index.at("engine").at("global_steps").as_int64();
   point.config_json = index.at("config").as_string();
   point.run = train_run_of(index.at("client_state").as_string(), reader.index_path() + " (client_state)");
+  point.tensor_size = reader.tensor_parallel_size();
+  point.pipeline_size = reader.pipeline_parallel_size();
   return point;
+}
+
+std::string ResumePoint::layout() const {
+  const int ranks = world_size * tensor_size * pipeline_size;
+  std::string text = std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
+  if (tensor_size == 1 && pipeline_size == 1) return text;
+  text += ": ";
+  if (pipeline_size > 1) text += "pipeline " + std::to_string(pipeline_size) + " x ";
+  if (tensor_size > 1) text += "tensor " + std::to_string(tensor_size) + " x ";
+  return text + "data " + std::to_string(world_size);
 }
 
 TrainOptions resumed_options(const TrainOptions& given, const ResumePoint& point, std::vector<std::string>* log) {
@@ -108,6 +126,7 @@ TrainOptions resumed_options(const TrainOptions& given, const ResumePoint& point
     taken = "the model (GPT " + run.preset + ": " + shape_text(run.model) + ")";
     if (given.data_path.empty() && !run.data_path.empty()) {
       o.data_path = run.data_path;
+      o.data_format = run.data_format;
       taken += ", --data " + run.data_path;
       if (given.val_data_path.empty() && !run.val_data_path.empty()) {
         o.val_data_path = run.val_data_path;
@@ -118,11 +137,14 @@ TrainOptions resumed_options(const TrainOptions& given, const ResumePoint& point
       o.steps = run.steps;
       taken += ", --steps " + std::to_string(run.steps);
     }
+    if (!given.save_every_given && run.save_every > 0) {
+      o.save_every = run.save_every;
+      taken += ", --save-every " + std::to_string(run.save_every);
+    }
   }
   if (log && !taken.empty())
     log->push_back("resuming " + point.dir + "/" + point.tag + " (step " + std::to_string(point.global_steps) + ", " +
-                   std::to_string(point.world_size) + (point.world_size == 1 ? " rank" : " ranks") + "): took " +
-                   taken + " from it");
+                   point.layout() + "): took " + taken + " from it");
   return o;
 }
 

@@ -23,6 +23,8 @@ struct TrainRun {
   std::string data_path;      // empty: the built-in corpus
   std::string val_data_path;  // empty: the default validation set
   int64_t steps = 0;
+  int64_t save_every = 0;  // --save-every (0: none; also in checkpoints older than the key)
+  DataFormat data_format = DataFormat::Auto;
 };
 
 // The client state fathom-train saves with each checkpoint: {"fathom-train": {...}}.
@@ -39,12 +41,15 @@ struct ResumePoint {
   std::optional<TrainRun> run;  // absent in checkpoints not written by fathom-train
   std::string config_json;      // the config the checkpoint was trained with, as resolved
   int64_t global_steps = 0;
-  int world_size = 1;
+  int world_size = 1;  // its data-parallel ranks (index.json's world_size)
+  int tensor_size = 1, pipeline_size = 1;
+  // "4 ranks: pipeline 2 x tensor 2 x data 1", or "2 ranks" without model parallelism.
+  std::string layout() const;
 };
 ResumePoint open_resume_point(const std::string& resume_dir, const std::string& tag);
 
-// The options of the resumed run: the checkpoint's preset, sizes, data and --steps where the
-// command line does not give them. Size flags that contradict the checkpoint's model are an
+// The options of the resumed run: the checkpoint's preset, sizes, data, --steps and --save-every
+// where the command line does not give them. Size flags that contradict the checkpoint's model are an
 // error naming both shapes.
 // `log` gets one line saying what was taken.
 TrainOptions resumed_options(const TrainOptions& given, const ResumePoint& point, std::vector<std::string>* log);

@@ -11,15 +11,6 @@
 namespace fathom::models {
 namespace {
 
-// Linear weights stored by GPT-2's Conv1D as [in, out].
-bool is_conv1d_weight(const std::string& name) {
-  for (const char* suffix : {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"}) {
-    const std::string s(suffix);
-    if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) return true;
-  }
-  return false;
-}
-
 bool is_mask_buffer(const std::string& name) {
   auto ends_with = [&](const std::string& s) {
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
@@ -28,6 +19,24 @@ bool is_mask_buffer(const std::string& name) {
 }
 
 }  // namespace
+
+// Linear weights stored by GPT-2's Conv1D as [in, out].
+bool is_gpt2_conv1d_weight(const std::string& name) {
+  for (const char* suffix : {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"}) {
+    const std::string s(suffix);
+    if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) return true;
+  }
+  return false;
+}
+
+std::map<std::string, std::string> gpt2_safetensors_metadata(const GPTConfig& c) {
+  return {{"fathom.model", "gpt"},
+          {"n_layer", std::to_string(c.n_layer)},
+          {"n_head", std::to_string(c.n_head)},
+          {"n_embd", std::to_string(c.n_embd)},
+          {"vocab_size", std::to_string(c.vocab_size)},
+          {"block_size", std::to_string(c.block_size)}};
+}
 
 void save_gpt2_safetensors(const GPT& model, const std::string& path) {
   nn::NamedTensors weights;
@@ -38,14 +47,8 @@ void save_gpt2_safetensors(const GPT& model, const std::string& path) {
 void save_gpt2_safetensors(const GPTConfig& c, const nn::NamedTensors& weights, const std::string& path) {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const auto& [name, data] : weights)
-    tensors.emplace_back(name, is_conv1d_weight(name) ? data.t() : data);  // the writer copies views
-  nn::save_safetensors(path, tensors,
-                   {{"fathom.model", "gpt"},
-                    {"n_layer", std::to_string(c.n_layer)},
-                    {"n_head", std::to_string(c.n_head)},
-                    {"n_embd", std::to_string(c.n_embd)},
-                    {"vocab_size", std::to_string(c.vocab_size)},
-                    {"block_size", std::to_string(c.block_size)}});
+    tensors.emplace_back(name, is_gpt2_conv1d_weight(name) ? data.t() : data);  // the writer copies views
+  nn::save_safetensors(path, tensors, gpt2_safetensors_metadata(c));
 }
 
 void load_gpt2_safetensors(GPT& model, const std::string& path) {
@@ -66,13 +69,13 @@ void load_gpt2_safetensors(GPT& model, const std::string& path) {
     FATHOM_CHECK(!stored.empty(), "GPT-2 weights ", path, ": no tensor for parameter \"", name,
                  "\" (looked for it with and without the \"transformer.\" prefix)");
     Tensor source = file.get(stored);
-    if (is_conv1d_weight(name)) source = source.t();
+    if (is_gpt2_conv1d_weight(name)) source = source.t();
     FATHOM_CHECK(source.sizes() == parameter.sizes(), "GPT-2 weights ", path, ": \"", stored, "\" has shape ",
-                 shape_str(is_conv1d_weight(name) ? source.t().sizes() : source.sizes()), " but the model expects ",
-                 shape_str(is_conv1d_weight(name) ? parameter.data().t().sizes() : parameter.sizes()),
+                 shape_str(is_gpt2_conv1d_weight(name) ? source.t().sizes() : source.sizes()), " but the model expects ",
+                 shape_str(is_gpt2_conv1d_weight(name) ? parameter.data().t().sizes() : parameter.sizes()),
                  " (is the model config the file's? its metadata says n_embd=",
                  file.metadata().count("n_embd") ? file.metadata().at("n_embd") : std::string("?"), ")");
-    if (nn::is_deferred(parameter)) deferred.emplace_back(parameter, stored, is_conv1d_weight(name));
+    if (nn::is_deferred(parameter)) deferred.emplace_back(parameter, stored, is_gpt2_conv1d_weight(name));
     else copies.emplace_back(parameter.data(), source);
     used.insert(stored);
   }

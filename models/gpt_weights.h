@@ -8,11 +8,17 @@
 // ("h.0.attn.c_attn.weight"), ignores the attn.bias / attn.masked_bias mask buffers and
 // converts Conv1D's layout. Every missing or mis-shaped tensor is reported by name.
 
+#include <map>
 #include <string>
 
 #include "models/gpt.h"
 
 namespace fathom::models {
+
+// What the save writes beyond the model's own tensors (fathom-export writes the same from a
+// checkpoint): which weights are stored transposed, and the file's metadata.
+bool is_gpt2_conv1d_weight(const std::string& name);
+std::map<std::string, std::string> gpt2_safetensors_metadata(const GPTConfig& config);
 
 void save_gpt2_safetensors(const GPT& model, const std::string& path);
 // The same from named weights in the model's order (an engine's consolidated_state_dict()).

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/did_you_mean.h"
+#include "core/logging.h"
 
 namespace fathom::nn {
 
@@ -83,6 +84,12 @@ void check_at_least(const char* type, const char* name, double value, double min
 
 void check_in_unit_interval(const char* type, const char* name, double value) {
   FATHOM_CHECK(value >= 0.0 && value <= 1.0, type, ": ", name, " must be in [0, 1], got ", value);
+}
+
+void warn_if_total_below_warmup(const char* type, int64_t total_num_steps, int64_t warmup_num_steps) {
+  if (total_num_steps < warmup_num_steps)
+    FATHOM_LOG(Warning, type, ": total_num_steps ", total_num_steps, " is less than warmup_num_steps ", warmup_num_steps,
+               ": the warm-up never completes");
 }
 
 void check_warmup_type(const char* type, const std::string& warmup_type) {

@@ -36,5 +36,7 @@ class LRParamReader {
 void check_at_least(const char* type, const char* name, double value, double minimum);
 void check_in_unit_interval(const char* type, const char* name, double value);
 void check_warmup_type(const char* type, const std::string& warmup_type);
+// DeepSpeed warns, and runs, when a schedule ends before its warm-up does.
+void warn_if_total_below_warmup(const char* type, int64_t total_num_steps, int64_t warmup_num_steps);
 
 }  // namespace fathom::nn

@@ -22,6 +22,7 @@ WarmupCosineLR::WarmupCosineLR(const WarmupCosineLRConfig& config, std::vector<d
   FATHOM_CHECK(config.total_num_steps != warmup_num_steps_, type, ": total_num_steps (", config.total_num_steps,
                ") must differ from warmup_num_steps (", warmup_num_steps_,
                " after raising it to at least 2): the cosine phase would have zero length");
+  warn_if_total_below_warmup(type, config.total_num_steps, warmup_num_steps_);
   check_in_unit_interval(type, "warmup_min_ratio", config.warmup_min_ratio);
   check_in_unit_interval(type, "cos_min_ratio", config.cos_min_ratio);
   check_warmup_type(type, config.warmup_type);

@@ -61,6 +61,7 @@ WarmupDecayLR::WarmupDecayLR(const WarmupDecayLRConfig& config, std::vector<doub
   // DeepSpeed only warns when total_num_steps < warmup_num_steps (the decay then starts above
   // zero and falls to 0 at total_num_steps); that is kept, a non-positive total is not.
   FATHOM_CHECK(config.total_num_steps > 0, "WarmupDecayLR: total_num_steps must be > 0, got ", config.total_num_steps);
+  warn_if_total_below_warmup("WarmupDecayLR", config.total_num_steps, warmup_num_steps());
   if (config.last_batch_iteration == -1) update_lrs();
 }
 

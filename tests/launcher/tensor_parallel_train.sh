@@ -24,6 +24,20 @@ printf '{"train_batch_size": 8, "tensor_parallel": {"autotp_size": 2}, "sequence
 "$generate" --model "$work/tp2/model.safetensors" --prompt "int " --max-tokens 8 --temperature 0 >"$work/generated.txt"
 cat "$work/tp2.log" "$work/resumed.log" "$work/export.log"
 grep -q "2 ranks (tensor 2 x data 1)" "$work/tp2.log" || { echo "the job did not run at tensor 2 x data 1"; exit 1; }
+# fathom-export of the last checkpoint writes what fathom-train wrote (GPT-2's Conv1D layout and
+# metadata: fathom-generate and transformers load it), byte for byte.
+cmp "$work/tp2/model.safetensors" "$work/export.safetensors" ||
+  { echo "fathom-export's file differs from fathom-train's model.safetensors"; exit 1; }
+"$generate" --model "$work/export.safetensors" --prompt "int " --max-tokens 8 --temperature 0 >/dev/null
+if python3 -c 'import transformers, torch, safetensors' >/dev/null 2>&1; then
+  python3 "$(dirname "$0")/../models/hf_gpt2_logits.py" "$work/export.safetensors" "$work/hf_logits.txt" ||
+    { echo "transformers' GPT2LMHeadModel does not load fathom-export's file"; exit 1; }
+else
+  echo "notice: python3 with transformers, torch and safetensors is missing: the export's load in transformers is skipped"
+fi
+# The resume line names the checkpoint's whole layout, not only its data-parallel size.
+grep -q "resuming $work/tp2/checkpoints/global_step2 (step 2, 2 ranks: tensor 2 x data 1)" "$work/resumed.log" ||
+  { echo "the resume line does not name the checkpoint's layout"; exit 1; }
 final() { sed -n 's/^fathom-train: done in [0-9:]*: train loss \([0-9.]*\), val loss \([0-9.]*\).*/\1 \2/p' "$1"; }
 close() { echo "$1 $2" | awk 'NF == 4 { d1 = $1 - $3; d2 = $2 - $4; ok = d1 * d1 < 4e-6 && d2 * d2 < 4e-6 } END { exit !ok }'; }
 for run in tp2 sp resumed; do

@@ -50,3 +50,8 @@ TEST_CASE("train options: --tag picks the checkpoint to resume from, and needs -
   CHECK(fathom::testing::error_of([&] { parse_train_options(3, alone); }) ==
         "--tag global_step100 names a checkpoint to resume from; give the folder too: --resume DIR --tag global_step100");
 }
+
+TEST_CASE("train options: --deepspeed_config is DeepSpeed's name for --config", "[launcher]") {
+  CHECK(parse({"--deepspeed_config", "ds_config.json"}).config_path == "ds_config.json");
+  CHECK(parse({"--config", "ds_config.json"}).config_path == "ds_config.json");
+}
