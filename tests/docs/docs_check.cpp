@@ -172,6 +172,17 @@ struct Result {
   std::vector<std::string> output;
 };
 
+// The pages show what a user sees in a fresh shell: no FATHOM_* variable of the caller's (the
+// launcher hands every one to the ranks, and scripts/test sets FATHOM_NUM_THREADS) reaches them.
+void clear_fathom_environment() {
+  std::vector<std::string> names;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string variable = *entry;
+    if (starts_with(variable, "FATHOM_")) names.push_back(variable.substr(0, variable.find('=')));
+  }
+  for (const std::string& name : names) unsetenv(name.c_str());
+}
+
 Result run_command(const fs::path& sandbox, const std::string& text) {
   const fs::path script = sandbox / ".docs_check_command.sh";
   std::ofstream(script) << text << "\n";
@@ -326,6 +337,7 @@ int main(int argc, char** argv) {
   if (!snippets_only) {
     const std::string path = (fs::absolute(build) / "launcher").string() + ":" + std::getenv("PATH");
     setenv("PATH", path.c_str(), 1);
+    clear_fathom_environment();
   }
 
   Report report;
