@@ -821,7 +821,9 @@ TEST_CASE("optimizer offload at stage 0 and ZeRO-3 with pipeline stages are refu
         "zero_optimization.stage is 0; use stage 1, 2 or 3");
   CHECK(parse_error(with(R"("zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5}})"))
             .find("config error at zero_optimization.offload_optimizer.ratio: 0.5 (a partial offload) needs") == 0);
-  CHECK(parse_error(with(R"("pipeline": {"stages": 2}, "zero_optimization": {"stage": 3})")) ==
+  // Refused while parsing, before anything is partitioned (threshold 0 as every stage-3 config here).
+  CHECK(parse_error(with(R"("pipeline": {"stages": 2},
+      "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0})")) ==
         std::string("config error at zero_optimization.stage: ") + kZero3WithPipeline);
   CHECK(parse_error(with(R"("pipeline": {"stages": 2}, "zero_optimization": {"stage": 2})")) == "(no error)");
 }
