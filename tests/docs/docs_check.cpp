@@ -8,8 +8,9 @@
 //   <!-- file: NAME -->     the block's text is written to NAME in the page's sandbox.
 //   <!-- run -->            a ```console block runs: "$ " lines are commands (a trailing "\"
 //                           continues one), the lines below a command are its expected output
-//                           ("..." alone matches any lines, a line ending in " ..." any line with
-//                           that beginning); a command shown without output must exit 0.
+//                           ("..." alone matches any lines; a "..." word inside a line any text
+//                           there, so "step ... | loss ..." checks a log line's words, not its
+//                           numbers); a command shown without output must exit 0.
 //                           A ```sh block runs line by line, each line must exit 0.
 // Each page runs in a sandbox directory of its own, with `build` linking to the build directory
 // and the build's launcher/ first on PATH, so "build/launcher/fathom-train" and "fathom-train"
@@ -204,9 +205,40 @@ Result run_command(const fs::path& sandbox, const std::string& text) {
   return result;
 }
 
+// The pieces of an expected line between its standalone "..." words: "loss ... | io ... MB" gives
+// "loss ", " | io ", " MB". A trailing "..." leaves an empty last piece and takes its space with it,
+// so "step ..." also matches "step" alone.
+std::vector<std::string> wildcard_pieces(const std::string& want) {
+  std::vector<std::string> pieces(1);
+  for (size_t i = 0; i < want.size();) {
+    const bool word = want.compare(i, 3, "...") == 0 && (i == 0 || want[i - 1] == ' ') &&
+                      (i + 3 == want.size() || want[i + 3] == ' ');
+    if (word) {
+      pieces.emplace_back();
+      i += 3;
+    } else {
+      pieces.back() += want[i++];
+    }
+  }
+  if (pieces.size() > 1 && pieces.back().empty() && ends_with(pieces[pieces.size() - 2], " "))
+    pieces[pieces.size() - 2].pop_back();
+  return pieces;
+}
+
+// A documented line against a printed one: "..." inside a line matches any text, so a log line's
+// numbers may vary while its words and their order are checked (a line the program no longer
+// prints that way fails).
 bool line_matches(const std::string& want, const std::string& have) {
-  if (ends_with(want, " ...")) return starts_with(have, want.substr(0, want.size() - 4));
-  return want == have;
+  const std::vector<std::string> pieces = wildcard_pieces(want);
+  if (pieces.size() == 1) return want == have;
+  if (!starts_with(have, pieces.front())) return false;
+  size_t at = pieces.front().size();
+  for (size_t p = 1; p + 1 < pieces.size(); ++p) {
+    at = have.find(pieces[p], at);
+    if (at == std::string::npos) return false;
+    at += pieces[p].size();
+  }
+  return have.size() >= at + pieces.back().size() && ends_with(have, pieces.back());
 }
 
 // Expected lines against actual ones; "..." matches any run of lines (backtracking, both short).
