@@ -6,7 +6,7 @@
 #include "autograd/engine.h"
 #include "autograd/functions.h"
 #include "core/logging.h"
-#include "engine/memory_report.h"
+#include "engine/monitor/memory_report.h"
 #include "engine/non_finite_check.h"
 #include "engine/schedule.h"
 #include "kernels/elementwise.h"

@@ -34,11 +34,11 @@
 
 #include "autograd/engine.h"
 #include "core/generator.h"
-#include "engine/data_loader.h"
+#include "engine/data/loader.h"
 #include "engine/loss_scaler.h"
-#include "engine/monitor.h"
-#include "engine/step_instrument.h"
-#include "engine/step_timers.h"
+#include "engine/monitor/monitor.h"
+#include "engine/monitor/step_instrument.h"
+#include "engine/monitor/step_report.h"
 #include "nn/lr_schedule.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
@@ -68,32 +68,8 @@ struct EngineOptions {
   int64_t train_batch_size() const { return micro_batch_size * gradient_accumulation_steps * dp_world_size; }
 };
 
-// What the engine reports after each optimizer step.
-struct StepReport {
-  int64_t step = 0;              // global steps taken
-  int64_t samples = 0;           // global samples seen
-  double loss = 0.0;             // mean loss of the step (unscaled)
-  double lr = 0.0;
-  double grad_norm = 0.0;        // before clipping
-  double seconds = 0.0;          // wall time of the whole step (all its micro-batches)
-  double samples_per_second = 0.0;
-  double tokens_per_second = 0.0;  // integer inputs counted as tokens
-  // The step's phases summed over its micro-batches, and each micro-step's (engine/step_timers.h):
-  // host clocks, or CUDA events on the compute stream for a GPU model with wall_clock_breakdown.
-  PhaseTimes times;
-  std::vector<PhaseTimes> micro_step_times;
-  // memory_breakdown, at the steps that are printed: this rank's allocator tags after the last
-  // forward, after the last backward and after the step, one line each.
-  std::vector<std::string> memory_breakdown;
-  double loss_scale = 1.0;       // fp16: the scale this step used
-  bool skipped = false;          // fp16: the step overflowed and was skipped
-  int64_t skipped_steps = 0;     // fp16: skipped so far
-  // Offload to nvme: what this rank's swap files moved during the step, and how long it waited.
-  std::optional<zero::IoTotals> io;
-};
-
 class Engine;
-class CheckpointReader;  // engine/checkpoint_reader.h
+class CheckpointReader;  // engine/checkpoint/reader.h
 // A source of micro-batches and the loss of one, for train_batch.
 using NextBatch = std::function<Batch()>;
 using LossFunction = std::function<autograd::Variable(const autograd::Variable& output, const Batch& batch)>;
@@ -186,12 +162,12 @@ class Engine {
   // optimizer runs (engine/non_finite_check.h); false trains on regardless.
   void set_stop_on_non_finite(bool stop) { stop_on_non_finite_ = stop; }
 
-  // Where the step's curves go (engine/monitor.h; initialize sets the config's monitors on the
+  // Where the step's curves go (engine/monitor/monitor.h; initialize sets the config's monitors on the
   // first rank); null: nowhere. A program writes its own events through monitor() too.
   void set_monitor(std::unique_ptr<Monitor> monitor);
   Monitor* monitor() const { return monitor_.get(); }
 
-  // Instruments watching every step (engine/step_instrument.h: the flops profiler, the trace);
+  // Instruments watching every step (engine/monitor/step_instrument.h: the flops profiler, the trace);
   // initialize adds the config's.
   void add_instrument(std::unique_ptr<StepInstrument> instrument);
   // The comms logger (parallel/comms_logger.h) observes every collective of the process while the

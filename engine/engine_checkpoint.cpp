@@ -11,7 +11,7 @@
 //                                      param ("param"), master ("master"), optim
 //                                      ("optim.exp_avg", ...); of tensor-parallel rank t's
 //                                      partition in a tensor-parallel job
-//                                      (engine/checkpoint_partitions.h)
+//                                      (engine/checkpoint/partitions.h)
 //
 // A tag is written into <tag>.tmp, fsynced and renamed, so a run killed while saving leaves the
 // previous tag (and `latest`) intact.
@@ -26,10 +26,10 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "core/logging.h"
-#include "engine/checkpoint_layout.h"
-#include "engine/checkpoint_partitions.h"
-#include "engine/checkpoint_reader.h"
-#include "engine/checkpoint_resharding.h"
+#include "engine/checkpoint/layout.h"
+#include "engine/checkpoint/partitions.h"
+#include "engine/checkpoint/reader.h"
+#include "engine/checkpoint/resharding.h"
 #include "engine/engine.h"
 #include "core/json.h"
 #include "core/json_writer.h"

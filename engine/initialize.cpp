@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/logging.h"
-#include "engine/monitor.h"
+#include "engine/monitor/make_monitors.h"
 #include "engine/offload_setup.h"
 #include "engine/pipeline_executor.h"
 #include "engine/profilers.h"

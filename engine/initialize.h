@@ -10,8 +10,8 @@
 
 #include <memory>
 
-#include "engine/config.h"
-#include "engine/data_loader.h"
+#include "engine/config/config.h"
+#include "engine/data/loader.h"
 #include "engine/engine.h"
 
 namespace fathom {

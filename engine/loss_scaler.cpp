@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "engine/config.h"
+#include "engine/config/config.h"
 
 namespace fathom {
 

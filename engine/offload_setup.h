@@ -3,7 +3,7 @@
 // state's placement (zero/optimizer_offload.h, zero/parameter_offload.h), checked against the
 // rest of the config, with each rank's swap directory: <nvme_path>/<job>/rank<r> (docs/offload.md).
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "parallel/topology.h"
 #include "zero/optimizer_offload.h"
 #include "zero/parameter_offload.h"

@@ -1,8 +1,8 @@
 #include "engine/profilers.h"
 
 #include "core/logging.h"
-#include "engine/flops_profiler.h"
-#include "engine/trace.h"
+#include "engine/monitor/flops_profiler.h"
+#include "engine/monitor/trace.h"
 #include "parallel/comms_logger.h"
 
 namespace fathom {

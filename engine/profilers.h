@@ -3,7 +3,7 @@
 // "comms_logger" on every rank (each measures its own collectives; the first rank prints),
 // "flops_profiler" on the first rank, "trace" on every rank (one file, written by the first).
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "engine/engine.h"
 #include "parallel/topology.h"
 

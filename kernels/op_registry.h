@@ -53,7 +53,7 @@ struct Tolerance {
   double rtol = 0;
 };
 
-// What one call of an op computes, for the flops profiler (engine/flops_profiler.h): its
+// What one call of an op computes, for the flops profiler (engine/monitor/flops_profiler.h): its
 // multiply-accumulates and floating-point operations, from the shapes. DeepSpeed's profiler's
 // conventions: a matmul is M·N·K MACs and 2·M·N·K flops (causal attention's T×T products count
 // whole), a bias, softmax and activations 1 flop per element, layernorm 5, embedding and dropout 0;

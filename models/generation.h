@@ -1,6 +1,6 @@
 #pragma once
 // Batched sampling with the key/value cache: the generation half of an RLHF step (the hybrid
-// engine, engine/hybrid_engine.h, runs it on the actor's training weights). All prompts of a batch have the same length (the cache has one
+// engine, engine/rlhf/hybrid_engine.h, runs it on the actor's training weights). All prompts of a batch have the same length (the cache has one
 // position counter for the batch); each row stops at its own end token, after which it is
 // filled with the pad token and masked out.
 

@@ -1,6 +1,6 @@
 #pragma once
 // Watching the collectives a process runs: what the comms logger (parallel/comms_logger.h) and
-// the step timeline (engine/trace.h) are built on. Backends report each collective's execution
+// the step timeline (engine/monitor/trace.h) are built on. Backends report each collective's execution
 // span as it completes: the MPI backend the time its progress thread spent in the MPI call
 // (exact), point-to-point and NCCL collectives from issue until the host sees them complete.
 // Nothing is measured while no observer is registered (one relaxed atomic load per collective).

@@ -1,6 +1,6 @@
 #pragma once
 // DeepSpeed's defaults for the "zero_optimization" sizes (v0.16), in elements: the one place
-// they are written down. The config (engine/config.h) and the ZeRO option structs use them.
+// they are written down. The config (engine/config/config.h) and the ZeRO option structs use them.
 
 #include <cstdint>
 

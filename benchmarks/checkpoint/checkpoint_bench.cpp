@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "benchmarks/common/gpt_bench_setup.h"
-#include "engine/checkpoint_layout.h"
-#include "engine/checkpoint_reader.h"
+#include "engine/checkpoint/layout.h"
+#include "engine/checkpoint/reader.h"
 #include "engine/initialize.h"
-#include "engine/token_dataset.h"
+#include "engine/data/token_dataset.h"
 #include "models/gpt.h"
 #include "nn/loss.h"
 #include "parallel/runtime.h"

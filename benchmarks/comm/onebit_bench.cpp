@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "engine/byte_text_dataset.h"
+#include "engine/data/byte_text_dataset.h"
 #include "engine/initialize.h"
 #include "models/gpt.h"
 #include "nn/loss.h"

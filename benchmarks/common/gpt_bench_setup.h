@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/token_dataset.h"
+#include "engine/data/token_dataset.h"
 #include "models/gpt.h"
 
 namespace fathom::bench {

@@ -46,7 +46,7 @@
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "core/tensor.h"
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "engine/initialize.h"
 #include "models/gpt.h"
 #include "nn/loss.h"

@@ -27,7 +27,7 @@
 #include "benchmarks/common/gpt_bench_setup.h"
 #include "core/allocator.h"
 #include "core/threads.h"
-#include "engine/data_collate.h"
+#include "engine/data/collate.h"
 #include "engine/initialize.h"
 #include "engine/pipeline_executor.h"
 #include "models/gpt.h"

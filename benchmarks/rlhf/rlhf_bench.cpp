@@ -19,7 +19,7 @@
 #include "core/shape_ops.h"
 #include "core/threads.h"
 #include "engine/initialize.h"
-#include "engine/ppo_iteration.h"
+#include "engine/rlhf/ppo_iteration.h"
 #include "models/gpt_inference.h"
 #include "models/reward_model.h"
 #include "parallel/local_communicator.h"

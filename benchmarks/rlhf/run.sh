@@ -15,7 +15,7 @@ cd "$(dirname "$0")/../.."
 build=${1:-build}
 out=${FATHOM_BENCH_OUT:-$(mktemp -d)}
 mkdir -p "$out"
-bench=$build/benchmarks/rlhf/fathom_rlhf_bench chat=$build/launcher/fathom-chat
+bench=$build/benchmarks/rlhf/fathom_rlhf_bench chat=$build/bin/fathom-chat
 [[ -x $bench && -x $chat ]] || { echo "run.sh: build first (scripts/build)" >&2; exit 1; }
 venv=${FATHOM_RLHF_VENV:-$build/rlhf-venv}
 benchmarks/rlhf/trl_venv.sh "$venv"

@@ -72,6 +72,6 @@ if ((!quick)); then
 fi
 
 echo
-python3 benchmarks/train_gpt/tables.py "$out" "$build/launcher/fathom-report"
+python3 benchmarks/train_gpt/tables.py "$out" "$build/bin/fathom-report"
 echo
 echo "results: $out"

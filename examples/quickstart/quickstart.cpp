@@ -3,7 +3,7 @@
 //
 //   build/examples/quickstart/quickstart [--config FILE] [--steps N]
 //   mpirun -np 2 build/examples/quickstart/quickstart
-//   build/launcher/fathom --num_procs 2 build/examples/quickstart/quickstart
+//   build/bin/fathom --num_procs 2 build/examples/quickstart/quickstart
 #include <fathom.h>
 
 #include <cstdio>

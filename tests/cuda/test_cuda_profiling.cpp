@@ -6,9 +6,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/flops_profiler.h"
+#include "engine/monitor/flops_profiler.h"
 #include "engine/initialize.h"
-#include "engine/token_dataset.h"
+#include "engine/data/token_dataset.h"
 #include "models/gpt.h"
 #include "nn/loss.h"
 #include "require_cuda.h"

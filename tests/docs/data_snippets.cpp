@@ -3,8 +3,8 @@
 // FineWeb shard is not a unit test (the loader's behaviour is tested in tests/engine/test_data.cpp).
 #include <catch2/catch.hpp>  // docs:skip
 #include <fathom.h>  // docs:skip
-#include "engine/data_loader.h"
-#include "engine/token_dataset.h"
+#include "engine/data/loader.h"
+#include "engine/data/token_dataset.h"
 using namespace fathom;
 
 [[maybe_unused]] static void data_loader_tour(nn::Module& model, int64_t rank, int64_t world, int epochs) {  // docs:skip

@@ -13,7 +13,7 @@
 //                           numbers); a command shown without output must exit 0.
 //                           A ```sh block runs line by line, each line must exit 0.
 // Each page runs in a sandbox directory of its own, with `build` linking to the build directory
-// and the build's launcher/ first on PATH, so "build/launcher/fathom-train" and "fathom-train"
+// and the build's bin/ first on PATH, so "build/bin/fathom-train" and "fathom-train"
 // both work as a reader would type them.
 //
 // Usage: docs_check --root REPO [--build BUILD] [--snippets-only] [--keep] PAGE.md ...
@@ -367,7 +367,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!snippets_only) {
-    const std::string path = (fs::absolute(build) / "launcher").string() + ":" + std::getenv("PATH");
+    const std::string path = (fs::absolute(build) / "bin").string() + ":" + std::getenv("PATH");
     setenv("PATH", path.c_str(), 1);
     clear_fathom_environment();
   }

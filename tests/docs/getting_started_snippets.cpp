@@ -2,7 +2,7 @@
 // lines are the scaffolding the reader does not see: the config and token file the program reads.
 #include <catch2/catch.hpp>  // docs:skip
 #include "docs_sandbox.h"  // docs:skip
-#include "engine/data_token_file.h"  // docs:skip
+#include "engine/data/token_file.h"  // docs:skip
 #include <fathom.h>
 
 TEST_CASE("getting_started.md: the engine from your own program") {  // docs:skip

@@ -8,8 +8,8 @@
 
 #include "docs_sandbox.h"
 #include "engine/loss_scaler.h"
-#include "engine/token_dataset.h"
-#include "engine/data_token_file.h"
+#include "engine/data/token_dataset.h"
+#include "engine/data/token_file.h"
 
 namespace fathom {
 namespace {

@@ -4,10 +4,10 @@
 #include <fstream>
 #include <set>
 
-#include "engine/checkpoint_layout.h"
-#include "engine/checkpoint_reader.h"
+#include "engine/checkpoint/layout.h"
+#include "engine/checkpoint/reader.h"
 #include "engine/initialize.h"
-#include "engine/token_dataset.h"
+#include "engine/data/token_dataset.h"
 #include "models/gpt.h"
 #include "mpi_test_util.h"
 #include "nn/loss.h"

@@ -10,9 +10,9 @@
 #include <functional>
 
 #include "core/error.h"
-#include "engine/config.h"
-#include "engine/config_auto.h"
-#include "engine/config_check.h"
+#include "engine/config/config.h"
+#include "engine/config/auto_values.h"
+#include "engine/config/check.h"
 
 using namespace fathom;
 

@@ -21,11 +21,11 @@
 
 #include "core/error.h"
 #include "core/generator.h"
-#include "engine/byte_text_dataset.h"
-#include "engine/data_loader.h"
-#include "engine/data_shuffle.h"
-#include "engine/tensor_dataset.h"
-#include "engine/token_dataset.h"
+#include "engine/data/byte_text_dataset.h"
+#include "engine/data/loader.h"
+#include "engine/data/shuffle.h"
+#include "engine/data/tensor_dataset.h"
+#include "engine/data/token_dataset.h"
 
 using namespace fathom;
 

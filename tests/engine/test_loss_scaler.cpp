@@ -13,7 +13,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "engine/loss_scaler.h"
 #include "core/json.h"
 

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "engine/initialize.h"
-#include "engine/token_dataset.h"
+#include "engine/data/token_dataset.h"
 #include "models/gpt.h"
 #include "autograd/functions.h"
 #include "nn/loss.h"

@@ -5,11 +5,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/csv_monitor.h"
+#include "engine/monitor/csv_monitor.h"
 #include "engine/initialize.h"
-#include "engine/tensorboard_events.h"
-#include "engine/tensorboard_monitor.h"
-#include "engine/token_dataset.h"
+#include "engine/monitor/tensorboard_events.h"
+#include "engine/monitor/tensorboard_monitor.h"
+#include "engine/data/token_dataset.h"
 #include "models/gpt.h"
 #include "nn/loss.h"
 #include "test_util.h"

@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/ppo_advantages.h"
+#include "engine/rlhf/ppo_advantages.h"
 
 using namespace fathom;
 

@@ -6,9 +6,9 @@
 
 #include "autograd/grad_mode.h"
 #include "engine/initialize.h"
-#include "engine/ppo_iteration.h"
-#include "engine/preference_data.h"
-#include "engine/rlhf_batches.h"
+#include "engine/rlhf/ppo_iteration.h"
+#include "engine/rlhf/preference_data.h"
+#include "engine/rlhf/batches.h"
 #include "models/reward_model.h"
 #include "nn/loss.h"
 #include "nn/optimizer_factory.h"

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <string>
 
-#include "engine/preference_data.h"
-#include "engine/rlhf_batches.h"
+#include "engine/rlhf/preference_data.h"
+#include "engine/rlhf/batches.h"
 
 using namespace fathom;
 

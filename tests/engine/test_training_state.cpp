@@ -7,7 +7,7 @@
 #include "autograd/functions.h"
 #include "engine/engine.h"
 #include "engine/initialize.h"
-#include "engine/token_dataset.h"
+#include "engine/data/token_dataset.h"
 #include "models/gpt.h"
 #include "nn/loss.h"
 #include "nn/optimizer_factory.h"

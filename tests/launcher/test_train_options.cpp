@@ -4,16 +4,16 @@
 #include <vector>
 
 #include "core/cuda/cuda_runtime.h"
-#include "launcher/train_options.h"
+#include "apps/train/train_options.h"
 #include "test_util.h"
 
 using namespace fathom;
-using fathom::launcher::parse_train_options;
-using fathom::launcher::TrainOptions;
-using fathom::launcher::resolve_device;
+using fathom::apps::parse_train_options;
+using fathom::apps::TrainOptions;
+using fathom::apps::resolve_device;
 
 namespace {
-launcher::TrainOptions parse(std::vector<const char*> args) {
+apps::TrainOptions parse(std::vector<const char*> args) {
   args.insert(args.begin(), "fathom-train");
   return parse_train_options(static_cast<int>(args.size()), args.data());
 }

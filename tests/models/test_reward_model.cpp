@@ -6,7 +6,7 @@
 #include "autograd/functions.h"
 #include "models/reward_model.h"
 #include "autograd/grad_mode.h"
-#include "engine/rlhf_batches.h"
+#include "engine/rlhf/batches.h"
 #include "nn/optimizer_factory.h"
 #include "nn/rlhf_loss.h"
 

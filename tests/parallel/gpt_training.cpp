@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "engine/initialize.h"
-#include "engine/token_dataset.h"
+#include "engine/data/token_dataset.h"
 #include "zero/sharded_state.h"
 #include "models/gpt.h"
 #include "nn/deferred_init.h"

@@ -1,9 +1,9 @@
-// The hybrid engine (engine/hybrid_engine.h) at ZeRO-3, at this world size (CTest runs 1 and 2
+// The hybrid engine (engine/rlhf/hybrid_engine.h) at ZeRO-3, at this world size (CTest runs 1 and 2
 // ranks): pin_parameters gathers each parameter once per generation, without it once per
 // forward; either way the tokens are the unsharded model's with the same weights and seed, ranks
 // whose rows end at different times still pair their gathers, and training after a generation
 // is training without one.
-#include "engine/hybrid_engine.h"
+#include "engine/rlhf/hybrid_engine.h"
 #include "engine/initialize.h"
 #include "models/generation.h"
 #include "mpi_test_util.h"

@@ -8,7 +8,7 @@
 
 #include "core/json.h"
 #include "engine/initialize.h"
-#include "engine/token_dataset.h"
+#include "engine/data/token_dataset.h"
 #include "models/gpt.h"
 #include "mpi_test_util.h"
 #include "nn/loss.h"

@@ -6,8 +6,8 @@
 // allocates and zero_grad releases, at the boundary before the step.
 #include "core/allocator.h"
 #include "engine/initialize.h"
-#include "engine/memory_report.h"
-#include "engine/token_dataset.h"
+#include "engine/monitor/memory_report.h"
+#include "engine/data/token_dataset.h"
 #include "models/gpt.h"
 #include "mpi_test_util.h"
 #include "nn/loss.h"

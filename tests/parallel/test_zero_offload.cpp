@@ -12,7 +12,7 @@
 #include <fstream>
 
 #include "core/allocator.h"
-#include "engine/checkpoint_export.h"
+#include "engine/checkpoint/export.h"
 #include "engine/initialize.h"
 #include "gpt_training.h"
 #include "mpi_test_util.h"

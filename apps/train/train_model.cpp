@@ -1,0 +1,55 @@
+#include "apps/train/train_model.h"
+
+#include "models/gpt_weights.h"
+#include "nn/deferred_init.h"
+#include "nn/loss.h"
+
+namespace fathom::apps {
+
+TrainModel::TrainModel(const models::GPTConfig& config, uint64_t seed, const std::string& init_path,
+                       bool shard_by_shard, const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options, Device device,
+                       parallel::PipelineOptions pipeline)
+    : config_(config) {
+  parameter_count_ = config.parameter_count();
+  if (groups.pipeline().size() > 1 && groups.tensor().size() == 1 && init_path.empty()) {
+    // Each stage builds only its own layers.
+    pipeline_ = std::make_shared<parallel::PipelineModule>(
+        config.layers(), [&](const std::vector<bool>& built) { return std::make_shared<models::GPT>(config, seed, built); },
+        groups, pipeline);
+    module_ = pipeline_;
+    return;
+  }
+  if (shard_by_shard) {
+    FATHOM_CHECK(groups.tensor().size() == 1 && groups.pipeline().size() == 1,
+                 "TrainModel: shard by shard builds the GPT without tensor or pipeline parallelism");
+    nn::DeferredInit deferred;
+    auto gpt = std::make_shared<models::GPT>(config, seed);
+    if (!init_path.empty()) models::load_gpt2_safetensors(*gpt, init_path);  // read when each is sharded
+    module_ = gpt;
+    return;
+  }
+  auto gpt = std::make_shared<models::GPT>(config, seed);
+  if (!init_path.empty()) models::load_gpt2_safetensors(*gpt, init_path);
+  module_ = gpt;
+  if (groups.tensor().size() > 1) {
+    FATHOM_CHECK(config.n_head % groups.tensor().size() == 0, "tensor_parallel.autotp_size ", groups.tensor().size(),
+                 " does not divide the model's ", config.n_head, " attention heads; use a tensor-parallel size that "
+                 "divides ", config.n_head);
+    tensor_parallel_ =
+        std::make_shared<models::TensorParallelGPT>(config, groups.for_device(parallel::Axis::Tensor, device), options);
+    tensor_parallel_->load_full(*gpt);
+    module_ = tensor_parallel_;
+  }
+  if (groups.pipeline().size() > 1) {  // the GPT, or its tensor-parallel form (3D), cut into stages
+    pipeline_ = std::make_shared<parallel::PipelineModule>(module_, groups, pipeline);
+    module_ = pipeline_;
+  }
+}
+
+autograd::Variable TrainModel::loss(const autograd::Variable& output, const Tensor& targets,
+                                    std::optional<double> normaliser) const {
+  if (tensor_parallel_) return tensor_parallel_->loss_of_logits(output, targets, normaliser);
+  return nn::cross_entropy(output, targets, normaliser);
+}
+
+}  // namespace fathom::apps

@@ -1,0 +1,55 @@
+#pragma once
+// The model fathom-train trains: a models::GPT, or with tensor parallelism
+// (tensor_parallel.autotp_size > 1) a models::TensorParallelGPT over the tensor-parallel group,
+// or with pipeline parallelism (pipeline.stages > 1) this rank's stage of the GPT
+// (parallel::PipelineModule); and the loss of what the model returns (all logits, or this
+// rank's vocabulary slice of them).
+//
+// The tensor-parallel model starts from the very weights the unsplit GPT of the same seed (or
+// --init file) has: every rank builds that GPT on the host once and keeps its shards, so one
+// command trains the same model at every tensor-parallel size. (At start a rank holds the whole
+// model for a moment; a program that cannot afford that builds TensorParallelGPT directly.) A
+// pipeline stage of the GPT from the seed builds only its own layers.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "models/gpt.h"
+#include "models/gpt_tensor_parallel.h"
+#include "parallel/pipeline_module.h"
+#include "parallel/topology.h"
+
+namespace fathom::apps {
+
+class TrainModel {
+ public:
+  // `init_path`: Hugging Face GPT-2 safetensors to start from ("": the seed's initialisation).
+  // `shard_by_shard`: build the GPT under nn::DeferredInit (ZeRO stage 3 makes each parameter —
+  // from the seed, or read from `init_path` — when it shards it; without tensor or pipeline
+  // parallelism).
+  // `options`: the tensor-parallel model's (sequence parallelism, partitioned activations);
+  // `device`: where it will train, whose tensor-parallel communicator its layers use (NCCL on GPUs).
+  TrainModel(const models::GPTConfig& config, uint64_t seed, const std::string& init_path, bool shard_by_shard,
+             const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options = {},
+             Device device = kCPU, parallel::PipelineOptions pipeline = {});
+
+  const std::shared_ptr<nn::Module>& module() const { return module_; }
+  // This rank's pipeline stage (null without pipeline parallelism).
+  const std::shared_ptr<parallel::PipelineModule>& pipeline() const { return pipeline_; }
+  // The mean cross-entropy of the module's output against `targets`, the same on every rank.
+  autograd::Variable loss(const autograd::Variable& output, const Tensor& targets,
+                          std::optional<double> normaliser = std::nullopt) const;
+  const models::GPTConfig& config() const { return config_; }
+  int64_t parameter_count() const { return parameter_count_; }  // the unsplit model's
+
+ private:
+  models::GPTConfig config_;
+  std::shared_ptr<models::TensorParallelGPT> tensor_parallel_;  // null without tensor parallelism
+  std::shared_ptr<parallel::PipelineModule> pipeline_;          // null without pipeline parallelism
+  std::shared_ptr<nn::Module> module_;
+  int64_t parameter_count_ = 0;
+};
+
+}  // namespace fathom::apps

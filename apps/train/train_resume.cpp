@@ -1,0 +1,169 @@
+#include "apps/train/train_resume.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/json.h"
+#include "core/json_writer.h"
+#include "engine/checkpoint/reader.h"
+
+namespace fathom::apps {
+namespace {
+
+constexpr const char* kClientKey = "fathom-train";
+
+std::string shape_text(const models::GPTConfig& c) {
+  return std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) + " heads, " + std::to_string(c.n_embd) +
+         " wide, block " + std::to_string(c.block_size);
+}
+
+bool same_shape(const models::GPTConfig& a, const models::GPTConfig& b) {
+  return a.n_layer == b.n_layer && a.n_head == b.n_head && a.n_embd == b.n_embd && a.block_size == b.block_size;
+}
+
+std::optional<TrainRun> train_run_of(const std::string& client_state, const std::string& source) {
+  const JsonValue state = parse_json(client_state, source);
+  const JsonValue* run = state.is_object() ? state.find(kClientKey) : nullptr;
+  if (!run) return std::nullopt;
+  const JsonValue& model = run->at("model");
+  TrainRun out;
+  out.preset = run->at("preset").as_string();
+  out.model = models::GPTConfig::preset(out.preset);
+  out.model.n_layer = model.at("n_layer").as_int64();
+  out.model.n_head = model.at("n_head").as_int64();
+  out.model.n_embd = model.at("n_embd").as_int64();
+  out.model.block_size = model.at("block_size").as_int64();
+  out.model.vocab_size = model.at("vocab_size").as_int64();
+  out.data_path = run->at("data").as_string();
+  out.val_data_path = run->at("val_data").as_string();
+  out.steps = run->at("steps").as_int64();
+  if (const JsonValue* save_every = run->find("save_every")) out.save_every = save_every->as_int64();
+  if (const JsonValue* format = run->find("data_format")) out.data_format = parse_data_format(format->as_string());
+  return out;
+}
+
+}  // namespace
+
+std::string train_run_client_state(const TrainRun& run) {
+  JsonWriter w(JsonWriter::Layout::Compact);
+  w.begin_object().key(kClientKey).begin_object();
+  w.member("preset", run.preset);
+  w.key("model").begin_object();
+  w.member("n_layer", static_cast<long long>(run.model.n_layer))
+      .member("n_head", static_cast<long long>(run.model.n_head));
+  w.member("n_embd", static_cast<long long>(run.model.n_embd));
+  w.member("block_size", static_cast<long long>(run.model.block_size));
+  w.member("vocab_size", static_cast<long long>(run.model.vocab_size));
+  w.end_object();
+  w.member("data", run.data_path)
+      .member("val_data", run.val_data_path)
+      .member("steps", static_cast<long long>(run.steps))
+      .member("save_every", static_cast<long long>(run.save_every))
+      .member("data_format", run.data_format == DataFormat::Text     ? "text"
+                             : run.data_format == DataFormat::Tokens ? "tokens"
+                                                                     : "auto");
+  w.end_object().end_object();
+  return w.str();
+}
+
+TrainOptions with_restart_resume(TrainOptions options, std::vector<std::string>* log) {
+  const char* count = std::getenv("FATHOM_RESTART_COUNT");
+  if (!count || std::string(count) == "0" || !options.resume_dir.empty()) return options;
+  const std::filesystem::path latest = std::filesystem::path(options.out_dir) / "checkpoints" / "latest";
+  if (std::filesystem::exists(latest)) {
+    options.resume_dir = options.out_dir;
+    if (log) log->push_back(std::string("restart ") + count + " (FATHOM_RESTART_COUNT): resuming " + options.out_dir);
+  } else if (log) {
+    log->push_back(std::string("restart ") + count + " (FATHOM_RESTART_COUNT): no checkpoint in " + options.out_dir +
+                   "/checkpoints yet, so from the start (--save-every N keeps one)");
+  }
+  return options;
+}
+
+ResumePoint open_resume_point(const std::string& resume_dir, const std::string& tag) {
+  ResumePoint point;
+  point.dir = find_checkpoint_dir(resume_dir, tag);
+  const CheckpointReader reader(point.dir, tag);
+  point.tag = reader.tag();
+  const JsonValue& index = reader.index();
+  point.world_size = reader.world_size();
+  point.global_steps = index.at("engine").at("global_steps").as_int64();
+  point.config_json = index.at("config").as_string();
+  point.run = train_run_of(index.at("client_state").as_string(), reader.index_path() + " (client_state)");
+  point.tensor_size = reader.tensor_parallel_size();
+  point.pipeline_size = reader.pipeline_parallel_size();
+  return point;
+}
+
+std::string ResumePoint::layout() const {
+  const int ranks = world_size * tensor_size * pipeline_size;
+  std::string text = std::to_string(ranks) + (ranks == 1 ? " rank" : " ranks");
+  if (tensor_size == 1 && pipeline_size == 1) return text;
+  text += ": ";
+  if (pipeline_size > 1) text += "pipeline " + std::to_string(pipeline_size) + " x ";
+  if (tensor_size > 1) text += "tensor " + std::to_string(tensor_size) + " x ";
+  return text + "data " + std::to_string(world_size);
+}
+
+TrainOptions resumed_options(const TrainOptions& given, const ResumePoint& point, std::vector<std::string>* log) {
+  TrainOptions o = given;
+  std::string taken;
+  if (point.run) {
+    const TrainRun& run = *point.run;
+    if (given.model_flags_given()) {
+      models::GPTConfig asked = given.preset_given ? models::GPTConfig::preset(given.preset) : run.model;
+      given.apply_sizes(asked);
+      FATHOM_CHECK(same_shape(asked, run.model), "--resume: the checkpoint ", point.dir, "/", point.tag,
+                   " holds a GPT of ", shape_text(run.model), " (preset ", run.preset, "), but the flags ask for ",
+                   shape_text(asked),
+                   "; drop --preset and the size flags to continue it, or start a new run "
+                   "(another --out, without --resume)");
+    }
+    o.preset = run.preset;
+    o.n_layer = run.model.n_layer, o.n_head = run.model.n_head, o.n_embd = run.model.n_embd;
+    o.block_size = run.model.block_size, o.vocab_size = run.model.vocab_size;
+    taken = "the model (GPT " + run.preset + ": " + shape_text(run.model) + ")";
+    if (given.data_path.empty() && !run.data_path.empty()) {
+      o.data_path = run.data_path;
+      o.data_format = run.data_format;
+      taken += ", --data " + run.data_path;
+      if (given.val_data_path.empty() && !run.val_data_path.empty()) {
+        o.val_data_path = run.val_data_path;
+        taken += ", --val-data " + run.val_data_path;
+      }
+    }
+    if (!given.steps_given) {
+      o.steps = run.steps;
+      taken += ", --steps " + std::to_string(run.steps);
+    }
+    if (!given.save_every_given && run.save_every > 0) {
+      o.save_every = run.save_every;
+      taken += ", --save-every " + std::to_string(run.save_every);
+    }
+  }
+  if (log && !taken.empty())
+    log->push_back("resuming " + point.dir + "/" + point.tag + " (step " + std::to_string(point.global_steps) + ", " +
+                   point.layout() + "): took " + taken + " from it");
+  return o;
+}
+
+Config resumed_config(const ResumePoint& point, int world, std::vector<std::string>* log) {
+  Config config = Config::from_string(point.config_json, ConfigFormat::Json);
+  BatchConfig& batch = config.batch;
+  const int64_t global = batch.train_batch_size, accumulation = batch.gradient_accumulation_steps;
+  FATHOM_CHECK(global % (accumulation * world) == 0, "--resume: the checkpoint's global batch of ", global,
+               " samples in ", accumulation, accumulation == 1 ? " micro-step" : " micro-steps",
+               " does not divide over ", world, " ranks; run at a world size that divides ", global / accumulation,
+               ", or pass a --config with batch sizes for ", world, " ranks");
+  batch = BatchConfig{.train_batch_size = global, .gradient_accumulation_steps = accumulation};
+  config.resolve_batch(world);
+  if (log)
+    log->push_back("config from the checkpoint: train_batch_size " + std::to_string(global) + " = " +
+                   std::to_string(config.batch.train_micro_batch_size_per_gpu) + " per rank x " +
+                   std::to_string(accumulation) + " accumulation x " + std::to_string(world) +
+                   (world == 1 ? " rank" : " ranks") + "; its schedule and seed as they were");
+  return config;
+}
+
+}  // namespace fathom::apps

@@ -1,0 +1,30 @@
+#pragma once
+// Internal to the config: one parser per section of a ds_config (config_sections.cpp,
+// config_zero.cpp). Each reads its object with ConfigSection, so its errors name the key path.
+
+#include "engine/config/config.h"
+#include "engine/config/section.h"
+
+namespace fathom {
+
+// The whole config from its tree (Config::from_file / from_string), and a file's tree.
+Config parse_config(const ConfigNode& root, const std::string& source);
+ConfigNode read_config_file(const std::string& path);
+
+Fp16Config parse_fp16(const ConfigSection& section);
+Bf16Config parse_bf16(const ConfigSection& section);
+MonitorConfig parse_monitor(const ConfigSection& section);
+FlopsProfilerConfig parse_flops_profiler(const ConfigSection& section);
+CommsLoggerConfig parse_comms_logger(const ConfigSection& section);
+TraceConfig parse_trace(const ConfigSection& section);
+// DeepSpeed's deprecated spellings inside the section are mapped, each with a line in `notices`.
+// The top-level "aio" block.
+AioConfig parse_aio(const ConfigSection& section, std::vector<std::string>& notices);
+ZeroConfig parse_zero(const ConfigSection& section, std::vector<std::string>& notices);
+// "config notice at <path> (line N): <what>" — a key read differently from how it is written.
+std::string config_notice(const ConfigSection& section, const std::string& key, const std::string& what);
+OptimizerConfig parse_optimizer(const ConfigSection& section);
+// `base_lr`: the optimizer's lr (the schedule is built once here to check its params).
+SchedulerConfig parse_scheduler(const ConfigSection& section, double base_lr);
+
+}  // namespace fathom
