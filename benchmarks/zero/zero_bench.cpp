@@ -10,7 +10,7 @@
 // stage3_param_persistence_threshold and stage3_max_live_parameters unless given. Per stage: one
 // warm-up step, then `steps` timed steps. Model states are read from the allocator's tags after
 // a step — stage 0's gradients, which backward allocates and zero_grad releases, at the boundary
-// before the step (as tests/parallel/test_zero_memory.cpp). Memory is the largest rank's; "peak
+// before the step (as tests/zero/test_zero_memory.cpp). Memory is the largest rank's; "peak
 // live" is the allocator's peak of live bytes over the whole case (model construction,
 // initialize, every step); stage 3 also reports the gatherer's peak of gathered parameter
 // elements. Times are the slowest rank's median: the whole step and its parts (forward; backward

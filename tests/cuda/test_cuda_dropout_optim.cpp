@@ -11,7 +11,7 @@
 #include "kernels/reduction_kernels.h"
 #include "nn/adam.h"
 #include "nn/sgd.h"
-#include "kernels/step_lists.h"
+#include "tests/kernels/step_lists.h"
 #include "require_cuda.h"
 #include "test_util.h"
 

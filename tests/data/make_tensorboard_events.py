@@ -1,5 +1,5 @@
 """Writes tests/data/tensorboard_reference.tfevents with TensorBoard's own event writer, for the
-C++ reader test (tests/engine/test_monitor.cpp): a reader written beside Fathom's writer would
+C++ reader test (tests/engine/monitor/test_monitor.cpp): a reader written beside Fathom's writer would
 share its mistakes. Needs the `tensorboard` package (pip install tensorboard); run once:
 
     python3 tests/data/make_tensorboard_events.py tests/data/tensorboard_reference.tfevents

@@ -1,6 +1,6 @@
 // The C++ snippet of docs/data.md, verbatim (docs_check compares it); "docs:skip" lines are the
 // scaffolding the reader does not see. It is compiled, not run: a GPT-2-sized batch on a real
-// FineWeb shard is not a unit test (the loader's behaviour is tested in tests/engine/test_data.cpp).
+// FineWeb shard is not a unit test (the loader's behaviour is tested in tests/engine/data/test_data.cpp).
 #include <catch2/catch.hpp>  // docs:skip
 #include <fathom.h>  // docs:skip
 #include "engine/data/loader.h"

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/step_lists.h"
+#include "tests/kernels/step_lists.h"
 #include "test_util.h"
 
 using namespace fathom;

@@ -14,7 +14,7 @@
 #include "offload/direct_file.h"
 #include "offload/io_engine.h"
 #include "offload/io_faults.h"
-#include "offload/offload_test_util.h"
+#include "tests/offload/offload_test_util.h"
 #include "test_util.h"
 #include "offload/swap_file.h"
 

@@ -16,7 +16,7 @@
 #include "mpi_test_util.h"
 #include "parallel/comms_logger.h"
 #include "parallel/nccl_communicator.h"
-#include "cuda/require_cuda.h"
+#include "tests/cuda/require_cuda.h"
 #include "test_util.h"
 #include "zero_partitioning.h"
 
@@ -72,7 +72,7 @@ TEST_CASE("ZeRO stages 1-3 at world size 1 on the GPU equal stage 0", "[cuda]") 
 // Offload moves the optimizer to the CPU: the CPU Adam and the CUDA Adam evaluate the same f32
 // expressions, but the compilers contract multiply-adds into FMAs differently, so the updates may
 // differ in the last bit; the bound is the equivalence bound, not bitwise (on a CPU-only machine
-// both sides run the same kernel and tests/parallel/test_zero_offload.cpp demands bit equality).
+// both sides run the same kernel and tests/zero/test_zero_offload.cpp demands bit equality).
 TEST_CASE("optimizer offload to cpu and nvme on a GPU model equals no offload", "[cuda]") {
   FATHOM_REQUIRE_CUDA();
   const std::string swap = (std::filesystem::current_path() / ("gpu-offload-" + std::to_string(runtime().rank()))).string();

@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "core/simt/device.h"
 #include "tests/simt/race_fixtures.h"
-#include "tests/test_util.h"
+#include "tests/support/test_util.h"
 
 using fathom::simt::Dim3;
 using fathom::simt::launch_kernel;

@@ -14,7 +14,7 @@
 #include <random>
 
 #include "core/error.h"
-#include "offload/offload_test_util.h"
+#include "tests/offload/offload_test_util.h"
 #include "zero/gradient_shard.h"
 #include "zero/swapped_gradients.h"
 

@@ -1,6 +1,6 @@
 """Reads the TensorBoard files fathom-train wrote with TensorBoard's own EventAccumulator and
 checks the curves: skipped (with a notice) when the `tensorboard` package is missing; the C++
-reader test (tests/engine/test_monitor.cpp) runs everywhere.
+reader test (tests/engine/monitor/test_monitor.cpp) runs everywhere.
 
     read_tensorboard_events.py LOGDIR STEPS GLOBAL_BATCH
 """

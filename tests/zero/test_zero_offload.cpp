@@ -652,7 +652,7 @@ TEST_CASE("offload_param bad input: stage, path, buffer_size and max_in_cpu", "[
   CHECK_THAT(error_of(config_text(3, 1, false, with("max_in_cpu", 100))),
              Catch::Contains("offload_param.max_in_cpu: 100 elements cannot hold this rank's part of") &&
                  Catch::Contains("set max_in_cpu to"));
-  // max_in_cpu that holds each parameter but not a module's together: tests/parallel/test_zero.cpp.
+  // max_in_cpu that holds each parameter but not a module's together: tests/zero/test_zero.cpp.
   runtime().world().barrier();
   for (const auto& entry : fs::recursive_directory_iterator(swap)) CHECK(entry.path().extension() != ".swp");
 }
