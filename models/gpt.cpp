@@ -3,18 +3,11 @@
 #include <cmath>
 #include <map>
 
-#include "autograd/checkpoint.h"
 #include "autograd/functions.h"
-#include "autograd/grad_mode.h"
-#include "core/cuda/cuda_runtime.h"
 #include "nn/deferred_init.h"
 #include "nn/init.h"
 
 namespace fathom::models {
-
-void GPTConfig::at_checkpoint_boundary(Device device) const {
-  if (synchronize_checkpoint_boundary && device.is_cuda()) cuda::synchronize_device(device.index);
-}
 
 GPTConfig GPTConfig::preset(const std::string& name) {
   GPTConfig c;
@@ -176,14 +169,7 @@ Variable GPT::forward_layer(size_t layer, const Variable& x) {
     return (*transformer->drop)(autograd::add((*transformer->wte)(x), (*transformer->wpe)(Variable(positions))));
   }
   if (layer == num_layers() - 1) return (*lm_head)((*transformer->ln_f)(x));  // -> logits
-  const std::shared_ptr<nn::Module>& block = transformer->h->modules()[layer - 1];
-  if (config_.activation_checkpointing && autograd::is_grad_enabled()) {
-    Variable y = autograd::checkpoint(
-        [&block](const autograd::VariableList& in) { return autograd::VariableList{(*block)(in[0])}; }, {x})[0];
-    config_.at_checkpoint_boundary(y.device());
-    return y;
-  }
-  return (*block)(x);
+  return (*transformer->h->modules()[layer - 1])(x);
 }
 
 std::vector<std::string> GPT::layer_parameters(size_t layer) const {

@@ -28,19 +28,10 @@ struct GPTConfig {
   int64_t vocab_size = 50257;
   int64_t block_size = 1024;
   double dropout = 0.0;
-  // Recompute each block's activations in backward instead of keeping them
-  // (autograd::checkpoint), as DeepSpeed's activation_checkpointing / Megatron's recompute.
-  bool activation_checkpointing = false;
-  // With it: wait for the device at each checkpointed block's end (DeepSpeed's
-  // activation_checkpointing.synchronize_checkpoint_boundary: a debugging and timing aid).
-  bool synchronize_checkpoint_boundary = false;
   bool bias = true;
   bool tied_embeddings = true;
   DType dtype = DType::F32;
   nn::AttentionKernel attention = nn::AttentionKernel::Auto;  // nn/attention_kernel.h
-
-  // What a checkpointed block's end does (synchronize_checkpoint_boundary).
-  void at_checkpoint_boundary(Device device) const;
 
   // "tiny", "small" or "gpt2-124M" (GPT-2 small: 124,439,808 parameters with the tied head).
   static GPTConfig preset(const std::string& name);

@@ -1,6 +1,5 @@
 #include "models/gpt_tensor_parallel.h"
 
-#include "autograd/checkpoint.h"
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "autograd/nn_functions.h"
@@ -59,8 +58,7 @@ Variable TensorParallelGPT::forward_layer(size_t layer, const Variable& x) {
   FATHOM_CHECK(layer < num_layers(), "TensorParallelGPT: layer ", layer, " of ", num_layers(), " does not exist");
   if (layer == 0) return embed(x);
   if (layer == num_layers() - 1) return head(x);
-  nn::Module& block = *transformer->h->modules()[layer - 1];
-  return config_.activation_checkpointing && autograd::is_grad_enabled() ? checkpointed_block(block, x) : block(x);
+  return (*transformer->h->modules()[layer - 1])(x);
 }
 
 Variable TensorParallelGPT::embed(const Variable& idx) {
@@ -119,24 +117,6 @@ std::string TensorParallelGPT::layer_type(size_t layer) const {
 
 std::vector<nn::Tie> TensorParallelGPT::ties() const {
   return {{"embedding", "transformer.wte.weight", {0, num_layers() - 1}}};
-}
-
-Variable TensorParallelGPT::checkpointed_block(nn::Module& block, const Variable& x) {
-  const auto run = [&block](const autograd::VariableList& in) { return autograd::VariableList{block(in[0])}; };
-  Variable y;
-  if (!options_.partition_activations || options_.sequence_parallel || group_->size() == 1) {
-    y = autograd::checkpoint(run, {x})[0];
-  } else {
-    // The checkpoint keeps this rank's slice of the input; the recompute all-gathers it. The
-    // slice's backward all-gathers and the gather's slices, so the gradient passes unchanged.
-    const int64_t width = x.size(-1);
-    const auto gathered = [run, this, width](const autograd::VariableList& in) {
-      return run({parallel::gather_from_tensor_region(in[0], group_, width)});
-    };
-    y = autograd::checkpoint(gathered, {parallel::scatter_to_tensor_region(x, group_)})[0];
-  }
-  config_.at_checkpoint_boundary(y.device());
-  return y;
 }
 
 Variable TensorParallelGPT::loss(const Variable& idx, const Tensor& targets, std::optional<double> normaliser) {

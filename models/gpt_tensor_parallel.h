@@ -28,10 +28,6 @@ struct TensorParallelGPTOptions {
   // sequence (T must be divisible by tp) through the blocks (parallel/tensor_parallel_transformer.h)
   // and the final layer norm, which is all-gathered before the LM head.
   bool sequence_parallel = false;
-  // With config.activation_checkpointing (DeepSpeed's partition_activations): each checkpointed
-  // block's input is stored split over the tensor-parallel ranks along its width, and all-gathered
-  // again when the block is recomputed. Under sequence parallelism the input already is 1/tp.
-  bool partition_activations = false;
 };
 
 // A list of layers like GPT (nn::LayerSequence: the embeddings, each block, the final norm and
@@ -81,7 +77,6 @@ class TensorParallelGPT : public nn::Module, public nn::LayerSequence {
   GPTConfig config_;
   std::shared_ptr<parallel::Communicator> group_;
   TensorParallelGPTOptions options_;
-  Variable checkpointed_block(nn::Module& block, const Variable& x);
   Variable embed(const Variable& idx);
   Variable head(const Variable& x);
 };

@@ -16,10 +16,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "autograd/variable.h"
+#include "nn/activation_checkpointing.h"
 
 namespace fathom::nn {
 
@@ -47,9 +49,20 @@ class LayerSequence {
   // layer's class name).
   virtual std::string layer_type(size_t /*layer*/) const { return "Layer"; }
 
-  // Layers [begin, end) in order; the whole model by default.
+  // Layers [begin, end) in order, each through run_layer; the whole model by default.
   autograd::Variable forward_layers(const autograd::Variable& input, size_t begin = 0,
                                     size_t end = std::numeric_limits<size_t>::max());
+  // forward_layer under the checkpoint policy: recomputed in backward when the policy selects
+  // the layer and gradients are being recorded.
+  autograd::Variable run_layer(size_t layer, const autograd::Variable& input);
+
+  // Activation checkpointing from outside the model (nn/activation_checkpointing.h); a policy
+  // without `recompute` turns it off.
+  void set_checkpointing(CheckpointPolicy policy);
+  const CheckpointPolicy* checkpointing() const { return checkpointing_.get(); }
+
+ private:
+  std::shared_ptr<const CheckpointPolicy> checkpointing_;
 };
 
 }  // namespace fathom::nn

@@ -115,11 +115,6 @@ int run(const apps::TrainOptions& command_line, const parallel::Runtime& runtime
                                 batch.train_batch_size, opt.data_format);
   models::GPTConfig model_config = sizes;
   model_config.vocab_size = data.vocab_size;
-  // DeepSpeed's activation_checkpointing section: fathom-train's GPT checkpoints every block.
-  if (config.activation_checkpointing.present) {
-    model_config.activation_checkpointing = true;
-    model_config.synchronize_checkpoint_boundary = config.activation_checkpointing.synchronize_checkpoint_boundary;
-  }
   const std::shared_ptr<TokenDataset>& train = data.train;
   const std::shared_ptr<TokenDataset>& val = data.val;
 
@@ -135,12 +130,15 @@ int run(const apps::TrainOptions& command_line, const parallel::Runtime& runtime
   if (main_rank && shard_by_shard) std::printf("fathom-train: ZeRO stage 3: building the model shard by shard\n");
   const apps::TrainModel model(
       model_config, config.seed.value_or(kDefaultSeed), opt.init_path, shard_by_shard, groups,
-      {.sequence_parallel = config.sequence_parallel,
-       .partition_activations = config.activation_checkpointing.partition_activations},
+      {.sequence_parallel = config.sequence_parallel},
       device,
       {.partition = config.pipeline.partition,
        .chunks = static_cast<int>(config.pipeline.virtual_stages),
        .activation_checkpoint_interval = static_cast<int>(config.pipeline.activation_checkpoint_interval)});
+  // DeepSpeed's activation_checkpointing section: every block recomputes in backward.
+  if (config.activation_checkpointing.present)
+    model.checkpoint_blocks(config.activation_checkpointing.synchronize_checkpoint_boundary,
+                            config.activation_checkpointing.partition_activations);
   model.module()->to(device);  // before the engine: its optimizer and ZeRO buffers follow the parameters
   const int64_t parameter_count = model.parameter_count();
   Initialized init = initialize(config, model.module(), nullptr, train, groups);

@@ -3,18 +3,24 @@
 #include "models/gpt_weights.h"
 #include "nn/deferred_init.h"
 #include "nn/loss.h"
+#include "parallel/partitioned_checkpoint.h"
 
 namespace fathom::apps {
 
 TrainModel::TrainModel(const models::GPTConfig& config, uint64_t seed, const std::string& init_path,
                        bool shard_by_shard, const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options, Device device,
                        parallel::PipelineOptions pipeline)
-    : config_(config) {
+    : config_(config), sequence_parallel_(options.sequence_parallel) {
   parameter_count_ = config.parameter_count();
   if (groups.pipeline().size() > 1 && groups.tensor().size() == 1 && init_path.empty()) {
     // Each stage builds only its own layers.
     pipeline_ = std::make_shared<parallel::PipelineModule>(
-        config.layers(), [&](const std::vector<bool>& built) { return std::make_shared<models::GPT>(config, seed, built); },
+        config.layers(),
+        [&](const std::vector<bool>& built) {
+          auto stage = std::make_shared<models::GPT>(config, seed, built);
+          layers_ = stage.get();
+          return stage;
+        },
         groups, pipeline);
     module_ = pipeline_;
     return;
@@ -26,24 +32,34 @@ TrainModel::TrainModel(const models::GPTConfig& config, uint64_t seed, const std
     auto gpt = std::make_shared<models::GPT>(config, seed);
     if (!init_path.empty()) models::load_gpt2_safetensors(*gpt, init_path);  // read when each is sharded
     module_ = gpt;
+    layers_ = gpt.get();
     return;
   }
   auto gpt = std::make_shared<models::GPT>(config, seed);
   if (!init_path.empty()) models::load_gpt2_safetensors(*gpt, init_path);
   module_ = gpt;
+  layers_ = gpt.get();
   if (groups.tensor().size() > 1) {
     FATHOM_CHECK(config.n_head % groups.tensor().size() == 0, "tensor_parallel.autotp_size ", groups.tensor().size(),
                  " does not divide the model's ", config.n_head, " attention heads; use a tensor-parallel size that "
                  "divides ", config.n_head);
-    tensor_parallel_ =
-        std::make_shared<models::TensorParallelGPT>(config, groups.for_device(parallel::Axis::Tensor, device), options);
+    tensor_group_ = groups.for_device(parallel::Axis::Tensor, device);
+    tensor_parallel_ = std::make_shared<models::TensorParallelGPT>(config, tensor_group_, options);
     tensor_parallel_->load_full(*gpt);
     module_ = tensor_parallel_;
+    layers_ = tensor_parallel_.get();
   }
   if (groups.pipeline().size() > 1) {  // the GPT, or its tensor-parallel form (3D), cut into stages
     pipeline_ = std::make_shared<parallel::PipelineModule>(module_, groups, pipeline);
     module_ = pipeline_;
   }
+}
+
+void TrainModel::checkpoint_blocks(bool synchronize_boundary, bool partition_activations) const {
+  nn::CheckpointPolicy policy = nn::checkpoint_layers_of_type(*layers_, "TransformerBlock", synchronize_boundary);
+  if (partition_activations && tensor_group_ && !sequence_parallel_)
+    policy = parallel::partition_checkpoint_inputs(std::move(policy), tensor_group_);
+  layers_->set_checkpointing(std::move(policy));
 }
 
 autograd::Variable TrainModel::loss(const autograd::Variable& output, const Tensor& targets,

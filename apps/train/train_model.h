@@ -29,13 +29,17 @@ class TrainModel {
   // `shard_by_shard`: build the GPT under nn::DeferredInit (ZeRO stage 3 makes each parameter —
   // from the seed, or read from `init_path` — when it shards it; without tensor or pipeline
   // parallelism).
-  // `options`: the tensor-parallel model's (sequence parallelism, partitioned activations);
+  // `options`: the tensor-parallel model's (sequence parallelism);
   // `device`: where it will train, whose tensor-parallel communicator its layers use (NCCL on GPUs).
   TrainModel(const models::GPTConfig& config, uint64_t seed, const std::string& init_path, bool shard_by_shard,
              const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options = {},
              Device device = kCPU, parallel::PipelineOptions pipeline = {});
 
   const std::shared_ptr<nn::Module>& module() const { return module_; }
+  // DeepSpeed's "activation_checkpointing" section, applied to the model from outside it: every
+  // transformer block recomputes its activations in backward; with partition_activations a
+  // tensor-parallel block keeps only this rank's slice of its input.
+  void checkpoint_blocks(bool synchronize_boundary, bool partition_activations) const;
   // This rank's pipeline stage (null without pipeline parallelism).
   const std::shared_ptr<parallel::PipelineModule>& pipeline() const { return pipeline_; }
   // The mean cross-entropy of the module's output against `targets`, the same on every rank.
@@ -49,6 +53,9 @@ class TrainModel {
   std::shared_ptr<models::TensorParallelGPT> tensor_parallel_;  // null without tensor parallelism
   std::shared_ptr<parallel::PipelineModule> pipeline_;          // null without pipeline parallelism
   std::shared_ptr<nn::Module> module_;
+  nn::LayerSequence* layers_ = nullptr;  // the model's layers (this stage's, under a pipeline)
+  std::shared_ptr<parallel::Communicator> tensor_group_;
+  bool sequence_parallel_ = false;
   int64_t parameter_count_ = 0;
 };
 

@@ -41,6 +41,7 @@
 #include "models/gpt_tensor_parallel.h"
 #include "nn/loss.h"
 #include "parallel/collective_observer.h"
+#include "parallel/partitioned_checkpoint.h"
 #include "parallel/runtime.h"
 
 using namespace fathom;
@@ -144,20 +145,27 @@ Result run_case(const parallel::Runtime& runtime, const Case& c, const Options& 
     Allocator& cpu = allocator_for(kCPU);
     cpu.stats().reset_peak();
     models::GPTConfig gpt = bench::gpt_config(o.layers, o.heads, o.width, o.vocab, o.block, /*f32=*/true);
-    gpt.activation_checkpointing = c.checkpointing;
     gpt.dropout = 0.1;  // GPT-2's: the dropouts' masks are activations sequence parallelism splits
     const parallel::ProcessGroups groups(job, parallel::Topology(ranks, 1, c.tensor));
     int64_t peak_of_case = 0;  // through model construction, initialize and the warm-up step
     std::shared_ptr<nn::Module> model;
     std::shared_ptr<models::TensorParallelGPT> split;
+    nn::LayerSequence* layers = nullptr;
     if (c.tensor == 1) {
-      model = std::make_shared<models::GPT>(gpt, 1);
+      auto full = std::make_shared<models::GPT>(gpt, 1);
+      layers = full.get();
+      model = full;
     } else {
       split = std::make_shared<models::TensorParallelGPT>(
-          gpt, groups.tensor_ptr(),
-          models::TensorParallelGPTOptions{.sequence_parallel = c.sequence_parallel,
-                                           .partition_activations = c.partition_activations});
+          gpt, groups.tensor_ptr(), models::TensorParallelGPTOptions{.sequence_parallel = c.sequence_parallel});
+      layers = split.get();
       model = split;
+    }
+    if (c.checkpointing) {
+      nn::CheckpointPolicy policy = nn::checkpoint_layers_of_type(*layers, "TransformerBlock");
+      if (c.partition_activations && !c.sequence_parallel)
+        policy = parallel::partition_checkpoint_inputs(std::move(policy), groups.tensor_ptr());
+      layers->set_checkpointing(std::move(policy));
     }
     const std::string config = detail::concat(
         R"({"train_batch_size": )", o.batch, R"(, "gradient_accumulation_steps": 1, "steps_per_print": 1000000,

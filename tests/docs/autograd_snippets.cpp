@@ -77,3 +77,11 @@ for (auto& block : blocks)
   sum(h[0]).backward();  // docs:skip
   CHECK(x.grad().defined());  // docs:skip
 }  // docs:skip
+
+TEST_CASE("autograd.md: activation checkpointing of a model") {  // docs:skip
+  auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"));  // docs:skip
+model->set_checkpointing(nn::checkpoint_layers_of_type(*model, "TransformerBlock"));
+  REQUIRE(model->checkpointing() != nullptr);  // docs:skip
+  CHECK(model->checkpointing()->recompute(1));  // docs:skip
+  CHECK_FALSE(model->checkpointing()->recompute(0));  // docs:skip
+}  // docs:skip

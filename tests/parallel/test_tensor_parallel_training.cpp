@@ -23,6 +23,7 @@
 #include "mpi_test_util.h"
 #include "nn/loss.h"
 #include "parallel/local_communicator.h"
+#include "parallel/partitioned_checkpoint.h"
 #include "test_util.h"
 #include "token_batches.h"
 #include "zero_partitioning.h"
@@ -97,13 +98,12 @@ Span train_span(const std::shared_ptr<parallel::Communicator>& world, const Case
   std::shared_ptr<nn::Module> model = std::make_shared<models::GPT>(tiny_config(c.precision), /*seed=*/3);
   std::shared_ptr<models::TensorParallelGPT> split;
   if (c.tensor > 1) {
-    models::GPTConfig config = tiny_config(c.precision);
-    config.activation_checkpointing = c.partitioned_checkpoints;
-    split = std::make_shared<models::TensorParallelGPT>(
-        config, groups.tensor_ptr(),
-        models::TensorParallelGPTOptions{.sequence_parallel = c.sequence_parallel,
-                                         .partition_activations = c.partitioned_checkpoints});
+    split = std::make_shared<models::TensorParallelGPT>(tiny_config(c.precision), groups.tensor_ptr(),
+                                                        models::TensorParallelGPTOptions{.sequence_parallel = c.sequence_parallel});
     split->load_full(static_cast<const models::GPT&>(*model));
+    if (c.partitioned_checkpoints)
+      split->set_checkpointing(parallel::partition_checkpoint_inputs(
+          nn::checkpoint_layers_of_type(*split, "TransformerBlock"), groups.tensor_ptr()));
     model = split;
   }
   Initialized init = initialize(Config::from_string(config_json(data_size, c)), model, nullptr, nullptr, groups);

@@ -45,9 +45,9 @@ Initialized start_tiny_gpt(const std::string& config, std::shared_ptr<parallel::
                            bool activation_checkpointing, Device device, double dropout) {
   const int rank = group ? group->rank() : 0;
   models::GPTConfig gpt = tiny_gpt();
-  gpt.activation_checkpointing = activation_checkpointing;
   gpt.dropout = dropout;
   auto model = std::make_shared<models::GPT>(gpt, 1000 + rank);
+  if (activation_checkpointing) model->set_checkpointing(nn::checkpoint_layers_of_type(*model, "TransformerBlock"));
   model->to(device);
   return initialize(Config::from_string(config), model, nullptr, token_data(), group);
 }
