@@ -34,7 +34,8 @@ Engine::Engine(std::shared_ptr<nn::Module> model, std::unique_ptr<zero::Training
       timers_(options.wall_clock_breakdown && model_ && model_->device().is_cuda()) {
   FATHOM_CHECK(model_ != nullptr, "Engine: no model");
   FATHOM_CHECK(state_ != nullptr, "Engine: no training state");
-  io_before_step_ = state_->io_totals().value_or(zero::IoTotals{});  // the first step's I/O excludes setup's
+  // The first step's I/O excludes setup's.
+  if (const zero::IoCounters* io = state_->io_counters()) io_before_step_ = io->io_totals();
   claim_ = model_->claim("an engine");
   if (fp16) {
     FATHOM_CHECK(state_->keeps_masters(), "Engine: fp16 loss scaling needs fp32 master weights (a 16-bit model)");
@@ -269,12 +270,13 @@ void Engine::set_schedule(std::unique_ptr<Schedule> schedule) {
 }
 
 nn::NamedTensors Engine::consolidated_state_dict() {
-  state_->gather_full_parameters();
+  zero::ParameterResidency* residency = state_->residency();
+  if (residency) residency->gather_full_parameters();
   nn::NamedTensors out;
   size_t i = 0;
   for (const auto& [name, param] : model_->named_parameters())
     out.emplace_back(name, state_->whole_parameter(i++, param.data()).to(kCPU).clone());
-  state_->release_full_parameters();
+  if (residency) residency->release_full_parameters();
   return out;
 }
 
@@ -304,11 +306,12 @@ void Engine::finish_cycle(StepReport& report) {
   report.step = global_steps_;
   report.samples = global_samples_;
   report.skipped_steps = skipped_steps_;
-  if (const std::optional<zero::IoTotals> io = state_->io_totals()) {
-    report.io = {.bytes_read = io->bytes_read - io_before_step_.bytes_read,
-                 .bytes_written = io->bytes_written - io_before_step_.bytes_written,
-                 .wait_seconds = io->wait_seconds - io_before_step_.wait_seconds};
-    io_before_step_ = *io;
+  if (const zero::IoCounters* counters = state_->io_counters()) {
+    const zero::IoTotals io = counters->io_totals();
+    report.io = {.bytes_read = io.bytes_read - io_before_step_.bytes_read,
+                 .bytes_written = io.bytes_written - io_before_step_.bytes_written,
+                 .wait_seconds = io.wait_seconds - io_before_step_.wait_seconds};
+    io_before_step_ = io;
   }
   report.seconds = cycle_started_ ? ms_since(cycle_start_) / 1000.0 : 0.0;
   if (report.seconds > 0) {

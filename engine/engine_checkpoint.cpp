@@ -175,7 +175,8 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   const int rank = group->rank(), world = group->size();
   const bool writes_index = job.rank() == 0;
   const int stage = state_->stage();
-  const std::vector<TensorSlot> slots = state_->flat_slots();
+  const zero::FlatStateView& view = state_->flat_view();
+  const std::vector<TensorSlot> slots = view.flat_slots();
   const std::string signature = model_signature(slots, state_->placements());
   FATHOM_CHECK(parallel::same_on_every_rank(tensor_group, signature), "save_checkpoint: the tensor-parallel ranks hold "
                "different models (parameter names, unsplit shapes or splits differ); build the same model on every rank");
@@ -184,7 +185,7 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   const std::vector<Range> partitions = partition_ranges(table, pipeline_group.size(), tensor_group.size());
   const int64_t numel = partitions[pipeline_group.rank() * tensor_group.size() + tensor_group.rank()].size();
   const Range mine = checkpoint_saved_range(numel, world, rank, stage);
-  const DType param_dtype = state_->parameter_dtype();
+  const DType param_dtype = view.parameter_dtype();
   const bool has_master = state_->keeps_masters();
   const fs::path final_dir = fs::path(dir) / tag, tmp_dir = fs::path(dir) / (tag + ".tmp");
   // The file of one kind of state of a partition (pipeline stage, tensor rank) at a data rank.
@@ -207,7 +208,7 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
   // This rank's range of every per-element state, read a part at a time as its file is written
   // (states in swap files are never whole in memory) and checksummed on the way.
   autograd::NoGradGuard no_grad;
-  const std::vector<zero::FlatRange> ranges = state_->flat_ranges(mine);
+  const std::vector<zero::FlatRange> ranges = view.flat_ranges(mine);
   std::map<std::string, uint64_t> checksums;  // by state; map nodes stay where the writer puts sums
   std::map<std::string, std::vector<nn::StreamedTensor>> by_kind;  // one file per kind of state
   for (const zero::FlatRange& state : ranges)
@@ -217,8 +218,8 @@ void Engine::save_checkpoint(const std::string& dir, std::string tag, const std:
            return state.over({mine.begin + begin, mine.begin + begin + count});
          },
          &checksums[state.name]});
-  const int64_t optimizer_step = state_->optimizer_steps();
-  const std::vector<std::string> state_names = state_->optimizer_state_names();  // "exp_avg", ...
+  const int64_t optimizer_step = view.optimizer_steps();
+  const std::vector<std::string> state_names = view.optimizer_state_names();  // "exp_avg", ...
   // What only this rank at this world size can use (1-bit Adam's error feedback): a file of its own.
   const std::vector<Tensor> local_state = optimizer()->rank_local_state();
   try {
@@ -342,7 +343,8 @@ std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
   CheckpointReader saved(dir, tag);
   const JsonValue& index = saved.index();
   const std::string index_path = saved.index_path();
-  const std::vector<TensorSlot> slots = state_->flat_slots();
+  zero::FlatStateView& view = state_->flat_view();
+  const std::vector<TensorSlot> slots = view.flat_slots();
   // The model must be the one saved: same tensors, same unsplit shapes (same order, when this
   // rank holds the whole model).
   const parallel::Communicator& pipeline_group = state_->groups().pipeline();
@@ -378,7 +380,7 @@ std::string Engine::load_checkpoint(const std::string& dir, std::string tag) {
     for (const auto& [name, value] : scalars->as_object()) saved_states.scalars.scalars.emplace_back(name, value.as_double());
   // Parameters, fp32 masters and optimizer states, resharded for this rank's layout.
   const parallel::Communicator& tensor_group = state_->groups().tensor();
-  state_->load_flat_ranges(
+  view.load_flat_ranges(
       checkpoint_flat_reader(saved, slots, state_->placements(),
                              {pipeline_group.size(), pipeline_group.rank(), tensor_group.size(), tensor_group.rank()}),
       saved_states);

@@ -9,9 +9,16 @@
 #include <vector>
 
 #include "nn/optimizer.h"
-#include "zero/training_state.h"
+#include "zero/flat_state_view.h"
 
 namespace fathom::zero {
+
+// How the optimizer's state_dict keys map onto flat coordinates (above).
+struct OptimizerLayout {
+  std::vector<std::string> keys;
+  std::vector<FlatSlot> slots;
+  Range covers;
+};
 
 // The optimizer's step count (the first key's "step"; 0 before any step).
 int64_t optimizer_step_count(const nn::Optimizer& optimizer, const OptimizerLayout& layout);

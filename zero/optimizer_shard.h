@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "offload/io_engine.h"
+#include "zero/flat_optimizer_state.h"
 #include "zero/gradient_shard.h"
 #include "zero/optimizer_offload.h"
 #include "zero/parameter_store.h"

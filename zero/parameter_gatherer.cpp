@@ -108,7 +108,7 @@ void ParameterGatherer::release(size_t s) {
   gathered_elements_ -= slot.numel;
 }
 
-void ParameterGatherer::release_all() {
+void ParameterGatherer::release_full_parameters() {
   for (size_t s = 0; s < gathered_.size(); ++s) release(s);
   if (!order_.empty()) recording_ = false;  // the first step's order is known
   cursor_ = 0;
@@ -117,7 +117,7 @@ void ParameterGatherer::release_all() {
   if (!events_.empty()) last_step_events_ = std::exchange(events_, {});
 }
 
-void ParameterGatherer::gather_all() {
+void ParameterGatherer::gather_full_parameters() {
   for (size_t s = 0; s < gathered_.size(); ++s) finish_gather(s);
 }
 
@@ -132,15 +132,15 @@ std::vector<size_t> ParameterGatherer::slots_of(const nn::Module& part) const {
   return slots;
 }
 
-void ParameterGatherer::gather_part(const nn::Module& part) {
+void ParameterGatherer::gather_parameters_of(const nn::Module& part) {
   for (size_t s : slots_of(part)) finish_gather(s);
 }
 
-void ParameterGatherer::release_part(const nn::Module& part) {
+void ParameterGatherer::release_parameters_of(const nn::Module& part) {
   for (size_t s : slots_of(part)) release(s);
 }
 
-void ParameterGatherer::refresh_persistent() {
+void ParameterGatherer::reload_parameters() {
   for (size_t s = 0; s < gathered_.size(); ++s) {
     if (!persistent_[s]) continue;
     gathered_[s] = false;

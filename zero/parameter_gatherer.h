@@ -30,6 +30,7 @@
 #include "nn/module.h"
 #include "parallel/communicator.h"
 #include "zero/flat_parameters.h"
+#include "zero/parameter_residency.h"
 #include "zero/zero_defaults.h"
 
 namespace fathom::zero {
@@ -41,7 +42,8 @@ struct GatherOptions {
   int64_t max_reuse_distance = kDefaultMaxReuseDistance;  // stage3_max_reuse_distance, elements
 };
 
-class ParameterGatherer {
+// The state's ParameterResidency at stage 3 (ShardedState::residency()).
+class ParameterGatherer final : public ParameterResidency {
  public:
   ParameterGatherer(const FlatParameters& flat, std::shared_ptr<parallel::Communicator> group,
                     GatherOptions options);
@@ -53,13 +55,14 @@ class ParameterGatherer {
   // the reads of those before it on the recorded path started.
   void on_module_backward(size_t module);
   void release(size_t slot);   // back to empty data (persistent parameters stay)
-  void release_all();          // end of backward: whatever is still gathered
-  void gather_all();           // e.g. to save the whole model
-  // The parameters of `part` (a module of the model, recursively) gathered / released, for code
-  // that reads them outside the module's forward: the hybrid engine's generation layer by layer.
-  void gather_part(const nn::Module& part);
-  void release_part(const nn::Module& part);
-  void refresh_persistent();   // after a step updated the shards
+  // ParameterResidency. release_full_parameters also ends a backward: whatever is still gathered.
+  void gather_full_parameters() override;
+  void release_full_parameters() override;
+  // `part`'s own parameters and its submodules'.
+  void gather_parameters_of(const nn::Module& part) override;
+  void release_parameters_of(const nn::Module& part) override;
+  bool gathers_collectively() const override { return group_->size() > 1; }
+  void reload_parameters() override;  // the persistent parameters, from the updated shards
 
   int64_t gathered_elements() const { return gathered_elements_; }
   int64_t peak_gathered_elements() const { return peak_gathered_elements_; }

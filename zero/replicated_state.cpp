@@ -165,4 +165,12 @@ void ReplicatedState::load_flat_ranges(const FlatReader& read, const SavedStates
   if (optimizer_) load_optimizer_flat_ranges(*optimizer_, optimizer_layout_, read, saved);
 }
 
+int64_t ReplicatedState::optimizer_steps() const {
+  return optimizer_ ? optimizer_step_count(*optimizer_, optimizer_layout_) : 0;
+}
+
+std::vector<std::string> ReplicatedState::optimizer_state_names() const {
+  return optimizer_ ? zero::optimizer_state_names(*optimizer_, optimizer_layout_) : std::vector<std::string>{};
+}
+
 }  // namespace fathom::zero

@@ -14,6 +14,8 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "parallel/gradient_reducer.h"
 #include "zero/flat_optimizer_state.h"
@@ -32,7 +34,7 @@ struct ReplicatedOptions {
   bool accumulate_in_model_dtype = false;
 };
 
-class ReplicatedState final : public TrainingState {
+class ReplicatedState final : public TrainingState, public FlatStateView {
  public:
   // `make_optimizer` null: no optimizer (evaluation); gradients are still reduced.
   ReplicatedState(const NamedParameters& params, ParallelLayout layout, ReplicatedOptions options,
@@ -47,10 +49,15 @@ class ReplicatedState final : public TrainingState {
   void step() override;
   void zero_grad() override;
   void sum_tied_gradients(parallel::Communicator& tie, const std::vector<size_t>& parameters) override;
+  FlatStateView& flat_view() override { return *this; }
+
+  // FlatStateView
   std::vector<FlatSlot> flat_slots() const override { return slots_; }
   DType parameter_dtype() const override;
   std::vector<FlatRange> flat_ranges(Range wanted) const override;
   void load_flat_ranges(const FlatReader& read, const SavedStates& saved) override;
+  int64_t optimizer_steps() const override;
+  std::vector<std::string> optimizer_state_names() const override;
 
   // What the optimizer updates: the fp32 masters (16-bit models) or the parameters themselves.
   const NamedParameters& updated() const { return keeps_masters_ ? masters_ : params_; }
@@ -70,6 +77,7 @@ class ReplicatedState final : public TrainingState {
 
   NamedParameters params_, masters_;
   std::vector<FlatSlot> slots_;
+  OptimizerLayout optimizer_layout_;
   std::unique_ptr<parallel::GradientReducer> reducer_;
   bool reduce_gradients_ = true;
   bool accumulate_in_model_dtype_ = false;

@@ -52,7 +52,6 @@ ShardedState::ShardedState(const NamedParameters& params, ParallelLayout layout,
   }
   shard_ = std::make_unique<OptimizerShard>(flat_.shard(), owned_, keeps_masters_, options_.offload, make_optimizer);
   optimizer_ = shard_->optimizer();
-  optimizer_layout_ = shard_->layout();
   gradient_ = make_gradient_shard();
 
   if (options_.stage == 1) {
@@ -181,7 +180,7 @@ void ShardedState::end_backward() {
     }
     while (next_complete_ < buckets_.size()) complete(next_complete_);
     land_arriving_gradients();
-    if (gatherer_) gatherer_->release_all();  // parameters without gradients, prefetches unused
+    if (gatherer_) gatherer_->release_full_parameters();  // parameters without gradients, prefetches unused
   } else if (boundary_) {
     reduce_scatter_flat_gradients();
   }
@@ -287,7 +286,7 @@ void ShardedState::scale_gradients(double factor) { gradient_->scale(factor); }
 void ShardedState::step() {
   shard_->step(*gradient_);  // writes the updated shard into the parameters, rounded once
   autograd::NoGradGuard no_grad;
-  if (gatherer_) gatherer_->refresh_persistent();  // stage 3: the others are gathered when used
+  if (gatherer_) gatherer_->reload_parameters();  // stage 3: the others are gathered when used
   else all_gather_parameters();
 }
 
@@ -314,22 +313,6 @@ void ShardedState::all_gather_parameters() {
   }
 }
 
-void ShardedState::gather_full_parameters() {
-  if (gatherer_) gatherer_->gather_all();
-}
-
-void ShardedState::release_full_parameters() {
-  if (gatherer_) gatherer_->release_all();
-}
-
-void ShardedState::gather_parameters_of(const nn::Module& part) {
-  if (gatherer_) gatherer_->gather_part(part);
-}
-
-void ShardedState::release_parameters_of(const nn::Module& part) {
-  if (gatherer_) gatherer_->release_part(part);
-}
-
 void ShardedState::zero_grad() {
   gradient_->zero();
   if (flat_gradients_.defined()) flat_gradients_.zero_();
@@ -340,18 +323,18 @@ void ShardedState::set_gradient_reduction(bool on) {
                "reducing them; an optimizer that communicates itself (1-bit Adam) needs zero_optimization.stage 0");
 }
 
-void ShardedState::reload_parameters() {
-  if (gatherer_) gatherer_->refresh_persistent();
+// Only the parts with swap files count I/O.
+const IoCounters* ShardedState::io_counters() const {
+  return shard_->io_counters() || gradient_->io_counters() || flat_.shard().io_counters() ? this : nullptr;
 }
 
-std::optional<IoTotals> ShardedState::io_totals() const {
-  std::optional<IoTotals> totals;
+IoTotals ShardedState::io_totals() const {
+  IoTotals totals;
   for (const auto& counters : {shard_->io_counters(), gradient_->io_counters(), flat_.shard().io_counters()}) {
     if (!counters) continue;
-    if (!totals) totals.emplace();
-    totals->bytes_read += counters->bytes_read;
-    totals->bytes_written += counters->bytes_written;
-    totals->wait_seconds += counters->wait_seconds;
+    totals.bytes_read += counters->bytes_read;
+    totals.bytes_written += counters->bytes_written;
+    totals.wait_seconds += counters->wait_seconds;
   }
   return totals;
 }
@@ -404,7 +387,15 @@ void ShardedState::load_flat_ranges(const FlatReader& read, const SavedStates& s
     shard.flush();
   } else read(param_source, flat_.buffer().narrow(0, 0, numel), {0, numel});
   shard_->load(read, saved, saved.has_master ? "master" : "param");
-  reload_parameters();
+  if (gatherer_) gatherer_->reload_parameters();
+}
+
+int64_t ShardedState::optimizer_steps() const {
+  return optimizer_ ? optimizer_step_count(*optimizer_, shard_->layout()) : 0;
+}
+
+std::vector<std::string> ShardedState::optimizer_state_names() const {
+  return optimizer_ ? zero::optimizer_state_names(*optimizer_, shard_->layout()) : std::vector<std::string>{};
 }
 
 }  // namespace fathom::zero

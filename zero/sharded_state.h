@@ -59,7 +59,7 @@ struct ShardedOptions {
   ParameterOffload parameter_offload;               // stage 3: where the parameter shard lives
 };
 
-class ShardedState final : public TrainingState {
+class ShardedState final : public TrainingState, public FlatStateView, public IoCounters {
  public:
   // `model` (stage 3): whose modules get the hooks that gather their parameters on demand.
   // The shards are over layout.groups.data(). `make_optimizer` null: no optimizer (evaluation).
@@ -75,17 +75,21 @@ class ShardedState final : public TrainingState {
   void step() override;  // optimizer step on the shard, then all-gather the parameters (stages 1-2)
   void zero_grad() override;
   void sum_tied_gradients(parallel::Communicator& tie, const std::vector<size_t>& parameters) override;
+  // Stage 3's gatherer; null below, where every rank keeps the parameters whole.
+  ParameterResidency* residency() override { return gatherer_.get(); }
+  FlatStateView& flat_view() override { return *this; }
+  const IoCounters* io_counters() const override;
+
+  // FlatStateView
   std::vector<FlatSlot> flat_slots() const override;
   DType parameter_dtype() const override { return flat_.dtype(); }
   std::vector<FlatRange> flat_ranges(Range wanted) const override;
   void load_flat_ranges(const FlatReader& read, const SavedStates& saved) override;
-  void gather_full_parameters() override;
-  void release_full_parameters() override;
-  void gather_parameters_of(const nn::Module& part) override;
-  void release_parameters_of(const nn::Module& part) override;
-  bool gathers_collectively() const override { return gatherer_ && group_->size() > 1; }
-  void reload_parameters() override;
-  std::optional<IoTotals> io_totals() const override;
+  int64_t optimizer_steps() const override;
+  std::vector<std::string> optimizer_state_names() const override;
+
+  // IoCounters: the optimizer shard's, the gradient shard's and the parameter shard's swap files.
+  IoTotals io_totals() const override;
 
   const FlatParameters& flat_parameters() const { return flat_; }
   parallel::Communicator& group() const { return *group_; }

@@ -7,7 +7,6 @@
 #include "nn/deferred_init.h"
 #include "parallel/local_communicator.h"
 #include "parallel/sharded_tensor.h"
-#include "zero/flat_optimizer_state.h"
 
 namespace fathom::zero {
 
@@ -40,14 +39,6 @@ double TrainingState::gradient_norm() const {
   double squares = local * local;
   for (parallel::Communicator* group : groups) squares = group->all_reduce_scalar(squares, ReduceOp::Sum);
   return std::sqrt(squares);
-}
-
-int64_t TrainingState::optimizer_steps() const {
-  return optimizer_ ? optimizer_step_count(*optimizer_, optimizer_layout_) : 0;
-}
-
-std::vector<std::string> TrainingState::optimizer_state_names() const {
-  return optimizer_ ? zero::optimizer_state_names(*optimizer_, optimizer_layout_) : std::vector<std::string>{};
 }
 
 double TrainingState::mean_over_replicas(double value) const {

@@ -12,11 +12,15 @@
 // autograd's own accumulation is all it needs), kept as a HookHandle: destroying the state
 // removes everything it installed on the model.
 //
-// One training step through it (docs/architecture.md):
+// The interface is the training step (docs/architecture.md):
 //   begin_backward(boundary) -> autograd's grad-ready hooks hand each gradient over as it becomes
 //   final -> end_backward() (reductions finished) ... at the accumulation boundary:
 //   gradients_overflow() (fp16), scale_gradients(1/loss scale), gradient_norm(), scale_gradients
 //   (clipping), step(), zero_grad().
+// What only some modes have, or only some callers need, the state hands out as objects of their
+// own: residency() gathers parameters a state does not keep whole (stage 3; null otherwise),
+// flat_view() is the state in flat coordinates for checkpoints, io_counters() counts swap-file
+// I/O (null without swap files).
 //
 // Model parallelism: the state is given the job's process groups and each parameter's placement
 // (nn/placement.h). Overflow decisions and the gradient norm are job-wide: every rank of every
@@ -25,7 +29,6 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,11 +36,10 @@
 #include "nn/optimizer.h"
 #include "nn/placement.h"
 #include "parallel/topology.h"
+#include "zero/flat_state_view.h"
+#include "zero/io_totals.h"
+#include "zero/parameter_residency.h"
 #include "zero/partition.h"
-
-namespace fathom::nn {
-class Module;  // nn/module.h
-}  // namespace fathom::nn
 
 namespace fathom::zero {
 
@@ -45,60 +47,10 @@ using NamedParameters = std::vector<std::pair<std::string, autograd::Variable>>;
 // Builds the optimizer over the named variables it is to update (fp32 masters, a shard, ...).
 using OptimizerFactory = std::function<std::shared_ptr<nn::Optimizer>(const NamedParameters&)>;
 
-// A parameter in flat coordinates: the model's parameters concatenated in named order
-// [0, Ψ) — how checkpoints address every per-element state (docs/checkpoints.md).
-struct FlatSlot {
-  std::string name;
-  Shape shape;
-  int64_t offset = 0, numel = 0;
-  Range range() const { return {offset, offset + numel}; }
-};
-
-// One per-element state over a range of flat coordinates: "param", "master", "optim.<state>".
-// In memory (`values`), or streamed: states in swap files are read a part at a time when asked
-// (`stream`, in `stream_dtype`), so that a checkpoint never holds a whole shard of them.
-struct FlatRange {
-  std::string name;
-  Tensor values;  // 1-D, `covers.size()` elements; undefined when streamed
-  Range covers;
-  std::function<Tensor(Range part)> stream = {};  // the values over `part` (within covers)
-  DType stream_dtype = DType::F32;
-
-  DType dtype() const { return values.defined() ? values.dtype() : stream_dtype; }
-  Tensor over(Range part) const {
-    return values.defined() ? values.narrow(0, part.begin - covers.begin, part.size()) : stream(part);
-  }
-};
-
-// How the optimizer's state_dict keys map onto flat coordinates (zero/flat_optimizer_state.h):
-// one key per variable it updates, keys[i] covering slots[i] (offsets relative to covers.begin).
-struct OptimizerLayout {
-  std::vector<std::string> keys;
-  std::vector<FlatSlot> slots;
-  Range covers;
-};
-
-// Reads a per-element state of a checkpoint into `target` (flat over `covers`).
-using FlatReader = std::function<void(const std::string& state, const Tensor& target, Range covers)>;
-
-// What a checkpoint being loaded holds, besides its per-element states.
-struct SavedStates {
-  bool has_master = false;                    // it was written in mixed precision
-  int64_t optimizer_step = 0;                 // 0: no optimizer state saved
-  std::vector<std::string> optimizer_states;  // "exp_avg", ...
-  nn::OptimizerStateDict scalars;             // the optimizer's per-group scalars (lr, ...)
-};
-
 // Which groups the state reduces over, and where each parameter lives in them.
 struct ParallelLayout {
   parallel::ProcessGroups groups;
   std::vector<nn::Placement> placements;  // one per parameter, in named order
-};
-
-// What offload's I/O engines moved (nvme offload), for the step report.
-struct IoTotals {
-  int64_t bytes_read = 0, bytes_written = 0;
-  double wait_seconds = 0;  // time training waited for I/O
 };
 
 class TrainingState {
@@ -147,17 +99,6 @@ class TrainingState {
   // every copy takes the same step. Collective over `tie` (and, at ZeRO, the data group).
   virtual void sum_tied_gradients(parallel::Communicator& tie, const std::vector<size_t>& parameters) = 0;
 
-  // Checkpoints: the model's tensor table, this rank's per-element states restricted to
-  // `wanted` (flat coordinates), and loading them back from any saved layout.
-  virtual std::vector<FlatSlot> flat_slots() const = 0;
-  virtual DType parameter_dtype() const = 0;
-  virtual std::vector<FlatRange> flat_ranges(Range wanted) const = 0;
-  virtual void load_flat_ranges(const FlatReader& read, const SavedStates& saved) = 0;
-  // The optimizer's step count (0 before the first step) and its per-element states' names
-  // ("exp_avg", ...; sorted, none before the first step), the same on every rank.
-  int64_t optimizer_steps() const;
-  std::vector<std::string> optimizer_state_names() const;
-
   // Whether backward averages gradients over the data group (on by default). An optimizer that
   // does its own data-parallel communication (1-bit Adam after its warm-up) turns it off; only
   // stage 0 can (ZeRO shards gradients by reducing them).
@@ -167,21 +108,14 @@ class TrainingState {
   // tensor itself, or a tensor-parallel shard assembled from every rank's (collective over the
   // tensor group; padding dropped).
   Tensor whole_parameter(size_t index, const Tensor& mine) const;
-  // Every parameter whole in the model (stage 3 gathers; collective), and back. No-ops below.
-  virtual void gather_full_parameters() {}
-  virtual void release_full_parameters() {}
-  // The parameters of `part` (a module of the model) whole, and released again: for code that
-  // reads them outside the module's forward, one part at a time (the hybrid engine's generation
-  // without pin_parameters). Stage 3 gathers (collective); no-ops below.
-  virtual void gather_parameters_of(const nn::Module& part) { (void)part; }
-  virtual void release_parameters_of(const nn::Module& part) { (void)part; }
-  // Whether gather_parameters_of is a collective over several ranks (stage 3 with a data group
-  // of more than one): then every rank must call it the same number of times.
-  virtual bool gathers_collectively() const { return false; }
-  // After the stored parameters were overwritten (a checkpoint load). No-op below stage 3.
-  virtual void reload_parameters() {}
-  // Offload to nvme: this rank's I/O so far (none without swap files).
-  virtual std::optional<IoTotals> io_totals() const { return std::nullopt; }
+
+  // What gathers the parameters for code that reads them outside the model's forward and
+  // backward; null where every parameter is always whole in the model (stages 0-2).
+  virtual ParameterResidency* residency() { return nullptr; }
+  // The state in flat coordinates, as checkpoints save and load it.
+  virtual FlatStateView& flat_view() = 0;
+  // Offload to nvme: this rank's I/O; null without swap files.
+  virtual const IoCounters* io_counters() const { return nullptr; }
 
  protected:
   TrainingState(ParallelLayout layout, bool keeps_masters)
@@ -199,7 +133,6 @@ class TrainingState {
   ParallelLayout layout_;
   bool keeps_masters_ = false;
   std::shared_ptr<nn::Optimizer> optimizer_;
-  OptimizerLayout optimizer_layout_;  // set by the state that builds the optimizer
 };
 
 // The flat tensor table of named parameters in order (offsets from 0, no padding).

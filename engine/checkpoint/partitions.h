@@ -17,7 +17,7 @@
 #include "core/json_writer.h"
 #include "nn/placement.h"
 #include "parallel/communicator.h"
-#include "zero/training_state.h"
+#include "zero/flat_state_view.h"
 
 namespace fathom {
 

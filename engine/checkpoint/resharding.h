@@ -8,7 +8,7 @@
 
 #include "engine/checkpoint/reader.h"
 #include "nn/placement.h"
-#include "zero/training_state.h"
+#include "zero/flat_state_view.h"
 
 namespace fathom {
 

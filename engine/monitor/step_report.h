@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/monitor/step_timers.h"
-#include "zero/training_state.h"
+#include "zero/io_totals.h"
 
 namespace fathom {
 

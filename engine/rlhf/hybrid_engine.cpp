@@ -5,32 +5,32 @@
 namespace fathom {
 namespace {
 
-// Each part of the model whole while a feed reads it (stage 3 gathers; no-op below).
-class TrainingStateAccess final : public models::ParameterAccess {
+// Each part of the model whole while a feed reads it (stage 3 gathers).
+class PartByPartAccess final : public models::ParameterAccess {
  public:
-  explicit TrainingStateAccess(zero::TrainingState& state) : state_(state) {}
-  void acquire(const nn::Module& part) override { state_.gather_parameters_of(part); }
-  void release(const nn::Module& part) override { state_.release_parameters_of(part); }
+  explicit PartByPartAccess(zero::ParameterResidency& residency) : residency_(residency) {}
+  void acquire(const nn::Module& part) override { residency_.gather_parameters_of(part); }
+  void release(const nn::Module& part) override { residency_.release_parameters_of(part); }
 
  private:
-  zero::TrainingState& state_;
+  zero::ParameterResidency& residency_;
 };
 
 // pin_parameters: every parameter whole for the scope (one gather each at stage 3), released
 // however the generation ends.
 class PinnedParameters {
  public:
-  PinnedParameters(zero::TrainingState& state, bool pin) : state_(pin ? &state : nullptr) {
-    if (state_) state_->gather_full_parameters();
+  PinnedParameters(zero::ParameterResidency* residency, bool pin) : residency_(pin ? residency : nullptr) {
+    if (residency_) residency_->gather_full_parameters();
   }
   ~PinnedParameters() {
-    if (state_) state_->release_full_parameters();
+    if (residency_) residency_->release_full_parameters();
   }
   PinnedParameters(const PinnedParameters&) = delete;
   PinnedParameters& operator=(const PinnedParameters&) = delete;
 
  private:
-  zero::TrainingState* state_;
+  zero::ParameterResidency* residency_;
 };
 
 }  // namespace
@@ -43,7 +43,9 @@ HybridEngine::HybridEngine(std::shared_ptr<Engine> engine, HybridEngineConfig co
                "; generation needs a whole models::GPT (not split by tensor or pipeline parallelism)");
   FATHOM_CHECK(config_.inference_tp_size == 1, "hybrid_engine.inference_tp_size ", config_.inference_tp_size,
                " is not supported; set 1");
-  access_ = std::make_unique<TrainingStateAccess>(engine_->training_state());
+  // Below stage 3 the parameters are always whole: the feeds read them as they are.
+  if (zero::ParameterResidency* residency = engine_->training_state().residency())
+    access_ = std::make_unique<PartByPartAccess>(*residency);
 }
 
 HybridEngine::~HybridEngine() = default;
@@ -55,15 +57,15 @@ models::Generated HybridEngine::generate(const Tensor& prompts, models::Sampling
                " but ", prompts.size(1), " prompt tokens + ", sampling.max_new_tokens,
                " new ones need ", tokens, "; raise it or generate fewer tokens");
   const int64_t batch = prompts.size(0);
-  zero::TrainingState& state = engine_->training_state();
+  zero::ParameterResidency* residency = engine_->training_state().residency();
   // Ranks gathering part by part together must all feed every position.
-  if (!pins() && state.gathers_collectively()) sampling.stop_when_all_ended = false;
+  if (!pins() && residency && residency->gathers_collectively()) sampling.stop_when_all_ended = false;
   if (!decoder_ || decoder_->batch() != batch)
     decoder_ = std::make_unique<models::GPTInference>(*model_, batch, pins() ? nullptr : access_.get());
 
   models::Generated out;
   {
-    const PinnedParameters pinned(state, pins());
+    const PinnedParameters pinned(residency, pins());
     out = models::generate(*decoder_, prompts, sampling, gen);
   }
   if (!config_.enabled || config_.release_inference_cache) decoder_.reset();

@@ -43,7 +43,7 @@ class HybridEngine {
   std::shared_ptr<Engine> engine_;
   models::GPT* model_;
   HybridEngineConfig config_;
-  std::unique_ptr<models::ParameterAccess> access_;  // gathers part by part (when not pinning)
+  std::unique_ptr<models::ParameterAccess> access_;  // stage 3: gathers part by part (when not pinning)
   std::unique_ptr<models::GPTInference> decoder_;    // kept between generations unless released
 };
 

@@ -121,11 +121,11 @@ std::string error_of(const std::string& config) {
 
 // Every per-element state, in memory (streamed ones read whole).
 std::vector<zero::FlatRange> states_of(const Engine& engine) {
-  const zero::TrainingState& state = engine.training_state();
+  const zero::FlatStateView& view = engine.training_state().flat_view();
   int64_t total = 0;
-  for (const zero::FlatSlot& slot : state.flat_slots()) total += slot.numel;
+  for (const zero::FlatSlot& slot : view.flat_slots()) total += slot.numel;
   std::vector<zero::FlatRange> out;
-  for (const zero::FlatRange& range : state.flat_ranges({0, total}))
+  for (const zero::FlatRange& range : view.flat_ranges({0, total}))
     out.push_back({range.name, range.over(range.covers).clone(), range.covers});
   return out;
 }
@@ -435,9 +435,9 @@ TEST_CASE("offload tiers by their tags: cpu leaves the device tier, nvme holds a
     REQUIRE(io.has_value());
     CHECK(io->bytes_written > 0);
     CHECK(io->bytes_read > 0);
-    const auto totals = run.engine->training_state().io_totals();
-    REQUIRE(totals.has_value());
-    CHECK(totals->bytes_written > io->bytes_written);  // the gradient's writes besides the optimizer's
+    const zero::IoCounters* counters = run.engine->training_state().io_counters();
+    REQUIRE(counters != nullptr);
+    CHECK(counters->io_totals().bytes_written > io->bytes_written);  // the gradient's writes besides the optimizer's
   }
 }
 
@@ -510,7 +510,7 @@ TEST_CASE("offload_param and offload_optimizer nvme checkpoints stream: bounded 
   // fathom-export of it: one tensor in memory at a time.
   if (world->rank() == 0) {
     int64_t largest = 0, total = 0;
-    for (const zero::FlatSlot& slot : trained.engine->training_state().flat_slots()) {
+    for (const zero::FlatSlot& slot : trained.engine->training_state().flat_view().flat_slots()) {
       largest = std::max(largest, slot.numel);
       total += slot.numel;
     }
@@ -522,7 +522,7 @@ TEST_CASE("offload_param and offload_optimizer nvme checkpoints stream: bounded 
     CHECK(cpu.stats().snapshot().total.peak - before <= largest * 4 + 4096);
     CHECK(summary.source == "master");
     CHECK(summary.parameters == total);
-    CHECK(summary.tensors == trained.engine->training_state().flat_slots().size());
+    CHECK(summary.tensors == trained.engine->training_state().flat_view().flat_slots().size());
   }
 
   Initialized resumed = start_tiny_gpt(offloaded, world);
