@@ -35,7 +35,7 @@ preempt() {
 
 preempt one SIGTERM "$train"
 step=$(sed -n 's/^fathom-train: stopped by SIGTERM after step \([0-9]*\)\/.*/\1/p' "$work/one.log")
-"$train" --resume "$work/one" --steps $((step + 2)) --eval-interval 0 >"$work/resume.log" 2>&1 ||
+"$train" --resume "$work/one" --steps $((step + 2)) --eval-interval 0 --out "$work/resumed" >"$work/resume.log" 2>&1 ||
   { cat "$work/resume.log"; fail "the resume failed"; }
 grep -q "resumed from $work/one/checkpoints/global_step$step at step $step" "$work/resume.log" || fail "resume: wrong step"
 echo "one: resumed at step $step and finished"
