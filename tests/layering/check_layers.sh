@@ -30,6 +30,19 @@ unit_of() {
 }
 
 problems=0
+# Each unit's CMakeLists.txt says what it may include, in a line the table must agree with.
+for unit in "${!allowed[@]}"; do
+  list="$unit/CMakeLists.txt"
+  [[ $unit != . && -f $list ]] || continue
+  said=$(sed -n 's/^# May include: \(.*\) (docs\/architecture.md, Layers; checked by tests\/layering)\.$/\1/p' "$list")
+  expected=$(sed 's/^ *//; s/ *$//; s/  */ /g' <<<"${allowed[$unit]}")
+  [[ -z $expected ]] && expected="nothing else"
+  if [[ $said != "$expected" ]]; then
+    echo "$list: says it may include \"${said:-(no '# May include:' line)}\", the table says \"$expected\""
+    problems=$((problems + 1))
+  fi
+done
+
 while IFS= read -r file; do
   unit=$(unit_of "$file")
   if [[ -z ${allowed[$unit]+set} ]]; then
