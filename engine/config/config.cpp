@@ -11,18 +11,39 @@
 
 namespace fathom {
 
+const std::vector<Field<ActivationCheckpointingConfig>> kActivationCheckpointingFields = {
+    {"partition_activations", &ActivationCheckpointingConfig::partition_activations},
+    {"number_checkpoints",
+     [](auto& w, auto key, auto& c) { if (c.number_checkpoints) w.member(key, *c.number_checkpoints); }},
+    {"contiguous_memory_optimization"},  // this and the last two: refused when true
+    {"synchronize_checkpoint_boundary", &ActivationCheckpointingConfig::synchronize_checkpoint_boundary},
+    {"profile"},
+    {"cpu_checkpointing"}};
+
+const std::vector<Field<PipelineConfig>> kPipelineFields = {
+    {"stages", [](auto& w, auto key, auto& c) { if (c.stages > 0) w.member(key, c.stages); }},
+    {"partition", &PipelineConfig::partition},
+    {"seed_layers"},  // refused when true
+    {"schedule", &PipelineConfig::schedule, {"gpipe", "1f1b", "interleaved", "zero_bubble"}},
+    {"virtual_stages", &PipelineConfig::virtual_stages, {1}},
+    {"activation_checkpoint_interval", &PipelineConfig::activation_checkpoint_interval, {0}},
+    {"pipe_partitioned", &PipelineConfig::pipe_partitioned},
+    {"grad_partitioned", &PipelineConfig::grad_partitioned}};
+
+const std::vector<Field<HybridEngineConfig>> kHybridEngineFields = {
+    {"enabled", &HybridEngineConfig::enabled},
+    {"max_out_tokens", &HybridEngineConfig::max_out_tokens, {1}},
+    {"inference_tp_size", &HybridEngineConfig::inference_tp_size, {1}},
+    {"release_inference_cache", &HybridEngineConfig::release_inference_cache},
+    {"pin_parameters", &HybridEngineConfig::pin_parameters},
+    {"tp_gather_partition_size", &HybridEngineConfig::tp_gather_partition_size, {1}}};
+
 namespace {
 
 ActivationCheckpointingConfig parse_activation_checkpointing(const ConfigSection& s) {
-  ActivationCheckpointingConfig c;
-  if (!s.present()) return c;
-  s.check_keys({"partition_activations", "number_checkpoints", "contiguous_memory_optimization",
-                "synchronize_checkpoint_boundary", "profile", "cpu_checkpointing"});
-  c.present = true;
-  c.partition_activations = s.boolean("partition_activations", false);
-  c.synchronize_checkpoint_boundary = s.boolean("synchronize_checkpoint_boundary", false);
-  if (const ConfigNode* n = s.find("number_checkpoints"); n && !n->is_null())
-    c.number_checkpoints = s.optional_integer("number_checkpoints", 1);
+  ActivationCheckpointingConfig c = read_section(s, kActivationCheckpointingFields);
+  c.present = s.present();
+  c.number_checkpoints = s.optional_integer("number_checkpoints", 1);
   const std::pair<const char*, const char*> refused[] = {
       {"contiguous_memory_optimization", "Fathom's caching allocator reuses the checkpoints' blocks; there is no "
                                          "contiguous checkpoint buffer"},
@@ -34,27 +55,18 @@ ActivationCheckpointingConfig parse_activation_checkpointing(const ConfigSection
 }
 
 PipelineConfig parse_pipeline(const ConfigSection& s) {
-  PipelineConfig c;
-  if (!s.present()) return c;
-  s.check_keys({"stages", "partition", "seed_layers", "activation_checkpoint_interval", "pipe_partitioned",
-                "grad_partitioned", "schedule", "virtual_stages"});
+  PipelineConfig c = read_section(s, kPipelineFields);
   if (const ConfigNode* stages = s.find("stages"); stages && !(stages->is_scalar() && stages->text == "auto"))
     c.stages = s.integer("stages", 0, 1);
-  const std::string partition = s.string("partition", "best");
-  if (partition != "best") {
-    if (partition != "parameters" && partition != "uniform" && partition.rfind("type:", 0) != 0)
-      s.fail("partition", "\"" + partition + "\" is not a partition method; use \"parameters\" (\"best\" means "
-                          "it), \"uniform\" or \"type:REGEX\"");
-    c.partition = partition;
+  if (c.partition == "best") {
+    c.partition = "parameters";
+  } else if (c.partition != "parameters" && c.partition != "uniform" && c.partition.rfind("type:", 0) != 0) {
+    s.fail("partition", "\"" + c.partition + "\" is not a partition method; use \"parameters\" (\"best\" means "
+                        "it), \"uniform\" or \"type:REGEX\"");
   }
-  c.schedule = s.choice("schedule", c.schedule, {"gpipe", "1f1b", "interleaved", "zero_bubble"});
-  c.virtual_stages = s.integer("virtual_stages", 1, 1);
   if (c.virtual_stages > 1 && c.schedule != "interleaved")
     s.fail("virtual_stages", std::to_string(c.virtual_stages) + " model chunks per stage need \"schedule\": "
                              "\"interleaved\"; the " + c.schedule + " schedule runs one chunk per stage");
-  c.activation_checkpoint_interval = s.integer("activation_checkpoint_interval", 0, 0);
-  c.pipe_partitioned = s.boolean("pipe_partitioned", true);
-  c.grad_partitioned = s.boolean("grad_partitioned", true);
   if (s.boolean("seed_layers", false))
     s.fail("seed_layers", "true is not supported (every layer is initialised as in the one-process model, which "
                           "checkpoints and equivalence rely on): remove it or set false");
@@ -62,19 +74,10 @@ PipelineConfig parse_pipeline(const ConfigSection& s) {
 }
 
 HybridEngineConfig parse_hybrid_engine(const ConfigSection& s) {
-  HybridEngineConfig c;
-  if (!s.present()) return c;
-  s.check_keys({"enabled", "max_out_tokens", "inference_tp_size", "release_inference_cache", "pin_parameters",
-                "tp_gather_partition_size"});
-  c.enabled = s.boolean("enabled", c.enabled);
-  c.max_out_tokens = s.integer("max_out_tokens", c.max_out_tokens, 1);
-  c.inference_tp_size = s.integer("inference_tp_size", c.inference_tp_size, 1);
+  const HybridEngineConfig c = read_section(s, kHybridEngineFields);
   if (c.inference_tp_size != 1)
     s.fail("inference_tp_size", std::to_string(c.inference_tp_size) + " is not supported: generation runs in the "
                                 "training layout (a tensor-parallel split for generation only is not built); set 1");
-  c.release_inference_cache = s.boolean("release_inference_cache", c.release_inference_cache);
-  c.pin_parameters = s.boolean("pin_parameters", c.pin_parameters);
-  c.tp_gather_partition_size = s.integer("tp_gather_partition_size", c.tp_gather_partition_size, 1);
   return c;
 }
 
@@ -82,7 +85,7 @@ HybridEngineConfig parse_hybrid_engine(const ConfigSection& s) {
 
 Config parse_config(const ConfigNode& root, const std::string& source) {
   const ConfigSection top(&root, "", source);
-  std::vector<std::string> known = fathom_config_keys();
+  std::vector<std::string> known = field_keys(kTopLevelFields);
   for (const std::string& key : deepspeed_only_config_keys()) known.push_back(key);
   // An unknown top-level key close to a known one is a typo, refused with its did-you-mean; one
   // like no key (DeepSpeedExamples' "cuda_visible_devices") is ignored with a notice, as DeepSpeed
@@ -111,10 +114,7 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
                        "train_batch_size = train_micro_batch_size_per_gpu * gradient_accumulation_steps * "
                        "data-parallel world size)");
 
-  c.gradient_clipping = top.number("gradient_clipping", c.gradient_clipping, 0);
-  c.steps_per_print = top.integer("steps_per_print", c.steps_per_print, 1);
-  c.wall_clock_breakdown = top.boolean("wall_clock_breakdown", c.wall_clock_breakdown);
-  c.memory_breakdown = top.boolean("memory_breakdown", c.memory_breakdown);
+  read_fields(top, kTopLevelFields, c);  // the plain keys: gradient_clipping, steps_per_print, ...
   if (const auto seed = top.optional_integer("seed", 0)) c.seed = static_cast<uint64_t>(*seed);
 
   c.fp16 = parse_fp16(top.section("fp16"));
@@ -131,7 +131,7 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
                        "rejects both too)");
   c.tensorboard = parse_monitor(top.section("tensorboard"));
   c.csv_monitor = parse_monitor(top.section("csv_monitor"));
-  c.flops_profiler = parse_flops_profiler(top.section("flops_profiler"));
+  c.flops_profiler = read_section(top.section("flops_profiler"), kFlopsProfilerFields);
   c.comms_logger = parse_comms_logger(top.section("comms_logger"));
   c.trace = parse_trace(top.section("trace"));
   // DeepSpeed's oldest ZeRO spelling, a boolean: true is stage 1, false stage 0.
@@ -153,7 +153,6 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
     if (tensor_parallel.boolean(key, false))
       tensor_parallel.fail(key, "true is not supported (it concerns DeepSpeed's AutoTP module injection; Fathom's "
                                 "tensor-parallel layers are built in): remove it or set false");
-  c.sequence_parallel = top.boolean("sequence_parallel", false);
   c.activation_checkpointing = parse_activation_checkpointing(top.section("activation_checkpointing"));
   c.pipeline = parse_pipeline(top.section("pipeline"));
   if (c.pipeline.stages > 1 && c.zero.stage == 3)
@@ -161,7 +160,6 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
   c.hybrid_engine = parse_hybrid_engine(top.section("hybrid_engine"));
   c.checkpoint_tag_validation =
       top.section("checkpoint").choice("tag_validation", c.checkpoint_tag_validation, {"Ignore", "Warn", "Fail"});
-  c.prescale_gradients = top.boolean("prescale_gradients", c.prescale_gradients);
   c.dataloader_drop_last = top.optional_boolean("dataloader_drop_last");
   const ConfigSection data_types = top.section("data_types");
   data_types.check_keys({"grad_accum_dtype"});
@@ -171,8 +169,6 @@ Config parse_config(const ConfigNode& root, const std::string& source) {
     data_types.fail("grad_accum_dtype", "\"" + c.grad_accum_dtype + "\" with a model trained in " + model_dtype +
                                             "; gradients accumulate in fp32 or in the model's own dtype (\"" +
                                             model_dtype + "\")");
-  c.gradient_predivide_factor = top.number("gradient_predivide_factor", c.gradient_predivide_factor, 1e-30);
-  c.communication_data_type = top.choice("communication_data_type", "", {"fp32", "fp16", "bf16"});
   c.optimizer = parse_optimizer(top.section("optimizer"));
   const auto lr = c.optimizer.params.find("lr");
   const double* base_lr = lr == c.optimizer.params.end() ? nullptr : std::get_if<double>(&lr->second.value());

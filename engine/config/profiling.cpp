@@ -5,27 +5,28 @@
 
 namespace fathom {
 
-FlopsProfilerConfig parse_flops_profiler(const ConfigSection& s) {
-  s.check_keys({"enabled", "profile_step", "module_depth", "top_modules", "detailed", "output_file",
-                "recompute_fwd_factor"});
-  FlopsProfilerConfig c;
-  c.enabled = s.boolean("enabled", c.enabled);
-  c.profile_step = s.integer("profile_step", c.profile_step, 0);
-  c.module_depth = s.integer("module_depth", c.module_depth, -1);
-  c.top_modules = s.integer("top_modules", c.top_modules, 1);
-  c.detailed = s.boolean("detailed", c.detailed);
-  c.output_file = s.string("output_file", c.output_file);
-  c.recompute_fwd_factor = s.number("recompute_fwd_factor", c.recompute_fwd_factor, 0.0, 1.0);
-  return c;
-}
+const std::vector<Field<FlopsProfilerConfig>> kFlopsProfilerFields = {
+    {"enabled", &FlopsProfilerConfig::enabled},
+    {"profile_step", &FlopsProfilerConfig::profile_step, {0}},
+    {"module_depth", &FlopsProfilerConfig::module_depth, {-1}},
+    {"top_modules", &FlopsProfilerConfig::top_modules, {1}},
+    {"detailed", &FlopsProfilerConfig::detailed},
+    {"output_file", &FlopsProfilerConfig::output_file},
+    {"recompute_fwd_factor", &FlopsProfilerConfig::recompute_fwd_factor, {0.0, 1.0}}};
+
+const std::vector<Field<CommsLoggerConfig>> kCommsLoggerFields = {
+    {"enabled", &CommsLoggerConfig::enabled},
+    {"verbose", &CommsLoggerConfig::verbose},
+    {"prof_all", &CommsLoggerConfig::prof_all},
+    {"debug", &CommsLoggerConfig::debug},
+    {"prof_ops", [](auto& w, auto key, auto& c) {
+       w.key(key).begin_array(JsonWriter::Layout::Inline);
+       for (const std::string& op : c.prof_ops) w.value(op);
+       w.end_array();
+     }}};
 
 CommsLoggerConfig parse_comms_logger(const ConfigSection& s) {
-  s.check_keys({"enabled", "verbose", "prof_all", "debug", "prof_ops"});
-  CommsLoggerConfig c;
-  c.enabled = s.boolean("enabled", c.enabled);
-  c.verbose = s.boolean("verbose", c.verbose);
-  c.prof_all = s.boolean("prof_all", c.prof_all);
-  c.debug = s.boolean("debug", c.debug);
+  CommsLoggerConfig c = read_section(s, kCommsLoggerFields);
   c.prof_ops = s.strings("prof_ops");
   std::string names;
   for (int k = 0; k <= static_cast<int>(parallel::CollectiveKind::Barrier); ++k)
@@ -41,11 +42,15 @@ CommsLoggerConfig parse_comms_logger(const ConfigSection& s) {
   return c;
 }
 
+const std::vector<Field<TraceConfig>> kTraceFields = {
+    {"enabled", &TraceConfig::enabled},
+    {"output_path", &TraceConfig::output_path},
+    {"steps", [](auto& w, auto key, auto& c) {
+       w.key(key).begin_array(JsonWriter::Layout::Inline).value(c.first_step).value(c.last_step).end_array();
+     }}};
+
 TraceConfig parse_trace(const ConfigSection& s) {
-  s.check_keys({"enabled", "output_path", "steps"});
-  TraceConfig c;
-  c.enabled = s.boolean("enabled", c.enabled);
-  c.output_path = s.string("output_path", c.output_path);
+  TraceConfig c = read_section(s, kTraceFields);
   if (s.find("steps")) {
     const std::vector<int64_t> steps = s.integers("steps", 1);
     if (steps.size() != 2 || steps[0] > steps[1])

@@ -60,18 +60,14 @@ const std::vector<std::string> kNoEffect = {"zero_allow_untested_optimizer", "ze
 std::string feature_name(const std::string& key) {
   static const std::vector<std::pair<std::string, std::string>> names = {
       {"sparse_gradients", "sparse gradients"},
-      {"memory_breakdown", "memory breakdown logging"},
       {"dump_state", "state dumping"},
       {"disable_allgather", "all-gather replacement"},
       {"graph_harvesting", "graph harvesting"},
       {"use_data_before_expert_parallelism", "expert parallelism"},
       {"seq_parallel_comm_data_type", "sequence parallelism"},
       {"checkpoint", "checkpoint options"},
-      {"pipeline", "pipeline parallelism settings"},
       {"amp", "NVIDIA Apex AMP"},
-      {"tensorboard", "TensorBoard monitor"},
       {"wandb", "Weights & Biases monitor"},
-      {"csv_monitor", "CSV monitor"},
       {"comet", "Comet monitor"},
       {"eigenvalue", "eigenvalue computation"},
       {"progressive_layer_drop", "progressive layer drop"},
@@ -165,17 +161,6 @@ void reject_enabled(const ConfigSection& section, const std::string& top_key) {
 }
 
 }  // namespace
-
-const std::vector<std::string>& fathom_config_keys() {
-  static const std::vector<std::string> keys = {
-      "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "optimizer", "scheduler",
-      "gradient_clipping", "steps_per_print", "wall_clock_breakdown", "seed", "fp16", "bf16", "bfloat16",
-      "zero_optimization", "prescale_gradients", "gradient_predivide_factor", "communication_data_type",
-      "dataloader_drop_last", "data_types", "tensorboard", "csv_monitor", "memory_breakdown",
-      "flops_profiler", "comms_logger", "trace", "tensor_parallel", "sequence_parallel",
-      "activation_checkpointing", "pipeline", "aio", "hybrid_engine"};
-  return keys;
-}
 
 const std::vector<std::string>& deepspeed_only_config_keys() {
   static const std::vector<std::string> keys = [] {

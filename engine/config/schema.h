@@ -12,9 +12,6 @@
 
 namespace fathom {
 
-// The top-level keys Fathom reads itself.
-const std::vector<std::string>& fathom_config_keys();
-
 // Every key DeepSpeed knows at the top level that Fathom does not read.
 const std::vector<std::string>& deepspeed_only_config_keys();
 

@@ -40,22 +40,21 @@ void check_with_factory(const ConfigSection& section, const ConfigSection& param
 
 }  // namespace
 
+const std::vector<Field<Fp16Config>> kFp16Fields = {
+    {"enabled", &Fp16Config::enabled},
+    {"auto_cast", &Fp16Config::auto_cast},
+    {"loss_scale", &Fp16Config::loss_scale, {0}},
+    {"initial_scale_power", &Fp16Config::initial_scale_power, {0, 127}},  // 2^127: a float's largest power of 2
+    {"loss_scale_window", &Fp16Config::loss_scale_window, {1}},
+    {"hysteresis", &Fp16Config::hysteresis, {1}},
+    {"consecutive_hysteresis", &Fp16Config::consecutive_hysteresis},
+    {"min_loss_scale", &Fp16Config::min_loss_scale, {0}},
+    {"fp16_master_weights_and_grads", &Fp16Config::fp16_master_weights_and_grads}};
+
 Fp16Config parse_fp16(const ConfigSection& s) {
-  s.check_keys({"enabled", "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
-                "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads"});
-  Fp16Config c;
-  c.enabled = s.boolean("enabled", c.enabled);
-  c.auto_cast = s.boolean("auto_cast", c.auto_cast);
-  c.loss_scale = s.number("loss_scale", c.loss_scale, 0);
-  // 2^127 is the largest power of two a float holds.
-  c.initial_scale_power = s.integer("initial_scale_power", c.initial_scale_power, 0, 127);
-  c.loss_scale_window = s.integer("loss_scale_window", c.loss_scale_window, 1);
-  c.hysteresis = s.integer("hysteresis", c.hysteresis, 1);
-  c.consecutive_hysteresis = s.boolean("consecutive_hysteresis", c.consecutive_hysteresis);
-  c.min_loss_scale = s.number("min_loss_scale", c.min_loss_scale, 0);
+  const Fp16Config c = read_section(s, kFp16Fields);
   if (s.find("min_loss_scale") && c.min_loss_scale == 0)
     s.fail("min_loss_scale", "expected a number > 0, got 0 (a zero scale would zero every gradient)");
-  c.fp16_master_weights_and_grads = s.boolean("fp16_master_weights_and_grads", c.fp16_master_weights_and_grads);
   if (c.fp16_master_weights_and_grads)
     s.fail("fp16_master_weights_and_grads",
            "true is not supported (Fathom does not implement DeepSpeed's fp16 master weights and gradients: its "
@@ -63,23 +62,23 @@ Fp16Config parse_fp16(const ConfigSection& s) {
   return c;
 }
 
+const std::vector<Field<Bf16Config>> kBf16Fields = {{"enabled", &Bf16Config::enabled},
+                                                      {"immediate_grad_update", &Bf16Config::immediate_grad_update}};
+
 Bf16Config parse_bf16(const ConfigSection& s) {
-  s.check_keys({"enabled", "immediate_grad_update"});
-  Bf16Config c;
-  c.enabled = s.boolean("enabled", c.enabled);
-  c.immediate_grad_update = s.boolean("immediate_grad_update", c.immediate_grad_update);
+  const Bf16Config c = read_section(s, kBf16Fields);
   if (c.immediate_grad_update)
     s.fail("immediate_grad_update",
            "true is not supported (Fathom does not implement DeepSpeed's bf16 immediate gradient update); use false");
   return c;
 }
 
+const std::vector<Field<MonitorConfig>> kMonitorFields = {{"enabled", &MonitorConfig::enabled},
+                                                         {"output_path", &MonitorConfig::output_path},
+                                                         {"job_name", &MonitorConfig::job_name}};
+
 MonitorConfig parse_monitor(const ConfigSection& s) {
-  s.check_keys({"enabled", "output_path", "job_name"});
-  MonitorConfig c;
-  c.enabled = s.boolean("enabled", c.enabled);
-  c.output_path = s.string("output_path", c.output_path);
-  c.job_name = s.string("job_name", c.job_name);
+  const MonitorConfig c = read_section(s, kMonitorFields);
   if (c.job_name.empty()) s.fail("job_name", "is empty; the files go to output_path/job_name, so name the job");
   return c;
 }
