@@ -208,8 +208,10 @@ fathom_pack() {
   # 1. Executables named in the manifest (comment lines start with '#').
   while IFS=$'\t' read -r name _; do
     [[ -z "$name" || "$name" == \#* ]] && continue
-    exe="$BUILD_DIR/tests/$name"
-    [[ -x "$exe" ]] || exe="$(find "$BUILD_DIR" -type f -name "$name" -perm -u+x 2>/dev/null | head -n 1)"
+    # The newest of that name: a build folder that outlived a move of the tests keeps the old,
+    # stale binary beside the new one (tests/ mirrors the source tree, one folder per layer).
+    exe="$(find "$BUILD_DIR" -type f -name "$name" -perm -u+x -printf '%T@ %p\n' 2>/dev/null | sort -nr | head -n 1 |
+           cut -d' ' -f2-)"
     if [[ -z "$exe" || ! -x "$exe" ]]; then
       warn "manifest lists $name but no such executable is built in $BUILD_DIR"
       ok=0
