@@ -72,6 +72,7 @@ Variable div(const Variable& x, double s) { return unary_op(FATHOM_OP("div_scala
 Variable add(const Variable& a, const Variable& b) { return apply_op(FATHOM_OP("add"), {a, b})[0]; }
 Variable sub(const Variable& a, const Variable& b) { return apply_op(FATHOM_OP("sub"), {a, b})[0]; }
 Variable mul(const Variable& a, const Variable& b) { return apply_op(FATHOM_OP("mul"), {a, b})[0]; }
+Variable swiglu(const Variable& gate, const Variable& up) { return apply_op(FATHOM_OP("swiglu"), {gate, up})[0]; }
 Variable div(const Variable& a, const Variable& b) { return apply_op(FATHOM_OP("div"), {a, b})[0]; }
 Variable maximum(const Variable& a, const Variable& b) { return apply_op(FATHOM_OP("maximum"), {a, b})[0]; }
 Variable minimum(const Variable& a, const Variable& b) { return apply_op(FATHOM_OP("minimum"), {a, b})[0]; }

@@ -19,6 +19,8 @@ Variable tanh(const Variable& x);
 Variable sigmoid(const Variable& x);
 Variable relu(const Variable& x);
 Variable silu(const Variable& x);
+// silu(gate) · up, fused (kernels: BinaryOp::SwiGlu): the gated MLP of the Llama family.
+Variable swiglu(const Variable& gate, const Variable& up);
 Variable gelu(const Variable& x, GeluApproximation approximate = GeluApproximation::Tanh);
 Variable abs(const Variable& x);
 Variable clamp(const Variable& x, double min, double max);

@@ -17,7 +17,7 @@ const char* op_name(UnaryOp op) {
 const char* op_name(BinaryOp op) {
   static const char* const names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt",
                                       "le", "gt", "ge", "relu_backward", "gelu_backward", "gelu_erf_backward",
-                                      "silu_backward", "sigmoid_backward", "tanh_backward"};
+                                      "silu_backward", "sigmoid_backward", "tanh_backward", "swiglu"};
   return names[static_cast<int>(op)];
 }
 

@@ -83,6 +83,8 @@ inline Tensor gelu_backward(const Tensor& grad, const Tensor& x,
                 grad, x);
 }
 inline Tensor silu_backward(const Tensor& grad, const Tensor& x) { return binary(BinaryOp::SiluBackward, grad, x); }
+// silu(gate) · up in one pass (SwiGLU, the gated MLP of Llama, Qwen2 and Mistral).
+inline Tensor swiglu(const Tensor& gate, const Tensor& up) { return binary(BinaryOp::SwiGlu, gate, up); }
 inline Tensor sigmoid_backward(const Tensor& grad, const Tensor& y) {
   return binary(BinaryOp::SigmoidBackward, grad, y);
 }

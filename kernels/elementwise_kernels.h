@@ -46,6 +46,7 @@ enum class BinaryOp : uint8_t {
   SiluBackward,      // b = x
   SigmoidBackward,   // b = y
   TanhBackward,      // b = y
+  SwiGlu,            // silu(a) · b: a = the gate, b = the up projection (Llama's gated MLP), fused
 };
 
 FATHOM_HOST_DEVICE constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq && op <= BinaryOp::Ge; }

@@ -145,6 +145,7 @@ FATHOM_HOST_DEVICE inline C binary(BinaryOp op, C a, C b) {
       }
       case BinaryOp::SigmoidBackward: return a * b * (C(1) - b);
       case BinaryOp::TanhBackward: return a * (C(1) - b * b);
+      case BinaryOp::SwiGlu: return a * sigmoid(a) * b;
       default: break;
     }
   }

@@ -225,6 +225,11 @@ std::vector<BinarySpec> binary_specs() {
                   [](double x) { const double s = sigmoid_ref(x); return s * (1 + x * (1 - s)); }),
       backward_op(BinaryOp::SigmoidBackward, 0.01, 0.99, [](double y) { return y * (1 - y); }),
       backward_op(BinaryOp::TanhBackward, -0.99, 0.99, [](double y) { return 1 - y * y; }),
+      // d/dgate = g · up · silu'(gate), d/dup = g · silu(gate).
+      {BinaryOp::SwiGlu, -6, 6, -3, 3, [](double gate, double up) { return gate * sigmoid_ref(gate) * up; },
+       [](const Tensor& g, const Tensor& gate, const Tensor& up, const Tensor&) {
+         return TensorList{silu_backward(mul(g, up), gate), mul(g, silu(gate))};
+       }, true},
   };
 }
 

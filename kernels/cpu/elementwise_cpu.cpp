@@ -176,7 +176,7 @@ void binary_forward_cpu(BinaryOp op, DType dtype, void* out, const void* a, cons
     FATHOM_BINARY_CASE(Ne) FATHOM_BINARY_CASE(Lt) FATHOM_BINARY_CASE(Le) FATHOM_BINARY_CASE(Gt)
     FATHOM_BINARY_CASE(Ge) FATHOM_BINARY_CASE(ReluBackward) FATHOM_BINARY_CASE(GeluTanhBackward)
     FATHOM_BINARY_CASE(GeluErfBackward) FATHOM_BINARY_CASE(SiluBackward) FATHOM_BINARY_CASE(SigmoidBackward)
-    FATHOM_BINARY_CASE(TanhBackward)
+    FATHOM_BINARY_CASE(TanhBackward) FATHOM_BINARY_CASE(SwiGlu)
 #undef FATHOM_BINARY_CASE
   }
 }

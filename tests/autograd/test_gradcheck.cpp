@@ -6,6 +6,8 @@
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"
 #include "autograd/op_node.h"
+#include "core/generator.h"
+#include "test_util.h"
 
 using namespace fathom;
 using namespace fathom::autograd;
@@ -58,4 +60,24 @@ TEST_CASE("custom functions take part in autograd and gradcheck", "[autograd]") 
   const Variable y = apply_function(std::make_shared<Cube>(), {x})[0];
   x.data().fill_(0.5);
   CHECK_THROWS_WITH(sum(y).backward(), Catch::Contains("backward of cube: saved tensor 0 was modified by an in-place"));
+}
+
+TEST_CASE("swiglu is silu(gate) * up in one op, with the composition's gradients", "[autograd]") {
+  Generator gen(5);
+  Tensor gate_data = Tensor::zeros({3, 8}), up_data = Tensor::zeros({3, 8});
+  fill_uniform(gate_data, gen, -4.0, 4.0);
+  fill_uniform(up_data, gen, -2.0, 2.0);
+  const auto grads = [&](bool fused) {
+    Variable gate(gate_data.clone(), true), up(up_data.clone(), true);
+    const Variable y = fused ? swiglu(gate, up) : mul(silu(gate), up);
+    sum(mul(y, y)).backward();
+    return std::vector<Tensor>{y.data(), gate.grad(), up.grad()};
+  };
+  const std::vector<Tensor> fused = grads(true), composed = grads(false);
+  for (size_t i = 0; i < fused.size(); ++i) FATHOM_REQUIRE_CLOSE(fused[i], composed[i], 1e-6, 1e-5);
+  // The fused op is one node: it saves gate and up, not silu(gate).
+  Variable gate(gate_data, true), up(up_data, true);
+  CHECK(swiglu(gate, up).grad_fn()->name() == std::string("swiglu_backward"));
+  CHECK(gradcheck([](const VariableList& in) { return swiglu(in[0], in[1]); },
+                  {Variable(gate_data.to(DType::F64), true), Variable(up_data.to(DType::F64), true)}) == "");
 }
