@@ -78,6 +78,9 @@ Variable layernorm(const Variable& x, const Variable& weight, const Variable& bi
 Variable rmsnorm(const Variable& x, const Variable& weight, double eps) {
   return apply_op(FATHOM_OP("rmsnorm"), {x, weight}, Attributes{{"eps", eps}})[0];
 }
+Variable rotary_embedding(const Variable& x, const Tensor& positions, const Tensor& inv_freq) {
+  return apply_op(FATHOM_OP("rotary_embedding"), {x, Variable(positions), Variable(inv_freq)})[0];
+}
 Variable embedding(const Tensor& indices, const Variable& weight) {
   return apply_op(FATHOM_OP("embedding"), {Variable(indices), weight})[0];
 }
@@ -93,16 +96,33 @@ Variable dropout(const Variable& x, double p, uint64_t seed, uint64_t offset, co
                   Attributes{{"p", p}, {"seed", static_cast<int64_t>(seed)}, {"offset", static_cast<int64_t>(offset)},
                              {"column_offset", column_offset}, {"full_width", full_width}})[0];
 }
-Variable causal_attention(const Variable& q, const Variable& k, const Variable& v, std::optional<double> scale) {
-  Attributes attrs;
-  if (scale) attrs.set("scale", *scale);
-  return apply_op(FATHOM_OP("causal_attention"), {q, k, v}, attrs)[0];
+Variable causal_attention(const Variable& q, const Variable& k, const Variable& v, const AttentionOptions& options) {
+  Attributes attrs{{"window", options.window}};
+  if (options.scale) attrs.set("scale", *options.scale);
+  VariableList inputs{q, k, v};
+  if (options.key_padding_mask.defined()) inputs.push_back(Variable(options.key_padding_mask));
+  return apply_op(FATHOM_OP("causal_attention"), inputs, attrs)[0];
 }
 
 Variable permute(const Variable& x, const std::vector<int64_t>& dims) {
   return apply_function(std::make_shared<PermuteFunction>(dims), {x})[0];
 }
 Variable contiguous(const Variable& x) { return apply_function(std::make_shared<ContiguousFunction>(), {x})[0]; }
+Variable concatenate(const VariableList& parts, int64_t dim) {
+  return apply_op(FATHOM_OP("concatenate"), parts, Attributes{{"dim", dim}})[0];
+}
+Variable narrow(const Variable& x, int64_t dim, int64_t start, int64_t length) {
+  return apply_op(FATHOM_OP("narrow"), {x}, Attributes{{"dim", dim}, {"start", start}, {"length", length}})[0];
+}
+Variable index_select(const Variable& x, int64_t dim, const Tensor& indices) {
+  return apply_op(FATHOM_OP("index_select"), {x, Variable(indices)}, Attributes{{"dim", dim}})[0];
+}
+Variable index_add(const Variable& base, int64_t dim, const Tensor& indices, const Variable& source) {
+  return apply_op(FATHOM_OP("index_add"), {base, Variable(indices), source}, Attributes{{"dim", dim}})[0];
+}
+Variable repeat_interleave(const Variable& x, int64_t repeats, int64_t dim) {
+  return apply_op(FATHOM_OP("repeat_interleave"), {x}, Attributes{{"repeats", repeats}, {"dim", dim}})[0];
+}
 Variable to_dtype(const Variable& x, DType dtype) {
   if (x.data().dtype() == dtype) return x;
   return apply_function(std::make_shared<CastFunction>(dtype), {x})[0];

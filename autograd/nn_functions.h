@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
+#include "kernels/attention.h"
 
 namespace fathom::autograd {
 
@@ -24,14 +25,24 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, std::optio
                        int64_t ignore_index = -100);
 Variable dropout(const Variable& x, double p, uint64_t seed, uint64_t offset, const Tensor& sample_index,
                  int64_t column_offset = 0, int64_t full_width = -1);
-// q, k, v: (B, NH, T, HS).
-Variable causal_attention(const Variable& q, const Variable& k, const Variable& v, std::optional<double> scale = {});
+// q (B, NH, Tq, HS), k and v (B, NKV, Tk, HS): grouped-query heads, a cache's offset, a sliding
+// window and a padding mask as kernels/attention.h describes.
+Variable causal_attention(const Variable& q, const Variable& k, const Variable& v,
+                          const AttentionOptions& options = {});
+// x (B, H, T, D) turned by positions (T) or (B, T) times inv_freq (R/2, f32): kernels/rotary.h.
+Variable rotary_embedding(const Variable& x, const Tensor& positions, const Tensor& inv_freq);
 
 // Shapes: views in forward, the gradient put back in backward.
 Variable permute(const Variable& x, const std::vector<int64_t>& dims);
 Variable contiguous(const Variable& x);
 // Pieces of the given sizes along dim (one backward node for all of them).
 VariableList split(const Variable& x, const std::vector<int64_t>& sizes, int64_t dim);
+// Copies (kernels/indexing.h, core/shape_ops.h): their backward is the other of each pair.
+Variable concatenate(const VariableList& parts, int64_t dim);
+Variable narrow(const Variable& x, int64_t dim, int64_t start, int64_t length);
+Variable index_select(const Variable& x, int64_t dim, const Tensor& indices);
+Variable index_add(const Variable& base, int64_t dim, const Tensor& indices, const Variable& source);
+Variable repeat_interleave(const Variable& x, int64_t repeats, int64_t dim);
 // x in another dtype; the gradient comes back in x's (e.g. a 16-bit model's outputs into an
 // f32 loss). x itself when it already has that dtype.
 Variable to_dtype(const Variable& x, DType dtype);

@@ -124,20 +124,42 @@ void dropout_forward_cuda(DType dtype, void* out, const void* inp, const int64_t
                           int64_t width, double p, uint64_t seed, uint64_t offset, int64_t column_offset,
                           int64_t full_width, bool accumulate, void* stream);
 
-// --- causal scaled-dot-product attention on (B, NH, T, HS) q, k, v ---
-// out = softmax(scale * q k^T, causal) v; lse (B, NH, T) is the row logsumexp of the scaled scores.
-void attention_forward_cpu(DType dtype, void* out, void* lse, const void* q, const void* k, const void* v, int64_t B,
-                           int64_t NH, int64_t T, int64_t HS, double scale);
+// --- causal scaled-dot-product attention (kernels/attention.h) ---
+// q (B, NH, Tq, HS); k, v (B, NKV, Tk, HS), NH a multiple of NKV, Tq <= Tk; query i sits at key
+// position i + Tk - Tq and sees the keys j <= that position, j > it - window when window > 0,
+// and keep[b * Tk + j] when keep is given. out = softmax(scale * q k^T over those keys) v; lse
+// (B, NH, Tq) is the row logsumexp of the scaled scores (-inf for a query that sees no key).
+struct AttentionShape {
+  int64_t B, NH, NKV, Tq, Tk, HS;
+  double scale;
+  int64_t window = 0;           // 0: no sliding window
+  const bool* keep = nullptr;   // optional (B, Tk) on the kernel's device: false marks a padding key
+};
+void attention_forward_cpu(DType dtype, void* out, void* lse, const void* q, const void* k, const void* v,
+                           const AttentionShape& shape);
 // Any of dq, dk, dv may be null. dlse (optional) is the gradient flowing into lse.
 void attention_backward_cpu(DType dtype, void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
-                            const void* v, const void* out, const void* lse, const void* dlse, int64_t B, int64_t NH,
-                            int64_t T, int64_t HS, double scale, bool accumulate);
-// CUDA twins (kernels/cuda/attention_cuda.cu), HS <= 128. workspace: B * NH * T compute-type
+                            const void* v, const void* out, const void* lse, const void* dlse,
+                            const AttentionShape& shape, bool accumulate);
+// CUDA twins (kernels/cuda/attention_cuda.cu), HS <= 128. workspace: B * NH * Tq compute-type
 // values of device memory (the backward's row terms).
-void attention_forward_cuda(DType dtype, void* out, void* lse, const void* q, const void* k, const void* v, int64_t B,
-                            int64_t NH, int64_t T, int64_t HS, double scale, void* stream);
+void attention_forward_cuda(DType dtype, void* out, void* lse, const void* q, const void* k, const void* v,
+                            const AttentionShape& shape, void* stream);
 void attention_backward_cuda(DType dtype, void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
-                             const void* v, const void* out, const void* lse, const void* dlse, int64_t B, int64_t NH,
-                             int64_t T, int64_t HS, double scale, bool accumulate, void* workspace, void* stream);
+                             const void* v, const void* out, const void* lse, const void* dlse,
+                             const AttentionShape& shape, bool accumulate, void* workspace, void* stream);
+
+// --- rotary position embedding (kernels/rotary.h) on contiguous (B, H, T, D) ---
+struct RotaryShape {
+  int64_t B, H, T, D;
+  int64_t R;                // rotated dims (even, <= D); D - R pass through
+  bool positions_batched;   // positions (B, T) rather than (T)
+  bool inverse;             // turn by -angle (the backward)
+};
+// positions: i64, (B, T) or (T); inv_freq: R / 2 f32 values.
+void rotary_embedding_cpu(DType dtype, void* out, const void* x, const int64_t* positions, const float* inv_freq,
+                          const RotaryShape& shape);
+void rotary_embedding_cuda(DType dtype, void* out, const void* x, const int64_t* positions, const float* inv_freq,
+                           const RotaryShape& shape, void* stream);
 
 }  // namespace fathom::kernels

@@ -554,15 +554,20 @@ OpInfo dropout_entry() {
 
 // --- causal_attention ---
 
-std::optional<double> scale_attr(const Attributes& a) {
-  return a.has("scale") ? std::optional<double>(a.get_double("scale")) : std::nullopt;
+// The options an entry's attributes and optional fourth input (the padding mask) give.
+AttentionOptions attention_options(const TensorList& in, const Attributes& a) {
+  AttentionOptions options;
+  if (a.has("scale")) options.scale = a.get_double("scale");
+  options.window = a.get_int("window", 0);
+  if (in.size() > 3) options.key_padding_mask = in[3];
+  return options;
 }
 
 OpInfo attention_entry() {
   OpInfo info;
   info.name = "causal_attention";
-  // q kᵀ and p v, each (B·NH·T)·T·HS MACs counted whole (the masked half too, as DeepSpeed counts
-  // the two matmuls of an unfused attention), plus the softmax's B·NH·T·T flops.
+  // q kᵀ and p v, each (B·NH·Tq)·Tk·HS MACs counted whole (the masked part too, as DeepSpeed
+  // counts the two matmuls of an unfused attention), plus the softmax's B·NH·Tq·Tk flops.
   info.cost = [](const TensorList& in, const TensorList&, const Attributes&) {
     const int64_t keys = in[1].size(-2), rows = in[0].numel() / in[0].size(-1);
     const int64_t macs = 2 * in[0].numel() * keys;
@@ -570,36 +575,56 @@ OpInfo attention_entry() {
   };
   info.dtypes = kFloatTypes;
   info.run = [](const TensorList& in, const Attributes& a) {
-    AttentionOutputs r = causal_attention(in[0], in[1], in[2], scale_attr(a));
+    AttentionOutputs r = causal_attention(in[0], in[1], in[2], attention_options(in, a));
     return TensorList{r.out, r.lse};
   };
-  // The naive way: a full T x T score row per query, masked, softmaxed, times v.
+  // The naive way: a full score row per query over the keys it sees, softmaxed, times v.
   info.reference = [](const TensorList& in, const Attributes& a) {
-    const int64_t BH = in[0].size(0) * in[0].size(1), T = in[0].size(2), HS = in[0].size(3);
+    const int64_t B = in[0].size(0), NH = in[0].size(1), Tq = in[0].size(2), HS = in[0].size(3);
+    const int64_t NKV = in[1].size(1), Tk = in[1].size(2), offset = Tk - Tq, window = a.get_int("window", 0);
     const double scale = a.has("scale") ? a.get_double("scale") : 1 / std::sqrt(static_cast<double>(HS));
     const std::vector<double> q = in[0].to_vector<double>(), k = in[1].to_vector<double>(),
                               v = in[2].to_vector<double>();
-    std::vector<double> out(q.size(), 0.0), lse(BH * T), s(T);
-    for (int64_t h = 0; h < BH; ++h)
-      for (int64_t i = 0; i < T; ++i) {
-        const double* qi = q.data() + (h * T + i) * HS;
-        for (int64_t j = 0; j <= i; ++j) {
-          double dot = 0;
-          for (int64_t d = 0; d < HS; ++d) dot += qi[d] * k[(h * T + j) * HS + d];
-          s[j] = dot * scale;
+    const std::vector<int64_t> keep = in.size() > 3 ? in[3].to_vector<int64_t>() : std::vector<int64_t>(B * Tk, 1);
+    std::vector<double> out(q.size(), 0.0), lse(B * NH * Tq), s;
+    std::vector<int64_t> seen;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < NH; ++h) {
+        const int64_t row0 = (b * NH + h) * Tq, kv0 = (b * NKV + h / (NH / NKV)) * Tk;
+        for (int64_t i = 0; i < Tq; ++i) {
+          s.clear();
+          seen.clear();
+          for (int64_t j = 0; j <= i + offset; ++j) {
+            if ((window > 0 && j <= i + offset - window) || keep[b * Tk + j] == 0) continue;
+            double dot = 0;
+            for (int64_t d = 0; d < HS; ++d) dot += q[(row0 + i) * HS + d] * k[(kv0 + j) * HS + d];
+            s.push_back(dot * scale);
+            seen.push_back(j);
+          }
+          const double row_lse = s.empty() ? -std::numeric_limits<double>::infinity()
+                                           : row_logsumexp(s.data(), static_cast<int64_t>(s.size()));
+          lse[row0 + i] = row_lse;
+          for (size_t n = 0; n < seen.size(); ++n)
+            for (int64_t d = 0; d < HS; ++d)
+              out[(row0 + i) * HS + d] += std::exp(s[n] - row_lse) * v[(kv0 + seen[n]) * HS + d];
         }
-        const double row_lse = row_logsumexp(s.data(), i + 1);
-        lse[h * T + i] = row_lse;
-        for (int64_t j = 0; j <= i; ++j)
-          for (int64_t d = 0; d < HS; ++d)
-            out[(h * T + i) * HS + d] += std::exp(s[j] - row_lse) * v[(h * T + j) * HS + d];
       }
     return TensorList{f64_tensor(out, in[0].sizes()), f64_tensor(lse, without_last(in[0].sizes()))};
   };
   info.samples = [](DType dtype, Generator& gen) {
-    auto qkv = [&](const Shape& shape) {
-      return TensorList{uniform_tensor(shape, dtype, gen, -1.5, 1.5), uniform_tensor(shape, dtype, gen, -1.5, 1.5),
-                        uniform_tensor(shape, dtype, gen, -1.5, 1.5)};
+    auto qkv = [&](const Shape& q_shape, int64_t NKV = 0, int64_t Tk = 0) {
+      Shape kv_shape = q_shape;
+      if (NKV > 0) kv_shape[1] = NKV;
+      if (Tk > 0) kv_shape[2] = Tk;
+      return TensorList{uniform_tensor(q_shape, dtype, gen, -1.5, 1.5), uniform_tensor(kv_shape, dtype, gen, -1.5, 1.5),
+                        uniform_tensor(kv_shape, dtype, gen, -1.5, 1.5)};
+    };
+    auto with_mask = [](TensorList inputs, std::vector<int64_t> keep, DType mask_dtype) {
+      const int64_t B = inputs[0].size(0);
+      inputs.push_back(Tensor::from_vector(keep, {static_cast<int64_t>(keep.size())})
+                           .reshape({B, static_cast<int64_t>(keep.size()) / B})
+                           .to(mask_dtype));
+      return inputs;
     };
     // (B, T, NH, HS) storage viewed as (B, NH, T, HS): the layout a fused qkv projection gives.
     auto head_major_views = [&](int64_t B, int64_t NH, int64_t T, int64_t HS) {
@@ -608,25 +633,36 @@ OpInfo attention_entry() {
         views.push_back(uniform_tensor({B, T, NH, HS}, dtype, gen, -1.5, 1.5).transpose(1, 2));
       return views;
     };
-    return std::vector<OpSample>{{"[1, 2, 5, 4]", qkv({1, 2, 5, 4}), {}},
-                                 {"T 1 [2, 2, 1, 3]", qkv({2, 2, 1, 3}), {}},
-                                 {"scale 0.7 [2, 1, 6, 3]", qkv({2, 1, 6, 3}), Attributes{{"scale", 0.7}}},
-                                 {"non-contiguous (B, T, NH, HS) views [1, 2, 4, 3]", head_major_views(1, 2, 4, 3), {}},
-                                 {"two query blocks, HS 1 [1, 1, 70, 1]", qkv({1, 1, 70, 1}), {}},
-                                 {"T 67 [1, 1, 67, 8]", qkv({1, 1, 67, 8}), {}},
-                                 {"threaded T 130 [1, 2, 130, 16]", qkv({1, 2, 130, 16}), {}}};
+    return std::vector<OpSample>{
+        {"[1, 2, 5, 4]", qkv({1, 2, 5, 4}), {}},
+        {"T 1 [2, 2, 1, 3]", qkv({2, 2, 1, 3}), {}},
+        {"scale 0.7 [2, 1, 6, 3]", qkv({2, 1, 6, 3}), Attributes{{"scale", 0.7}}},
+        {"non-contiguous (B, T, NH, HS) views [1, 2, 4, 3]", head_major_views(1, 2, 4, 3), {}},
+        {"two query blocks, HS 1 [1, 1, 70, 1]", qkv({1, 1, 70, 1}), {}},
+        {"T 67 [1, 1, 67, 8]", qkv({1, 1, 67, 8}), {}},
+        {"grouped-query 4:2 [2, 4, 6, 3]", qkv({2, 4, 6, 3}, 2), {}},
+        {"multi-query 3:1 [1, 3, 5, 4]", qkv({1, 3, 5, 4}, 1), {}},
+        {"a cache: 3 queries after 4 cached keys", qkv({2, 2, 3, 4}, 1, 7), {}},
+        {"sliding window 3 [1, 2, 9, 4]", qkv({1, 2, 9, 4}), Attributes{{"window", int64_t{3}}}},
+        {"window 2 with a cache of 5", qkv({1, 2, 4, 3}, 2, 9), Attributes{{"window", int64_t{2}}}},
+        {"right-padded keys (i64 mask)", with_mask(qkv({2, 2, 5, 3}), {1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, DType::I64), {}},
+        {"left-padded (bool mask): padding queries see no key",
+         with_mask(qkv({2, 2, 5, 3}, 1), {0, 0, 1, 1, 1, 1, 1, 1, 1, 1}, DType::Bool), {}},
+        {"threaded T 130 [1, 2, 130, 16]", qkv({1, 2, 130, 16}), {}},
+        {"threaded GQA, window 70, T 150 [1, 4, 150, 8]", qkv({1, 4, 150, 8}, 2),
+         Attributes{{"window", int64_t{70}}}}};
   };
   info.error_cases = [] {
     const Tensor q = Tensor::zeros({1, 2, 5, 4});
     return std::vector<OpErrorCase>{
-        {"k of another length",
-         {q, Tensor::zeros({1, 2, 6, 4}), q},
+        {"k of another head size",
+         {q, Tensor::zeros({1, 2, 5, 3}), q},
          {},
-         "causal_attention: k of shape [1, 2, 6, 4] must match q of shape [1, 2, 5, 4]"},
+         "causal_attention: k of shape [1, 2, 5, 3] must be (B, NKV, Tk, HS) with q's B and HS, q being [1, 2, 5, 4]"},
         {"3-d q",
          {Tensor::zeros({2, 5, 4}), Tensor::zeros({2, 5, 4}), Tensor::zeros({2, 5, 4})},
          {},
-         "causal_attention: q must be (B, NH, T, HS), got shape [2, 5, 4]"},
+         "causal_attention: q must be (B, NH, Tq, HS), got shape [2, 5, 4]"},
         {"v of another dtype",
          {q, q, Tensor::zeros({1, 2, 5, 4}, DType::F64)},
          {},
@@ -635,14 +671,40 @@ OpInfo attention_entry() {
         {"integer q",
          {Tensor::zeros({1, 1, 2, 2}, DType::I64), q, q},
          {},
-         "causal_attention: q must be a floating-point tensor (f32, f64, f16, bf16), got i64"}};
+         "causal_attention: q must be a floating-point tensor (f32, f64, f16, bf16), got i64"},
+        {"heads not a multiple of kv heads",
+         {Tensor::zeros({1, 3, 5, 4}), q, q},
+         {},
+         "causal_attention: q's 3 heads must be a multiple of k's and v's 2 heads"},
+        {"more queries than keys",
+         {Tensor::zeros({1, 2, 6, 4}), q, q},
+         {},
+         "causal_attention: q has 6 positions, more than k's 5"},
+        {"v unlike k",
+         {q, q, Tensor::zeros({1, 1, 5, 4})},
+         {},
+         "causal_attention: v of shape [1, 1, 5, 4] must match k of shape [1, 2, 5, 4]"},
+        {"a mask of the wrong length",
+         {q, q, q, Tensor::zeros({1, 4}, DType::Bool)},
+         {},
+         "causal_attention: key_padding_mask must be (B, Tk) = [1, 5], got shape [1, 4]"},
+        {"a float mask",
+         {q, q, q, Tensor::zeros({1, 5})},
+         {},
+         "causal_attention: key_padding_mask must be bool, i32 or i64 (1 = a real key, 0 = padding)"},
+        {"a negative window", {q, q, q}, Attributes{{"window", int64_t{-1}}},
+         "causal_attention: window must be >= 0 (0: no sliding window), got -1"}};
   };
   info.gradient = [](const GradientContext& ctx) {
     const AttentionGrads g = causal_attention_backward(
         ctx.grad_outputs[0], ctx.inputs[0], ctx.inputs[1], ctx.inputs[2], ctx.outputs[0], ctx.outputs[1],
-        scale_attr(ctx.attrs), Tensor(), ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2]);
-    return TensorList{g.dq, g.dk, g.dv};
+        attention_options(ctx.inputs, ctx.attrs), Tensor(), ctx.needs_input_grad[0], ctx.needs_input_grad[1],
+        ctx.needs_input_grad[2]);
+    TensorList grads{g.dq, g.dk, g.dv};
+    grads.resize(ctx.inputs.size());  // none for the mask
+    return grads;
   };
+  info.nondifferentiable_inputs = {3};
   info.gradient_uses_outputs = true;
   info.tolerance = nn_tolerance;
   info.has_cuda = true;

@@ -10,6 +10,8 @@ const std::vector<OpInfo>& op_registry() {
     register_optimizer_ops(ops);
     register_nn_ops(ops);
     register_matmul_ops(ops);
+    register_position_ops(ops);
+    register_shape_ops(ops);
     return ops;
   }();
   return registry;

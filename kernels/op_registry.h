@@ -103,6 +103,8 @@ void register_reduction_ops(std::vector<OpInfo>& registry);
 void register_optimizer_ops(std::vector<OpInfo>& registry);
 void register_nn_ops(std::vector<OpInfo>& registry);
 void register_matmul_ops(std::vector<OpInfo>& registry);
+void register_position_ops(std::vector<OpInfo>& registry);
+void register_shape_ops(std::vector<OpInfo>& registry);
 
 // Default tolerances against an f64 reference: f64 1e-12, f32 1e-5, bf16/f16 per their epsilon.
 Tolerance default_tolerance(DType dtype);

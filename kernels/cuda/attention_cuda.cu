@@ -1,5 +1,7 @@
 // CUDA twin of kernels/cpu/attention_cpu.cpp: causal scaled-dot-product attention, flash-attention
-// style, on contiguous (B, NH, T, HS) q, k, v; lse (B, NH, T) is saved for the backward.
+// style, on contiguous q (B, NH, Tq, HS) and k, v (B, NKV, Tk, HS) with grouped-query heads, a
+// KV cache's offset, an optional sliding window and padding-key mask (kernels/attention.h, whose
+// visibility rule is `Visibility` below); lse (B, NH, Tq) is saved for the backward.
 //
 // Layout (kernels/launch_geometry.h, "Causal attention"): a block of 4 warps owns 16 rows of one
 // (batch, head), 4 per warp, kept in shared memory; the other operand streams through shared
@@ -7,9 +9,10 @@
 // lane (no cross-lane sum); the products with v, dout, q or k give each lane the head dims
 // d = lane + 32c of its rows, the tile's probabilities broadcast by shuffles in key order.
 //   forward (per query block): online softmax over key tiles up to the diagonal; lse = m + log l.
-//   dk/dv (per key block, looping over query tiles from the diagonal on): dv = P^T dout,
-//     dk = scale dS^T q.
-//   dq (per query block, looping over key tiles up to the diagonal): dq = scale dS k.
+//   dk/dv (per kv head's key block, looping over the group's query heads and the query tiles
+//     that see the block): dv = P^T dout, dk = scale dS^T q.
+//   dq (per query block, looping over the key tiles it sees): dq = scale dS k.
+// A query that sees no key keeps m = -inf: its output row is zero and its lse -inf.
 // with P = exp(scale q k^T - lse), dS = P (dout v^T - D), D = rowsum(dout * out) - dlse from a
 // first small kernel. Every output element is owned by one lane and summed in a fixed order (no
 // atomics), so results are the same on every run. Plain FP32/FP64 SIMT arithmetic, no tensor cores.
@@ -85,11 +88,39 @@ __device__ void store(T* dst, A value, bool accumulate) {
   *dst = accumulate ? T(A(*dst) + value) : T(value);
 }
 
+// Which keys a query sees (kernels/attention.h): query i sits at key position i + Tk - Tq.
+struct Visibility {
+  AttentionShape s;
+  __device__ int64_t offset() const { return s.Tk - s.Tq; }
+  __device__ int64_t first_key(int64_t i) const {
+    const int64_t first = i + offset() - s.window + 1;
+    return s.window > 0 && first > 0 ? first : 0;
+  }
+  __device__ int64_t last_key(int64_t i) const { return i + offset(); }
+  __device__ int64_t first_query(int64_t j) const { return j - offset() > 0 ? j - offset() : 0; }
+  __device__ int64_t last_query(int64_t j) const {
+    const int64_t last = j + s.window - 1 - offset();
+    return s.window > 0 && last < s.Tq - 1 ? last : s.Tq - 1;
+  }
+  // Query i (< Tq) of batch b sees key j (any index).
+  __device__ bool sees(int64_t b, int64_t i, int64_t j) const {
+    return j >= first_key(i) && j <= last_key(i) && (s.keep == nullptr || s.keep[b * s.Tk + j]);
+  }
+  __device__ int64_t q_head(int64_t bh) const { return bh * s.Tq * s.HS; }
+  __device__ int64_t kv_head(int64_t bh) const {
+    const int64_t b = bh / s.NH, h = bh % s.NH;
+    return (b * s.NKV + h / (s.NH / s.NKV)) * s.Tk * s.HS;
+  }
+};
+
 template <typename T, int TIER>
 __global__ void __launch_bounds__(kAttnThreads)
-    attention_forward_kernel(T* out, Acc<T>* lse, const T* q, const T* k, const T* v, int64_t BH, int64_t T_, int HS,
-                             Acc<T> scale) {
+    attention_forward_kernel(T* out, Acc<T>* lse, const T* q, const T* k, const T* v, AttentionShape shape) {
   using A = Acc<T>;
+  const Visibility vis{shape};
+  const int64_t BH = shape.B * shape.NH, T_ = shape.Tq, Tk = shape.Tk;
+  const int HS = static_cast<int>(shape.HS);
+  const A scale = static_cast<A>(shape.scale);
   constexpr int R = kAttnRowsPerWarp, DPL = TIER / 32, KP = TIER + 1;
   FATHOM_DYNAMIC_SHARED(unsigned char, smem, 16);
   A* qs = reinterpret_cast<A*>(smem);  // [kAttnBlockRows][TIER]
@@ -100,8 +131,10 @@ __global__ void __launch_bounds__(kAttnThreads)
 
   for (int64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
     const launch::AttentionTask t = launch::attention_task(task, BH, blocks, /*heaviest_last=*/true);
-    const int64_t head = t.bh * T_ * HS;
+    const int64_t head = vis.q_head(t.bh), kv_head = vis.kv_head(t.bh), b = t.bh / shape.NH;
     const int64_t q0 = t.block * kAttnBlockRows, row0 = q0 + warp * R;
+    const int64_t last_row = T_ - 1 < q0 + kAttnBlockRows - 1 ? T_ - 1 : q0 + kAttnBlockRows - 1;
+    const int64_t warp_last = T_ - 1 < row0 + R - 1 ? T_ - 1 : row0 + R - 1;
     __syncthreads();  // the previous task is done with the tiles
     load_rows(qs, TIER, TIER, q + head, q0, kAttnBlockRows, T_, HS);
     const A* my_q = qs + warp * R * TIER;
@@ -114,13 +147,14 @@ __global__ void __launch_bounds__(kAttnThreads)
 #pragma unroll
       for (int c = 0; c < DPL; ++c) acc[r][c] = A(0);
     }
-    const int64_t key_end = T_ < q0 + kAttnBlockRows ? T_ : q0 + kAttnBlockRows;
-    for (int64_t k0 = 0; k0 < key_end; k0 += kAttnTile) {
+    const int64_t key_end = vis.last_key(last_row) + 1;
+    for (int64_t k0 = vis.first_key(q0); k0 < key_end; k0 += kAttnTile) {
       __syncthreads();  // the previous k, v tiles are consumed (and the q rows are in)
-      load_rows(ks, KP, TIER, k + head, k0, kAttnTile, T_, HS);
-      load_rows(vs, TIER, TIER, v + head, k0, kAttnTile, T_, HS);
+      load_rows(ks, KP, TIER, k + kv_head, k0, kAttnTile, Tk, HS);
+      load_rows(vs, TIER, TIER, v + kv_head, k0, kAttnTile, Tk, HS);
       __syncthreads();
-      if (k0 > row0 + R - 1) continue;  // every key of the tile is after this warp's rows
+      // Every key of the tile is after this warp's rows, or before their windows.
+      if (row0 >= T_ || k0 > vis.last_key(warp_last) || k0 + kAttnTile - 1 < vis.first_key(row0)) continue;
 
       A s[R];
 #pragma unroll
@@ -136,20 +170,21 @@ __global__ void __launch_bounds__(kAttnThreads)
       A p[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        // Rows past T mirror the last row (never stored): key 0 keeps every m finite.
+        // Rows past Tq mirror the last row (never stored).
         const int64_t i = row0 + r < T_ ? row0 + r : T_ - 1;
-        const bool visible = j <= i;
+        const bool visible = vis.sees(b, i, j);
         const A score = visible ? s[r] * scale : negative_infinity<A>();
         const A tile_max = warp_max(score);
-        const A m_new = m[r] > tile_max ? m[r] : tile_max;  // finite: key 0 is in the first tile
+        const A m_new = m[r] > tile_max ? m[r] : tile_max;  // -inf while the row has seen no key
         p[r] = visible ? math::exp(score - m_new) : A(0);
-        const A correction = math::exp(m[r] - m_new);  // 0 on the first tile (m = -inf)
+        // 0 on the row's first keys (m = -inf); 1 while there are none (nothing to rescale).
+        const A correction = m_new == negative_infinity<A>() ? A(1) : math::exp(m[r] - m_new);
         l[r] = l[r] * correction + warp_sum(p[r]);
 #pragma unroll
         for (int c = 0; c < DPL; ++c) acc[r][c] *= correction;
         m[r] = m_new;
       }
-      const int64_t tile_keys = T_ - k0 < kAttnTile ? T_ - k0 : kAttnTile;
+      const int64_t tile_keys = Tk - k0 < kAttnTile ? Tk - k0 : kAttnTile;
       for (int jj = 0; jj < tile_keys; ++jj) {
         A vv[DPL];
 #pragma unroll
@@ -166,13 +201,14 @@ __global__ void __launch_bounds__(kAttnThreads)
     for (int r = 0; r < R; ++r) {
       const int64_t i = row0 + r;
       if (i >= T_) break;
-      const A inv = A(1) / l[r];
+      const bool saw_keys = l[r] > A(0);
+      const A inv = saw_keys ? A(1) / l[r] : A(0);
 #pragma unroll
       for (int c = 0; c < DPL; ++c) {
         const int d = lane + 32 * c;
         if (d < HS) out[head + i * HS + d] = T(acc[r][c] * inv);
       }
-      if (lane == 0) lse[t.bh * T_ + i] = m[r] + log_acc(l[r]);
+      if (lane == 0) lse[t.bh * T_ + i] = saw_keys ? m[r] + log_acc(l[r]) : negative_infinity<A>();
     }
   }
 }
@@ -195,8 +231,12 @@ __global__ void attention_row_term_kernel(Acc<T>* D, const T* dout, const T* out
 template <typename T, int TIER>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_dq_kernel(T* dq, const T* dout, const T* q, const T* k, const T* v, const Acc<T>* lse, const Acc<T>* D,
-                        int64_t BH, int64_t T_, int HS, Acc<T> scale, bool accumulate) {
+                        AttentionShape shape, bool accumulate) {
   using A = Acc<T>;
+  const Visibility vis{shape};
+  const int64_t BH = shape.B * shape.NH, T_ = shape.Tq, Tk = shape.Tk;
+  const int HS = static_cast<int>(shape.HS);
+  const A scale = static_cast<A>(shape.scale);
   constexpr int R = kAttnRowsPerWarp, DPL = TIER / 32, KP = TIER + 1;
   FATHOM_DYNAMIC_SHARED(unsigned char, smem, 16);
   A* qs = reinterpret_cast<A*>(smem);  // [kAttnBlockRows][TIER]
@@ -208,8 +248,10 @@ __global__ void __launch_bounds__(kAttnThreads)
 
   for (int64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
     const launch::AttentionTask t = launch::attention_task(task, BH, blocks, /*heaviest_last=*/true);
-    const int64_t head = t.bh * T_ * HS;
+    const int64_t head = vis.q_head(t.bh), kv_head = vis.kv_head(t.bh), b = t.bh / shape.NH;
     const int64_t q0 = t.block * kAttnBlockRows, row0 = q0 + warp * R;
+    const int64_t last_row = T_ - 1 < q0 + kAttnBlockRows - 1 ? T_ - 1 : q0 + kAttnBlockRows - 1;
+    const int64_t warp_last = T_ - 1 < row0 + R - 1 ? T_ - 1 : row0 + R - 1;
     __syncthreads();
     load_rows(qs, TIER, TIER, q + head, q0, kAttnBlockRows, T_, HS);
     load_rows(gs, TIER, TIER, dout + head, q0, kAttnBlockRows, T_, HS);
@@ -225,13 +267,13 @@ __global__ void __launch_bounds__(kAttnThreads)
 #pragma unroll
       for (int c = 0; c < DPL; ++c) acc[r][c] = A(0);
     }
-    const int64_t key_end = T_ < q0 + kAttnBlockRows ? T_ : q0 + kAttnBlockRows;
-    for (int64_t k0 = 0; k0 < key_end; k0 += kAttnTile) {
+    const int64_t key_end = vis.last_key(last_row) + 1;
+    for (int64_t k0 = vis.first_key(q0); k0 < key_end; k0 += kAttnTile) {
       __syncthreads();
-      load_rows(ks, KP, TIER, k + head, k0, kAttnTile, T_, HS);
-      load_rows(vs, KP, TIER, v + head, k0, kAttnTile, T_, HS);
+      load_rows(ks, KP, TIER, k + kv_head, k0, kAttnTile, Tk, HS);
+      load_rows(vs, KP, TIER, v + kv_head, k0, kAttnTile, Tk, HS);
       __syncthreads();
-      if (k0 > row0 + R - 1) continue;
+      if (row0 >= T_ || k0 > vis.last_key(warp_last) || k0 + kAttnTile - 1 < vis.first_key(row0)) continue;
 
       A s[R], dp[R];
 #pragma unroll
@@ -252,11 +294,11 @@ __global__ void __launch_bounds__(kAttnThreads)
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         const int64_t i = row0 + r < T_ ? row0 + r : T_ - 1;
-        const bool visible = j <= i;
+        const bool visible = vis.sees(b, i, j);
         const A p = visible ? math::exp(s[r] * scale - row_lse[r]) : A(0);
         ds[r] = visible ? p * (dp[r] - row_d[r]) : A(0);
       }
-      const int64_t tile_keys = T_ - k0 < kAttnTile ? T_ - k0 : kAttnTile;
+      const int64_t tile_keys = Tk - k0 < kAttnTile ? Tk - k0 : kAttnTile;
       for (int jj = 0; jj < tile_keys; ++jj) {
         A kk[DPL];
 #pragma unroll
@@ -285,8 +327,12 @@ __global__ void __launch_bounds__(kAttnThreads)
 template <typename T, int TIER>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_dkdv_kernel(T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const Acc<T>* lse,
-                          const Acc<T>* D, int64_t BH, int64_t T_, int HS, Acc<T> scale, bool accumulate) {
+                          const Acc<T>* D, AttentionShape shape, bool accumulate) {
   using A = Acc<T>;
+  const Visibility vis{shape};
+  const int64_t B_KV = shape.B * shape.NKV, T_ = shape.Tq, Tk = shape.Tk, group = shape.NH / shape.NKV;
+  const int HS = static_cast<int>(shape.HS);
+  const A scale = static_cast<A>(shape.scale);
   constexpr int R = kAttnRowsPerWarp, DPL = TIER / 32, KP = TIER + 1;
   FATHOM_DYNAMIC_SHARED(unsigned char, smem, 16);
   A* ks = reinterpret_cast<A*>(smem);  // own keys, [kAttnBlockRows][TIER]
@@ -296,15 +342,17 @@ __global__ void __launch_bounds__(kAttnThreads)
   A* ls = gs + kAttnTile * KP;         // the tile's lse, [kAttnTile]
   A* Ds = ls + kAttnTile;              // the tile's D, [kAttnTile]
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t blocks = launch::attention_row_blocks(T_), tasks = BH * blocks;
+  const int64_t blocks = launch::attention_row_blocks(Tk), tasks = B_KV * blocks;
 
   for (int64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
-    const launch::AttentionTask t = launch::attention_task(task, BH, blocks, /*heaviest_last=*/false);
-    const int64_t head = t.bh * T_ * HS;
+    // t.bh is a (batch, kv head); the task sums over the kv head's `group` query heads.
+    const launch::AttentionTask t = launch::attention_task(task, B_KV, blocks, /*heaviest_last=*/false);
+    const int64_t kv_head = t.bh * Tk * HS, b = t.bh / shape.NKV, first_head = t.bh % shape.NKV * group;
     const int64_t k0 = t.block * kAttnBlockRows, key0 = k0 + warp * R;
+    const int64_t last_key = Tk - 1 < k0 + kAttnBlockRows - 1 ? Tk - 1 : k0 + kAttnBlockRows - 1;
     __syncthreads();
-    load_rows(ks, TIER, TIER, k + head, k0, kAttnBlockRows, T_, HS);
-    load_rows(vs, TIER, TIER, v + head, k0, kAttnBlockRows, T_, HS);
+    load_rows(ks, TIER, TIER, k + kv_head, k0, kAttnBlockRows, Tk, HS);
+    load_rows(vs, TIER, TIER, v + kv_head, k0, kAttnBlockRows, Tk, HS);
     const A* my_k = ks + warp * R * TIER;
     const A* my_v = vs + warp * R * TIER;
 
@@ -313,17 +361,24 @@ __global__ void __launch_bounds__(kAttnThreads)
     for (int r = 0; r < R; ++r)
 #pragma unroll
       for (int c = 0; c < DPL; ++c) dk_acc[r][c] = dv_acc[r][c] = A(0);
-    for (int64_t q0 = launch::attention_first_query_tile_start(k0); q0 < T_; q0 += kAttnTile) {
+    const int64_t query_end = vis.last_query(last_key) + 1;
+    for (int64_t step = 0; step < group * launch::ceil_div(T_, kAttnTile); ++step) {
+      // Query heads of the group in order, each over its query tiles from the first that sees k0.
+      const int64_t bh = (b * shape.NH + first_head + step % group), q_tile = step / group;
+      const int64_t q0 = launch::attention_first_query_tile_start(vis.first_query(k0)) + q_tile * kAttnTile;
+      if (q0 >= query_end) break;
+      const int64_t head = vis.q_head(bh);
       __syncthreads();
       load_rows(qs, KP, TIER, q + head, q0, kAttnTile, T_, HS);
       load_rows(gs, KP, TIER, dout + head, q0, kAttnTile, T_, HS);
       if (threadIdx.x < kAttnTile) {
         const int64_t i = q0 + threadIdx.x;
-        ls[threadIdx.x] = i < T_ ? lse[t.bh * T_ + i] : A(0);
-        Ds[threadIdx.x] = i < T_ ? D[t.bh * T_ + i] : A(0);
+        ls[threadIdx.x] = i < T_ ? lse[bh * T_ + i] : A(0);
+        Ds[threadIdx.x] = i < T_ ? D[bh * T_ + i] : A(0);
       }
       __syncthreads();
-      if (q0 + kAttnTile - 1 < key0) continue;  // every query of the tile is before this warp's keys
+      // Every query of the tile is before this warp's keys, or past their windows.
+      if (key0 >= Tk || vis.last_key(q0 + kAttnTile - 1) < key0 || vis.first_key(q0) > key0 + R - 1) continue;
 
       A s[R], dp[R];
 #pragma unroll
@@ -343,7 +398,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       A p[R], ds[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        const bool visible = i < T_ && key0 + r <= i;
+        const bool visible = i < T_ && vis.sees(b, i, key0 + r);
         p[r] = visible ? math::exp(s[r] * scale - ls[lane]) : A(0);
         ds[r] = visible ? p[r] * (dp[r] - Ds[lane]) : A(0);
       }
@@ -370,13 +425,13 @@ __global__ void __launch_bounds__(kAttnThreads)
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       const int64_t j = key0 + r;
-      if (j >= T_) break;
+      if (j >= Tk) break;
 #pragma unroll
       for (int c = 0; c < DPL; ++c) {
         const int d = lane + 32 * c;
         if (d >= HS) continue;
-        if (dk) store(dk + head + j * HS + d, dk_acc[r][c] * scale, accumulate);
-        if (dv) store(dv + head + j * HS + d, dv_acc[r][c], accumulate);
+        if (dk) store(dk + kv_head + j * HS + d, dk_acc[r][c] * scale, accumulate);
+        if (dv) store(dv + kv_head + j * HS + d, dv_acc[r][c], accumulate);
       }
     }
   }
@@ -419,65 +474,64 @@ void dispatch_tier(int64_t HS, Fn&& fn) {
 
 }  // namespace
 
-void attention_forward_cuda(DType dtype, void* out, void* lse, const void* q, const void* k, const void* v, int64_t B,
-                            int64_t NH, int64_t T, int64_t HS, double scale, void* stream) {
-  const int64_t BH = B * NH;
-  if (BH == 0 || T == 0) return;
+void attention_forward_cuda(DType dtype, void* out, void* lse, const void* q, const void* k, const void* v,
+                            const AttentionShape& shape, void* stream) {
+  const int64_t BH = shape.B * shape.NH;
+  if (BH == 0 || shape.Tq == 0) return;
   dispatch_dtype(dtype, [&](auto tag) {
     using S = decltype(tag);
     using A = Acc<S>;
-    dispatch_tier(HS, [&](auto tier) {
+    dispatch_tier(shape.HS, [&](auto tier) {
       constexpr int kTier = decltype(tier)::value;
       const auto kernel = attention_forward_kernel<S, kTier>;
       const int64_t smem = launch::attention_forward_smem(kTier, sizeof(A));
       allow_shared_memory(kernel, smem, "attention_forward_kernel");
-      const int grid = launch::grid_stride_blocks(BH * launch::attention_row_blocks(T), 1);
+      const int grid = launch::grid_stride_blocks(BH * launch::attention_row_blocks(shape.Tq), 1);
       FATHOM_LAUNCH(grid, kAttnThreads, smem, static_cast<cudaStream_t>(stream), kernel)
       (static_cast<S*>(out), static_cast<A*>(lse), static_cast<const S*>(q), static_cast<const S*>(k),
-       static_cast<const S*>(v), BH, T, static_cast<int>(HS), static_cast<A>(scale));
+       static_cast<const S*>(v), shape);
       FATHOM_CUDA_CHECK_LAUNCH("attention_forward_kernel");
     });
   });
 }
 
 void attention_backward_cuda(DType dtype, void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
-                             const void* v, const void* out, const void* lse, const void* dlse, int64_t B, int64_t NH,
-                             int64_t T, int64_t HS, double scale, bool accumulate, void* workspace, void* stream) {
-  const int64_t BH = B * NH;
-  if (BH == 0 || T == 0 || (!dq && !dk && !dv)) return;
+                             const void* v, const void* out, const void* lse, const void* dlse,
+                             const AttentionShape& shape, bool accumulate, void* workspace, void* stream) {
+  const int64_t BH = shape.B * shape.NH;
+  if (BH == 0 || shape.Tq == 0 || (!dq && !dk && !dv)) return;
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   dispatch_dtype(dtype, [&](auto tag) {
     using S = decltype(tag);
     using A = Acc<S>;
     A* D = static_cast<A*>(workspace);
-    const int64_t rows = BH * T;
+    const int64_t rows = BH * shape.Tq;
     constexpr int kRowThreads = 256;
     FATHOM_LAUNCH(launch::grid_stride_blocks(rows, kRowThreads / 32), kRowThreads, 0, s, attention_row_term_kernel<S>)
     (D, static_cast<const S*>(dout), static_cast<const S*>(out), static_cast<const A*>(dlse), rows,
-     static_cast<int>(HS));
+     static_cast<int>(shape.HS));
     FATHOM_CUDA_CHECK_LAUNCH("attention_row_term_kernel");
 
-    dispatch_tier(HS, [&](auto tier) {
+    dispatch_tier(shape.HS, [&](auto tier) {
       constexpr int kTier = decltype(tier)::value;
-      const int grid = launch::grid_stride_blocks(BH * launch::attention_row_blocks(T), 1);
       if (dk || dv) {
         const auto kernel = attention_dkdv_kernel<S, kTier>;
         const int64_t smem = launch::attention_dkdv_smem(kTier, sizeof(A));
         allow_shared_memory(kernel, smem, "attention_dkdv_kernel");
+        const int grid = launch::grid_stride_blocks(shape.B * shape.NKV * launch::attention_row_blocks(shape.Tk), 1);
         FATHOM_LAUNCH(grid, kAttnThreads, smem, s, kernel)
         (static_cast<S*>(dk), static_cast<S*>(dv), static_cast<const S*>(dout), static_cast<const S*>(q),
-         static_cast<const S*>(k), static_cast<const S*>(v), static_cast<const A*>(lse), D, BH, T, static_cast<int>(HS),
-         static_cast<A>(scale), accumulate);
+         static_cast<const S*>(k), static_cast<const S*>(v), static_cast<const A*>(lse), D, shape, accumulate);
         FATHOM_CUDA_CHECK_LAUNCH("attention_dkdv_kernel");
       }
       if (dq) {
         const auto kernel = attention_dq_kernel<S, kTier>;
         const int64_t smem = launch::attention_dq_smem(kTier, sizeof(A));
         allow_shared_memory(kernel, smem, "attention_dq_kernel");
+        const int grid = launch::grid_stride_blocks(BH * launch::attention_row_blocks(shape.Tq), 1);
         FATHOM_LAUNCH(grid, kAttnThreads, smem, s, kernel)
         (static_cast<S*>(dq), static_cast<const S*>(dout), static_cast<const S*>(q), static_cast<const S*>(k),
-         static_cast<const S*>(v), static_cast<const A*>(lse), D, BH, T, static_cast<int>(HS), static_cast<A>(scale),
-         accumulate);
+         static_cast<const S*>(v), static_cast<const A*>(lse), D, shape, accumulate);
         FATHOM_CUDA_CHECK_LAUNCH("attention_dq_kernel");
       }
     });

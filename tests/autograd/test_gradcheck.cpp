@@ -5,6 +5,7 @@
 #include "autograd/custom_function.h"
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"
+#include "autograd/nn_functions.h"
 #include "autograd/op_node.h"
 #include "core/generator.h"
 #include "test_util.h"
@@ -80,4 +81,38 @@ TEST_CASE("swiglu is silu(gate) * up in one op, with the composition's gradients
   CHECK(swiglu(gate, up).grad_fn()->name() == std::string("swiglu_backward"));
   CHECK(gradcheck([](const VariableList& in) { return swiglu(in[0], in[1]); },
                   {Variable(gate_data.to(DType::F64), true), Variable(up_data.to(DType::F64), true)}) == "");
+}
+
+TEST_CASE("a Llama-style attention block through autograd: fused qkv narrowed, RoPE, grouped-query heads, a "
+          "cache concatenated, padding masked", "[autograd]") {
+  Generator gen(9);
+  const int64_t B = 2, T = 3, NH = 4, NKV = 2, HS = 4, cached = 2;
+  const Tensor qkv_data = uniform({B, T, (NH + 2 * NKV) * HS}, gen, -1, 1, DType::F64);
+  const Tensor cache_data = uniform({B, NKV, cached, HS}, gen, -1, 1, DType::F64);
+  const Tensor positions = Tensor::from_vector(std::vector<int64_t>{2, 3, 4}, {T});  // after the cache
+  std::vector<float> freq{1.0f, 0.1f};
+  const Tensor inv_freq = Tensor::from_vector(freq, {2});
+  // Row 1's first cached key is padding.
+  const Tensor keep = Tensor::from_vector(std::vector<int64_t>{1, 1, 1, 1, 1, 0, 1, 1, 1, 1}, {B * (cached + T)})
+                          .reshape({B, cached + T});
+  const auto heads = [&](const Variable& x, int64_t n) { return transpose(reshape(x, {B, T, n, HS}), 1, 2); };
+  // q, and k and v after the cache, for kv heads repeated `repeat` times (1: grouped, in place).
+  const auto attend = [&](const VariableList& in, int64_t repeat) {
+    const Variable q = rotary_embedding(heads(narrow(in[0], 2, 0, NH * HS), NH), positions, inv_freq);
+    const Variable k = rotary_embedding(heads(narrow(in[0], 2, NH * HS, NKV * HS), NKV), positions, inv_freq);
+    const Variable v = heads(narrow(in[0], 2, (NH + NKV) * HS, NKV * HS), NKV);
+    AttentionOptions options;
+    options.key_padding_mask = keep;
+    return causal_attention(q, repeat_interleave(concatenate({in[1], k}, 2), repeat, 1),
+                            repeat_interleave(concatenate({in[1], v}, 2), repeat, 1), options);
+  };
+  const VariableList inputs{Variable(qkv_data, true), Variable(cache_data, true)};
+  CHECK(gradcheck([&](const VariableList& in) { return attend(in, 1); }, inputs) == "");
+  CHECK(gradcheck([&](const VariableList& in) { return attend(in, NH / NKV); }, inputs) == "");
+  // Grouped heads read in place compute what transformers' repeat_kv copies compute.
+  FATHOM_REQUIRE_CLOSE(attend(inputs, 1).data(), attend(inputs, NH / NKV).data(), 1e-14, 0.0);
+  // index_select picks heads: kv head 1 repeated is query heads 2 and 3's.
+  const Tensor pick = Tensor::from_vector(std::vector<int64_t>{1}, {1});
+  const Variable kv1 = index_select(Variable(cache_data), 1, pick);
+  FATHOM_REQUIRE_CLOSE(kv1.data(), cache_data.narrow(1, 1, 1), 0.0, 0.0);
 }

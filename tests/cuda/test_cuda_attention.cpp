@@ -1,7 +1,8 @@
 // causal_attention on CUDA against its CPU twin at GPT-2's head size and at odd ones (every head
 // tier, T around the 16-row blocks and 32-row tiles, T = 1), forward (out, lse) and backward
 // (dq, dk, dv, with and without a gradient into lse), outputs poisoned; results identical run to
-// run; head sizes beyond the kernel's limit rejected by name.
+// run; grouped-query heads, a cache's offset, sliding windows and padding masks (queries that
+// see no key included); head sizes beyond the kernel's limit rejected by name.
 #include <cmath>
 #include <vector>
 
@@ -77,14 +78,61 @@ TEST_CASE("CUDA causal attention matches the CPU, forward and backward, every dt
         const Tensor dout = random(shape, dtype, gen, 1.0);
         const Tensor dlse = with_dlse ? random(cpu.lse.sizes(), cpu.lse.dtype(), gen, 1.0) : Tensor();
         // Both backwards from the CPU's forward results, so only the backward kernels differ.
-        const AttentionGrads want = causal_attention_backward(dout, q, k, v, cpu.out, cpu.lse, std::nullopt, dlse);
+        const AttentionGrads want = causal_attention_backward(dout, q, k, v, cpu.out, cpu.lse, {}, dlse);
         const TensorList dev = to_gpu({dout, cpu.out, cpu.lse, dlse});
         const AttentionGrads got =
-            causal_attention_backward(dev[0], g[0], g[1], g[2], dev[1], dev[2], std::nullopt, dev[3]);
+            causal_attention_backward(dev[0], g[0], g[1], g[2], dev[1], dev[2], {}, dev[3]);
         FATHOM_REQUIRE_CLOSE(got.dq.to(kCPU), want.dq, tol.atol, tol.rtol);
         FATHOM_REQUIRE_CLOSE(got.dk.to(kCPU), want.dk, tol.atol, tol.rtol);
         FATHOM_REQUIRE_CLOSE(got.dv.to(kCPU), want.dv, tol.atol, tol.rtol);
       }
+    }
+  }
+}
+
+TEST_CASE("CUDA causal attention: grouped-query heads, a cache, sliding windows and padding like the CPU", "[cuda]") {
+  FATHOM_REQUIRE_CUDA();
+  Generator gen(32);
+  struct Case {
+    const char* name;
+    Shape q, kv;
+    int64_t window;
+    bool left_padding;
+  };
+  const Case cases[] = {
+      {"GQA 4:2", {1, 4, 50, 64}, {1, 2, 50, 64}, 0, false},
+      {"MQA 3:1 with a cache of 40", {2, 3, 9, 32}, {2, 1, 49, 32}, 0, false},
+      {"one query after 99 keys", {1, 2, 1, 64}, {1, 2, 100, 64}, 0, false},
+      {"window 20 over 70 positions, GQA", {1, 4, 70, 16}, {1, 2, 70, 16}, 20, false},
+      {"left padding, window 7", {2, 2, 40, 8}, {2, 1, 40, 8}, 7, true},
+  };
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (const Case& c : cases) {
+      INFO(dtype_name(dtype) << " " << c.name);
+      const Tensor q = random(c.q, dtype, gen), k = random(c.kv, dtype, gen), v = random(c.kv, dtype, gen);
+      AttentionOptions options;
+      options.window = c.window;
+      if (c.left_padding) {  // batch row 1 starts with 11 padding tokens
+        std::vector<int64_t> keep(2 * c.kv[2], 1);
+        for (int64_t j = 0; j < 11; ++j) keep[c.kv[2] + j] = 0;
+        options.key_padding_mask = Tensor::from_vector(keep, {2 * c.kv[2]}).reshape({2, c.kv[2]});
+      }
+      const AttentionOutputs cpu = causal_attention(q, k, v, options);
+      AttentionOptions on_gpu = options;
+      if (options.key_padding_mask.defined()) on_gpu.key_padding_mask = options.key_padding_mask.to(kGpu);
+      const TensorList g = to_gpu({q, k, v});
+      const AttentionOutputs gpu = causal_attention(g[0], g[1], g[2], on_gpu);
+      const Bound tol = bound(dtype);
+      FATHOM_REQUIRE_CLOSE(gpu.out.to(kCPU), cpu.out, tol.atol, tol.rtol);
+      FATHOM_REQUIRE_CLOSE(gpu.lse.to(kCPU), cpu.lse, tol.atol, tol.rtol);  // -inf rows included
+
+      const Tensor dout = random(c.q, dtype, gen, 1.0);
+      const AttentionGrads want = causal_attention_backward(dout, q, k, v, cpu.out, cpu.lse, options);
+      const TensorList dev = to_gpu({dout, cpu.out, cpu.lse});
+      const AttentionGrads got = causal_attention_backward(dev[0], g[0], g[1], g[2], dev[1], dev[2], on_gpu);
+      FATHOM_REQUIRE_CLOSE(got.dq.to(kCPU), want.dq, tol.atol, tol.rtol);
+      FATHOM_REQUIRE_CLOSE(got.dk.to(kCPU), want.dk, tol.atol, tol.rtol);
+      FATHOM_REQUIRE_CLOSE(got.dv.to(kCPU), want.dv, tol.atol, tol.rtol);
     }
   }
 }
@@ -96,7 +144,7 @@ TEST_CASE("CUDA causal attention at GPT-2 size, a custom scale, and only some gr
   const Shape shape = testing::gpu_or_emulated(Shape{1, 12, 1024, 64}, Shape{1, 1, 512, 64});
   const DType dtype = DType::BF16;
   const Tensor q = random(shape, dtype, gen), k = random(shape, dtype, gen), v = random(shape, dtype, gen);
-  const double scale = 0.3;
+  const AttentionOptions scale{.scale = 0.3};
   const AttentionOutputs cpu = causal_attention(q, k, v, scale);
   const TensorList g = to_gpu({q, k, v});
   const AttentionOutputs gpu = causal_attention(g[0], g[1], g[2], scale);

@@ -17,6 +17,7 @@
 #include "kernels/embedding.h"
 #include "kernels/nn_kernels.h"
 #include "kernels/normalization.h"
+#include "kernels/reduction.h"
 #include "kernels/softmax.h"
 #include "test_util.h"
 
@@ -63,56 +64,71 @@ Tensor arange_i64(int64_t n, int64_t start = 0) {
   return Tensor::from_vector(v);
 }
 
-// --- naive causal attention in f64: full T x T probabilities per head ---
+// --- naive causal attention in f64: the full Tq x Tk probabilities of each head ---
 struct NaiveAttention {
   Tensor out, dq, dk, dv;
 };
 
+// Grouped-query heads, a cache's offset, a sliding window and a padding-key mask (kernels/attention.h).
 NaiveAttention naive_attention(const Tensor& q_t, const Tensor& k_t, const Tensor& v_t, const Tensor& dout_t,
-                               double scale) {
-  const int64_t BH = q_t.size(0) * q_t.size(1), T = q_t.size(2), HS = q_t.size(3);
+                               double scale, int64_t window = 0, const std::vector<int64_t>& keep = {}) {
+  const int64_t B = q_t.size(0), NH = q_t.size(1), Tq = q_t.size(2), HS = q_t.size(3);
+  const int64_t NKV = k_t.size(1), Tk = k_t.size(2), offset = Tk - Tq;
   const auto q = q_t.to_vector<double>(), k = k_t.to_vector<double>(), v = v_t.to_vector<double>();
   const auto g = dout_t.to_vector<double>();
-  std::vector<double> out(q.size(), 0), dq(q.size(), 0), dk(q.size(), 0), dv(q.size(), 0);
-  std::vector<double> P(T * T), dP(T * T);
-  for (int64_t h = 0; h < BH; ++h) {
-    auto at = [&](const std::vector<double>& x, int64_t t, int64_t d) { return x[(h * T + t) * HS + d]; };
-    std::fill(P.begin(), P.end(), 0.0);
-    for (int64_t i = 0; i < T; ++i) {
-      double m = -INFINITY;
-      for (int64_t j = 0; j <= i; ++j) {
-        double s = 0;
-        for (int64_t d = 0; d < HS; ++d) s += at(q, i, d) * at(k, j, d);
-        P[i * T + j] = s * scale;
-        m = std::max(m, s * scale);
-      }
-      double sum = 0;
-      for (int64_t j = 0; j <= i; ++j) sum += P[i * T + j] = std::exp(P[i * T + j] - m);
-      for (int64_t j = 0; j <= i; ++j) P[i * T + j] /= sum;
-    }
-    for (int64_t i = 0; i < T; ++i) {
-      double row = 0;
-      for (int64_t j = 0; j <= i; ++j) {
-        double s = 0;
-        for (int64_t d = 0; d < HS; ++d) {
-          out[(h * T + i) * HS + d] += P[i * T + j] * at(v, j, d);
-          dv[(h * T + j) * HS + d] += P[i * T + j] * at(g, i, d);
-          s += at(g, i, d) * at(v, j, d);
+  std::vector<double> out(q.size(), 0), dq(q.size(), 0), dk(k.size(), 0), dv(k.size(), 0);
+  std::vector<double> P(Tq * Tk), dP(Tq * Tk);
+  const auto sees = [&](int64_t b, int64_t i, int64_t j) {
+    return j <= i + offset && (window == 0 || j > i + offset - window) && (keep.empty() || keep[b * Tk + j] != 0);
+  };
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < NH; ++h) {
+      const int64_t qh = (b * NH + h) * Tq, kh = (b * NKV + h / (NH / NKV)) * Tk;
+      auto qa = [&](const std::vector<double>& x, int64_t i, int64_t d) { return x[(qh + i) * HS + d]; };
+      auto ka = [&](const std::vector<double>& x, int64_t j, int64_t d) { return x[(kh + j) * HS + d]; };
+      std::fill(P.begin(), P.end(), 0.0);
+      for (int64_t i = 0; i < Tq; ++i) {
+        double m = -INFINITY;
+        for (int64_t j = 0; j < Tk; ++j) {
+          if (!sees(b, i, j)) continue;
+          double s = 0;
+          for (int64_t d = 0; d < HS; ++d) s += qa(q, i, d) * ka(k, j, d);
+          P[i * Tk + j] = s * scale;
+          m = std::max(m, s * scale);
         }
-        dP[i * T + j] = s;
-        row += s * P[i * T + j];
+        double sum = 0;
+        for (int64_t j = 0; j < Tk; ++j)
+          if (sees(b, i, j)) sum += P[i * Tk + j] = std::exp(P[i * Tk + j] - m);
+        for (int64_t j = 0; j < Tk; ++j)
+          if (sees(b, i, j)) P[i * Tk + j] /= sum;
       }
-      for (int64_t j = 0; j <= i; ++j) {
-        const double ds = P[i * T + j] * (dP[i * T + j] - row) * scale;
-        for (int64_t d = 0; d < HS; ++d) {
-          dq[(h * T + i) * HS + d] += ds * at(k, j, d);
-          dk[(h * T + j) * HS + d] += ds * at(q, i, d);
+      for (int64_t i = 0; i < Tq; ++i) {
+        double row = 0;
+        for (int64_t j = 0; j < Tk; ++j) {
+          if (!sees(b, i, j)) continue;
+          double s = 0;
+          for (int64_t d = 0; d < HS; ++d) {
+            out[(qh + i) * HS + d] += P[i * Tk + j] * ka(v, j, d);
+            dv[(kh + j) * HS + d] += P[i * Tk + j] * qa(g, i, d);
+            s += qa(g, i, d) * ka(v, j, d);
+          }
+          dP[i * Tk + j] = s;
+          row += s * P[i * Tk + j];
+        }
+        for (int64_t j = 0; j < Tk; ++j) {
+          if (!sees(b, i, j)) continue;
+          const double ds = P[i * Tk + j] * (dP[i * Tk + j] - row) * scale;
+          for (int64_t d = 0; d < HS; ++d) {
+            dq[(qh + i) * HS + d] += ds * ka(k, j, d);
+            dk[(kh + j) * HS + d] += ds * qa(q, i, d);
+          }
         }
       }
     }
-  }
-  auto make = [&](const std::vector<double>& x) { return Tensor::from_vector(x, {BH * T * HS}).reshape(q_t.sizes()); };
-  return {make(out), make(dq), make(dk), make(dv)};
+  auto make = [&](const std::vector<double>& x, const Tensor& like) {
+    return Tensor::from_vector(x, {static_cast<int64_t>(x.size())}).reshape(like.sizes());
+  };
+  return {make(out, q_t), make(dq, q_t), make(dk, k_t), make(dv, k_t)};
 }
 
 }  // namespace
@@ -288,6 +304,71 @@ TEST_CASE("causal_attention matches a naive T x T reference at T across tile bou
   }
 }
 
+TEST_CASE("causal_attention: grouped-query heads, a cache's offset, sliding windows and padding masks", "[kernels]") {
+  Generator gen(15);
+  struct Case {
+    const char* name;
+    int64_t B, NH, NKV, Tq, Tk, HS, window;
+    std::vector<int64_t> keep;  // (B, Tk) or empty
+  };
+  std::vector<int64_t> left_padded(2 * 70, 1), right_padded(2 * 67, 1);
+  for (int64_t j = 0; j < 9; ++j) left_padded[70 + j] = 0;  // row 1 starts with 9 padding tokens
+  for (int64_t j = 60; j < 67; ++j) right_padded[j] = 0;    // row 0 ends with 7
+  const Case cases[] = {
+      {"GQA 4:2 across tiles", 2, 4, 2, 67, 67, 8, 0, {}},
+      {"MQA 3:1", 1, 3, 1, 130, 130, 4, 0, {}},
+      {"a cache: 5 queries after 65 keys", 2, 4, 2, 5, 70, 8, 0, {}},
+      {"one query after 129 keys (decoding)", 1, 2, 1, 1, 130, 8, 0, {}},
+      {"sliding window 16 over tiles", 1, 2, 2, 130, 130, 4, 16, {}},
+      {"window 3 with a cache", 1, 4, 2, 9, 75, 4, 3, {}},
+      {"right padding", 2, 2, 1, 67, 67, 4, 0, right_padded},
+      {"left padding and GQA", 2, 4, 2, 70, 70, 4, 0, left_padded},
+      {"left padding, window 5", 2, 2, 2, 70, 70, 4, 5, left_padded},
+  };
+  for (const Case& c : cases) {
+    for (DType dtype : {DType::F64, DType::F32}) {
+      INFO(c.name << ", " << dtype_name(dtype));
+      const Tensor q = uniform({c.B, c.NH, c.Tq, c.HS}, gen, -1.5, 1.5, dtype);
+      const Tensor k = uniform({c.B, c.NKV, c.Tk, c.HS}, gen, -1.5, 1.5, dtype);
+      const Tensor v = uniform({c.B, c.NKV, c.Tk, c.HS}, gen, -1.5, 1.5, dtype);
+      const Tensor dout = uniform(q.sizes(), gen, -1, 1, dtype);
+      AttentionOptions options;
+      options.window = c.window;
+      if (!c.keep.empty()) options.key_padding_mask = Tensor::from_vector(c.keep, {c.B * c.Tk}).reshape({c.B, c.Tk});
+      const double scale = 1 / std::sqrt(static_cast<double>(c.HS));
+      const NaiveAttention expected = naive_attention(q, k, v, dout, scale, c.window, c.keep);
+      const AttentionOutputs fwd = causal_attention(q, k, v, options);
+      const AttentionGrads grads = causal_attention_backward(dout, q, k, v, fwd.out, fwd.lse, options);
+      const double tol = dtype == DType::F64 ? 1e-12 : 2e-5;
+      CHECK(mismatch(fwd.out, expected.out, tol, tol) == "");
+      CHECK(mismatch(grads.dq, expected.dq, tol, tol) == "");
+      CHECK(mismatch(grads.dk, expected.dk, tol, tol) == "");
+      CHECK(mismatch(grads.dv, expected.dv, tol, tol) == "");
+      if (c.keep == left_padded) {  // row 1's padding queries see no key: lse -inf, zero output
+        const auto lse = fwd.lse.select(0, 1).select(0, 0).to_vector<double>();
+        for (int64_t i = 0; i < 9; ++i) CHECK(lse[i] == -INFINITY);
+        CHECK(std::isfinite(lse[9]));
+      }
+    }
+  }
+}
+
+TEST_CASE("causal_attention: grouped-query heads compute what repeated kv heads compute", "[kernels]") {
+  Generator gen(16);
+  const Tensor q = uniform({2, 6, 20, 8}, gen, -1, 1), k = uniform({2, 2, 20, 8}, gen, -1, 1);
+  const Tensor v = uniform({2, 2, 20, 8}, gen, -1, 1), dout = uniform({2, 6, 20, 8}, gen, -1, 1);
+  // Each kv head repeated for its 3 query heads, as transformers' repeat_kv does.
+  const auto repeat = [](const Tensor& t) { return t.unsqueeze(2).expand({2, 2, 3, 20, 8}).reshape({2, 6, 20, 8}); };
+  const AttentionOutputs grouped = causal_attention(q, k, v), repeated = causal_attention(q, repeat(k), repeat(v));
+  CHECK(mismatch(grouped.out, repeated.out, 0, 0) == "");
+  const AttentionGrads g = causal_attention_backward(dout, q, k, v, grouped.out, grouped.lse);
+  const AttentionGrads r = causal_attention_backward(dout, q, repeat(k), repeat(v), repeated.out, repeated.lse);
+  CHECK(mismatch(g.dq, r.dq, 0, 0) == "");
+  // The repeated heads' gradients summed over each group: the grouped dk, dv.
+  CHECK(mismatch(g.dk, sum(r.dk.reshape({2, 2, 3, 20, 8}), {2}), 1e-6, 1e-6) == "");
+  CHECK(mismatch(g.dv, sum(r.dv.reshape({2, 2, 3, 20, 8}), {2}), 1e-6, 1e-6) == "");
+}
+
 TEST_CASE("causal_attention in bf16 computes in f32 and rounds once", "[kernels]") {
   Generator gen(13);
   const Shape shape{1, 3, 70, 16};
@@ -314,7 +395,7 @@ TEST_CASE("causal_attention backward kernel accumulates and honours dlse", "[ker
   Tensor dq = once.dq.clone(), dk = once.dk.clone(), dv = once.dv.clone();
   kernels::attention_backward_cpu(DType::F64, dq.raw_data(), dk.raw_data(), dv.raw_data(), dout.raw_data(),
                                   q.raw_data(), k.raw_data(), v.raw_data(), fwd.out.raw_data(), fwd.lse.raw_data(),
-                                  nullptr, 1, 1, 9, 4, 0.5, /*accumulate=*/true);
+                                  nullptr, kernels::AttentionShape{1, 1, 1, 9, 9, 4, 0.5}, /*accumulate=*/true);
   for (const auto& [got, base] : {std::pair{dq, once.dq}, std::pair{dk, once.dk}, std::pair{dv, once.dv}}) {
     const auto a = got.to_vector<double>(), e = base.to_vector<double>();
     for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == 2 * e[i]);
@@ -323,7 +404,7 @@ TEST_CASE("causal_attention backward kernel accumulates and honours dlse", "[ker
   // d(sum(g * lse))/dq by finite differences against the dlse path.
   const Tensor g = uniform({1, 1, 9}, gen, -1, 1, DType::F64);
   const Tensor zero = Tensor::zeros(shape, DType::F64);
-  const AttentionGrads via_lse = causal_attention_backward(zero, q, k, v, fwd.out, fwd.lse, std::nullopt, g);
+  const AttentionGrads via_lse = causal_attention_backward(zero, q, k, v, fwd.out, fwd.lse, {}, g);
   Tensor qp = q.clone();
   double* x = qp.data<double>();
   const auto grad = via_lse.dq.to_vector<double>(), gv = g.to_vector<double>();
@@ -347,12 +428,13 @@ TEST_CASE("causal_attention backward kernel accumulates and honours dlse", "[ker
 TEST_CASE("causal_attention errors name both shapes", "[kernels]") {
   const Tensor q = Tensor::zeros({2, 4, 16, 8});
   CHECK_THROWS_WITH(causal_attention(q, Tensor::zeros({2, 4, 16, 4}), q),
-                    Catch::Contains("causal_attention: k of shape [2, 4, 16, 4] must match q of shape [2, 4, 16, 8]"));
+                    Catch::Contains("causal_attention: k of shape [2, 4, 16, 4] must be (B, NKV, Tk, HS) with q's B "
+                                    "and HS, q being [2, 4, 16, 8]"));
   const AttentionOutputs fwd = causal_attention(q, q, q);
   CHECK(error_of([&] {
           causal_attention_backward(q, q, q, q, fwd.out, Tensor::zeros({2, 4, 15}));
         }) ==
-        "causal_attention_backward: lse must be a f32 tensor of shape [2, 4, 16] (B, NH, T), got "
+        "causal_attention_backward: lse must be a f32 tensor of shape [2, 4, 16] (B, NH, Tq), got "
         "Tensor[f32, cpu, [2, 4, 15]]");
 }
 
