@@ -16,7 +16,9 @@
 
 #include <string>
 
+#include "autograd/variable.h"
 #include "core/tensor.h"
+#include "kernels/attention.h"
 
 namespace fathom::nn {
 
@@ -34,5 +36,13 @@ AttentionKernel resolve_attention_kernel(AttentionKernel requested, const Tensor
 int64_t attention_probability_bytes(const Tensor& q);
 // The most auto lets the gemm kernel keep per layer.
 inline constexpr int64_t kAutoGemmAttentionMaxBytes = int64_t{1} << 30;
+
+// Causal attention of q (B, NH, T, HS) over k, v (B, NKV, Tk, HS) with `options`
+// (kernels/attention.h) by the kernel `requested` resolves to. The gemm kernel serves the plain
+// causal case (Tq = Tk, no window, no padding mask), repeating grouped kv heads for its batched
+// GEMMs; anything else runs the fused kernel, which reads grouped heads in place.
+autograd::Variable scaled_dot_product_attention(const autograd::Variable& q, const autograd::Variable& k,
+                                                const autograd::Variable& v, const AttentionOptions& options,
+                                                AttentionKernel requested);
 
 }  // namespace fathom::nn

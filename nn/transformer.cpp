@@ -1,7 +1,5 @@
 #include "nn/transformer.h"
 
-#include <cmath>
-
 #include "autograd/functions.h"
 #include "autograd/nn_functions.h"
 
@@ -31,14 +29,7 @@ Variable multi_head_attention(const Variable& qkv, int64_t heads, AttentionKerne
     return autograd::permute(autograd::reshape(t, {B, T, heads, HS}), {0, 2, 1, 3});
   };
   const Variable q = split_heads(parts[0]), k = split_heads(parts[1]), v = split_heads(parts[2]);
-  Variable y;
-  if (resolve_attention_kernel(attention, q.data()) == AttentionKernel::Gemm) {
-    // Tensor-core GEMMs around a masked softmax; autograd keeps the probabilities for backward.
-    const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
-    y = autograd::matmul(autograd::causal_softmax(autograd::matmul(q, k, false, /*transpose_b=*/true), scale), v);
-  } else {
-    y = autograd::causal_attention(q, k, v);
-  }
+  const Variable y = scaled_dot_product_attention(q, k, v, {}, attention);
   return autograd::reshape(autograd::contiguous(autograd::permute(y, {0, 2, 1, 3})), {B, T, C});
 }
 

@@ -1,0 +1,213 @@
+#include "models/decoder.h"
+
+#include <map>
+
+#include "autograd/functions.h"
+#include "autograd/nn_functions.h"
+#include "nn/attention_kernel.h"
+#include "nn/deferred_init.h"
+#include "nn/init.h"
+#include "nn/normalization.h"
+
+namespace fathom::models {
+namespace {
+
+std::shared_ptr<nn::Module> make_norm(const DecoderConfig& c) {
+  if (c.norm == Norm::LayerNorm) return std::make_shared<nn::LayerNorm>(c.hidden_size, c.norm_eps, true, c.dtype);
+  return std::make_shared<nn::RMSNorm>(c.hidden_size, c.norm_eps, c.dtype);
+}
+
+// (B, T, heads * HD) -> (B, heads, T, HD), a view.
+Variable split_heads(const Variable& x, int64_t heads, int64_t head_dim) {
+  return autograd::transpose(autograd::reshape(x, {x.size(0), x.size(1), heads, head_dim}), 1, 2);
+}
+
+// The place of a layer another pipeline stage builds: keeps the layers' names and indices.
+struct UnbuiltLayer final : nn::Module {
+  std::string type_name() const override { return "Decoder.unbuilt_layer"; }
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+bool is_norm(const std::string& name) { return name.find("norm.") != std::string::npos; }
+// Weights drawn from the seed's stream: everything but norms and biases.
+bool is_drawn(const std::string& name) { return !is_norm(name) && !ends_with(name, ".bias"); }
+
+std::vector<bool> every_layer(const DecoderConfig& config) {
+  config.validate();
+  return std::vector<bool>(static_cast<size_t>(config.n_layer) + 2, true);
+}
+
+}  // namespace
+
+DecoderAttention::DecoderAttention(const DecoderConfig& c) : config_(c) {
+  const int64_t HD = c.resolved_head_dim();
+  q_proj = register_module("q_proj", std::make_shared<nn::Linear>(c.hidden_size, c.n_head * HD, c.qkv_bias, c.dtype));
+  k_proj = register_module("k_proj", std::make_shared<nn::Linear>(c.hidden_size, c.n_kv_head * HD, c.qkv_bias, c.dtype));
+  v_proj = register_module("v_proj", std::make_shared<nn::Linear>(c.hidden_size, c.n_kv_head * HD, c.qkv_bias, c.dtype));
+  o_proj = register_module("o_proj", std::make_shared<nn::Linear>(c.n_head * HD, c.hidden_size, c.o_bias, c.dtype));
+}
+
+Variable DecoderAttention::forward(const Variable& x, const AttentionContext& context) {
+  const int64_t B = x.size(0), T = x.size(1), HD = config_.resolved_head_dim();
+  Variable q = split_heads((*q_proj)(x), config_.n_head, HD);
+  Variable k = split_heads((*k_proj)(x), config_.n_kv_head, HD);
+  const Variable v = split_heads((*v_proj)(x), config_.n_kv_head, HD);
+  if (config_.positions == Positions::Rotary) {
+    q = autograd::rotary_embedding(q, context.positions, context.inv_freq);
+    k = autograd::rotary_embedding(k, context.positions, context.inv_freq);
+  }
+  AttentionOptions options;
+  options.window = config_.sliding_window;
+  options.key_padding_mask = context.key_padding_mask;
+  const Variable y = nn::scaled_dot_product_attention(q, k, v, options, config_.attention);
+  return (*o_proj)(autograd::reshape(autograd::contiguous(autograd::transpose(y, 1, 2)), {B, T, config_.n_head * HD}));
+}
+
+DecoderMLP::DecoderMLP(const DecoderConfig& c) {
+  const int64_t F = c.resolved_intermediate_size();
+  if (c.activation == Activation::SwiGlu)
+    gate_proj = register_module("gate_proj", std::make_shared<nn::Linear>(c.hidden_size, F, c.mlp_bias, c.dtype));
+  up_proj = register_module("up_proj", std::make_shared<nn::Linear>(c.hidden_size, F, c.mlp_bias, c.dtype));
+  down_proj = register_module("down_proj", std::make_shared<nn::Linear>(F, c.hidden_size, c.mlp_bias, c.dtype));
+}
+
+Variable DecoderMLP::forward(const Variable& x) {
+  if (gate_proj) return (*down_proj)(autograd::swiglu((*gate_proj)(x), (*up_proj)(x)));
+  return (*down_proj)(autograd::gelu((*up_proj)(x)));
+}
+
+DecoderLayer::DecoderLayer(const DecoderConfig& c) {
+  input_layernorm = register_module("input_layernorm", make_norm(c));
+  self_attn = register_module("self_attn", std::make_shared<DecoderAttention>(c));
+  post_attention_layernorm = register_module("post_attention_layernorm", make_norm(c));
+  mlp = register_module("mlp", std::make_shared<DecoderMLP>(c));
+  dropout = register_module("dropout", std::make_shared<nn::Dropout>(c.dropout));
+}
+
+Variable DecoderLayer::forward(const Variable& x, const AttentionContext& context) {
+  const Variable h = autograd::add(x, (*dropout)(self_attn->forward((*input_layernorm)(x), context)));
+  return autograd::add(h, (*dropout)((*mlp)((*post_attention_layernorm)(h))));
+}
+
+Decoder::Decoder(const DecoderConfig& config, uint64_t seed) : Decoder(config, seed, every_layer(config)) {}
+
+Decoder::Decoder(const DecoderConfig& config, uint64_t seed, std::vector<bool> built)
+    : config_(config), built_(std::move(built)) {
+  config_.validate();
+  FATHOM_CHECK(built_.size() == num_layers(), "Decoder: ", built_.size(), " build flags for ", num_layers(), " layers");
+  const DecoderConfig& c = config_;
+  const bool embeddings = built_.front(), head = built_.back();
+  model = register_module("model", std::make_shared<Body>());
+  Body& m = *model;
+  if (embeddings || (head && c.tied_embeddings))
+    m.embed_tokens = m.register_module("embed_tokens", std::make_shared<nn::Embedding>(c.vocab_size, c.hidden_size, c.dtype));
+  if (embeddings && c.positions == Positions::Learned)
+    m.embed_positions =
+        m.register_module("embed_positions", std::make_shared<nn::Embedding>(c.max_positions, c.hidden_size, c.dtype));
+  m.dropout = m.register_module("dropout", std::make_shared<nn::Dropout>(c.dropout));
+  m.layers = m.register_module("layers", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    if (built_[i + 1]) m.layers->push_back(std::make_shared<DecoderLayer>(c));
+    else m.layers->push_back(std::make_shared<UnbuiltLayer>());
+  }
+  if (head) {
+    m.norm = m.register_module("norm", make_norm(c));
+    lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.hidden_size, c.vocab_size, false, c.dtype));
+    if (c.tied_embeddings) lm_head->tie_weight(m.embed_tokens->weight);
+  }
+  init_weights(seed);
+}
+
+// Stream offsets in the whole model's order: embed_tokens 0, embed_positions 1, then each
+// layer's drawn weights, then an untied head, whatever else is built.
+void Decoder::init_weights(uint64_t seed) {
+  int64_t per_layer = 0;
+  for (const auto& [name, parameter] : DecoderLayer(config_).named_parameters()) per_layer += is_drawn(name) ? 1 : 0;
+  const std::string layers = "model.layers.";
+  std::map<int64_t, int64_t> drawn_so_far;  // per layer
+  // Under nn::DeferredInit the parameters were released as they were built: each records how to
+  // fill itself instead, and ZeRO stage 3 fills one at a time, keeping its own shard.
+  const bool deferred = nn::DeferredInit::active();
+  const auto init = [deferred](const Variable& parameter, std::function<void(const Variable&)> fill) {
+    if (!deferred) return fill(parameter);
+    nn::defer_initial_value(parameter, [fill](const Tensor& out) { fill(Variable(out, false)); });
+  };
+  for (const auto& [name, parameter] : named_parameters()) {
+    if (!is_drawn(name)) {
+      const double value = is_norm(name) && !ends_with(name, ".bias") ? 1.0 : 0.0;
+      init(parameter, [value](const Variable& p) { nn::init::constant_(p, value); });
+      continue;
+    }
+    uint64_t offset = 0;  // model.embed_tokens.weight
+    if (name == "model.embed_positions.weight") {
+      offset = 1;
+    } else if (name.rfind(layers, 0) == 0) {
+      const int64_t i = std::stoll(name.substr(layers.size()));
+      offset = static_cast<uint64_t>(2 + i * per_layer + drawn_so_far[i]++);
+    } else if (name == "lm_head.weight") {
+      offset = static_cast<uint64_t>(2 + config_.n_layer * per_layer);
+    }
+    init(parameter, [seed, offset, std = config_.init_std](const Variable& p) {
+      Generator gen(seed, offset);
+      nn::init::normal_(p, gen, 0.0, std);
+    });
+  }
+}
+
+AttentionContext Decoder::context(int64_t T, Device device) const {
+  AttentionContext context;
+  context.positions = Tensor::arange(T, DType::I64, device);
+  if (config_.positions == Positions::Rotary)
+    context.inv_freq =
+        nn::rope_inv_freq(config_.rope, config_.resolved_head_dim(), config_.max_positions, T).to(device);
+  return context;
+}
+
+Variable Decoder::forward(const Variable& ids) { return forward_layers(ids); }
+
+Variable Decoder::forward_layer(size_t layer, const Variable& x) {
+  FATHOM_CHECK(layer < num_layers(), "Decoder: layer ", layer, " of ", num_layers(), " does not exist");
+  FATHOM_CHECK(built_[layer], "Decoder: layer ", layer, " is not built here (another pipeline stage builds it)");
+  if (layer == 0) {  // token ids -> embeddings
+    FATHOM_CHECK(x.dim() == 2 && (x.dtype() == DType::I64 || x.dtype() == DType::I32),
+                 "Decoder: expected token ids of shape (B, T) and dtype i64, got ", x.data().str());
+    const int64_t T = x.size(1);
+    FATHOM_CHECK(T <= config_.max_positions, "Decoder: sequence length ", T, " exceeds max_position_embeddings ",
+                 config_.max_positions);
+    Variable h = (*model->embed_tokens)(x);
+    if (model->embed_positions)
+      h = autograd::add(h, (*model->embed_positions)(Variable(Tensor::arange(T, DType::I64, x.device()))));
+    return (*model->dropout)(h);
+  }
+  if (layer == num_layers() - 1) return (*lm_head)((*model->norm)(x));  // -> logits
+  auto& decoder_layer = static_cast<DecoderLayer&>((*model->layers)[layer - 1]);
+  return decoder_layer.forward(x, context(x.size(1), x.device()));
+}
+
+std::vector<std::string> Decoder::layer_parameters(size_t layer) const {
+  FATHOM_CHECK(layer < num_layers(), "Decoder: layer ", layer, " of ", num_layers(), " does not exist");
+  std::vector<std::string> prefixes;
+  if (layer == 0) prefixes = {"model.embed_tokens.", "model.embed_positions."};
+  else if (layer == num_layers() - 1) prefixes = {"model.norm.", "lm_head."};
+  else prefixes = {"model.layers." + std::to_string(layer - 1) + "."};
+  std::vector<std::string> names;
+  for (const auto& [name, parameter] : named_parameters())
+    for (const std::string& prefix : prefixes)
+      if (name.rfind(prefix, 0) == 0) names.push_back(name);
+  if (layer == num_layers() - 1 && config_.tied_embeddings) names.push_back("model.embed_tokens.weight");
+  return names;
+}
+
+std::string Decoder::layer_type(size_t layer) const {
+  FATHOM_CHECK(layer < num_layers(), "Decoder: layer ", layer, " of ", num_layers(), " does not exist");
+  return layer == 0 ? "DecoderEmbedding" : layer == num_layers() - 1 ? "DecoderHead" : "DecoderLayer";
+}
+
+std::vector<nn::Tie> Decoder::ties() const {
+  if (!config_.tied_embeddings) return {};
+  return {{"embedding", "model.embed_tokens.weight", {0, num_layers() - 1}}};
+}
+
+}  // namespace fathom::models

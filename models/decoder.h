@@ -1,0 +1,115 @@
+#pragma once
+// The decoder every architecture is (models/decoder_config.h): token embeddings (plus learned
+// positions when the config says so), n_layer pre-norm residual layers — attention with
+// grouped-query heads, RoPE, optional biases and sliding window, then an MLP, GELU or gated SiLU
+// — a final norm and the language-model head, tied to the embeddings or its own.
+//
+// Parameter names are Hugging Face Llama's (model.embed_tokens.weight,
+// model.layers.0.self_attn.q_proj.weight, ..., model.norm.weight, lm_head.weight), which Qwen2
+// and Mistral share; an architecture that names them otherwise gets an adapter in the model
+// registry, not another model. Like GPT, the model is an nn::LayerSequence — layer 0 the
+// embeddings, layers 1..n_layer the decoder layers, the last the final norm and head — so a
+// pipeline can cut it, activation checkpointing can recompute its layers, and nn::DeferredInit
+// can build it shard by shard.
+
+#include <memory>
+#include <string>
+
+#include "core/generator.h"
+#include "models/decoder_config.h"
+#include "nn/containers.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+
+namespace fathom::models {
+
+using autograd::Variable;
+
+// What the attention layers of one forward share: the tokens' positions (T) or (B, T), the
+// rotary frequencies for them, and the batch's padding-key mask (optional, (B, T)).
+struct AttentionContext {
+  Tensor positions;
+  Tensor inv_freq;  // rotary models only
+  Tensor key_padding_mask;
+};
+
+class DecoderAttention : public nn::Module {
+ public:
+  explicit DecoderAttention(const DecoderConfig& config);
+  // x (B, T, hidden) -> (B, T, hidden)
+  Variable forward(const Variable& x, const AttentionContext& context);
+  std::string type_name() const override { return "DecoderAttention"; }
+
+  std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, o_proj;
+
+ private:
+  const DecoderConfig config_;
+};
+
+class DecoderMLP : public nn::Module {
+ public:
+  explicit DecoderMLP(const DecoderConfig& config);
+  Variable forward(const Variable& x) override;
+  std::string type_name() const override { return "DecoderMLP"; }
+
+  std::shared_ptr<nn::Linear> gate_proj;  // gated SiLU only
+  std::shared_ptr<nn::Linear> up_proj, down_proj;
+};
+
+// x + attn(norm(x)), then + mlp(norm(that)).
+class DecoderLayer : public nn::Module {
+ public:
+  explicit DecoderLayer(const DecoderConfig& config);
+  Variable forward(const Variable& x, const AttentionContext& context);
+  std::string type_name() const override { return "DecoderLayer"; }
+
+  std::shared_ptr<nn::Module> input_layernorm, post_attention_layernorm;
+  std::shared_ptr<DecoderAttention> self_attn;
+  std::shared_ptr<DecoderMLP> mlp;
+  std::shared_ptr<nn::Dropout> dropout;  // on each branch's output (GPT-2's resid_pdrop)
+};
+
+class Decoder : public nn::Module, public nn::LayerSequence {
+ public:
+  explicit Decoder(const DecoderConfig& config, uint64_t seed = kDefaultSeed);
+  // Only the layers `built` marks (one flag per layer): a pipeline stage's; the others have no
+  // parameters, and every built one has the value the whole model of this seed gives it.
+  Decoder(const DecoderConfig& config, uint64_t seed, std::vector<bool> built);
+  // ids (B, T) -> logits (B, T, vocab_size), positions 0..T-1.
+  Variable forward(const Variable& ids) override;
+  std::string type_name() const override { return "Decoder"; }
+  // N(0, init_std) for embeddings and projections, zero biases, unit norm weights (transformers'
+  // _init_weights for these models). Each weight takes its own draw of the seed's stream, in
+  // the whole model's order, so a partly built model draws what the whole one does.
+  void init_weights(uint64_t seed);
+  const DecoderConfig& config() const { return config_; }
+  bool built(size_t layer) const { return built_.at(layer); }
+
+  // The context of a forward over positions 0..T-1 of every row, on `device`.
+  AttentionContext context(int64_t T, Device device) const;
+
+  size_t num_layers() const override { return static_cast<size_t>(config_.n_layer) + 2; }
+  Variable forward_layer(size_t layer, const Variable& input) override;
+  std::vector<std::string> layer_parameters(size_t layer) const override;
+  std::string layer_type(size_t layer) const override;
+  // With tied embeddings: "embedding", model.embed_tokens.weight, used by the first and last layers.
+  std::vector<nn::Tie> ties() const override;
+
+  // Named like Hugging Face's LlamaModel.
+  struct Body : nn::Module {
+    std::shared_ptr<nn::Embedding> embed_tokens, embed_positions;  // positions: learned only
+    std::shared_ptr<nn::Dropout> dropout;
+    std::shared_ptr<nn::ModuleList> layers;
+    std::shared_ptr<nn::Module> norm;
+    std::string type_name() const override { return "Decoder.model"; }
+  };
+  std::shared_ptr<Body> model;
+  std::shared_ptr<nn::Linear> lm_head;
+
+ private:
+  DecoderConfig config_;
+  std::vector<bool> built_;
+};
+
+}  // namespace fathom::models
