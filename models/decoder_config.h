@@ -43,6 +43,8 @@ struct DecoderConfig {
   double dropout = 0.0;
   DType dtype = DType::F32;
   nn::AttentionKernel attention = nn::AttentionKernel::Auto;
+  // Special tokens, as config.json carries them (generation stops at an eos token).
+  std::vector<int64_t> bos_token_id, eos_token_id;
 
   // "llama-tiny" (2 layers, 64 wide, GQA 4:2, the tests' and the demo's) and "llama-small" (4
   // layers, 256 wide, GQA 8:2).
