@@ -1,10 +1,14 @@
 // fathom-export: consolidated weights from any Fathom checkpoint as one safetensors file
 // (engine/checkpoint/export.h), like DeepSpeed's zero_to_fp32.py but with no model code and no
-// conversion step; a checkpoint of fathom-train's GPT becomes the file fathom-train writes (GPT-2's
-// names, Conv1D layout and metadata), which transformers and fathom-generate load.
+// conversion step. A checkpoint of fathom-train becomes what fathom-train writes: with --out a
+// folder, a Hugging Face model folder (the model's config.json and model.safetensors, which
+// transformers' from_pretrained and fathom-generate load); GPT-2's weights in its Conv1D layout.
 //
-//   fathom-export runs/a/checkpoints --out model.safetensors [--tag global_step200] [--dtype bf16]
+//   fathom-export runs/a/checkpoints --out exported/ [--tag global_step200] [--dtype bf16]
+//   fathom-export runs/a/checkpoints --out model.safetensors
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -16,10 +20,11 @@
 using namespace fathom;
 
 namespace {
-const char* kUsage = R"(usage: fathom-export DIR --out FILE [--tag TAG] [--dtype f32|bf16|f16]
+const char* kUsage = R"(usage: fathom-export DIR --out FOLDER|FILE.safetensors [--tag TAG] [--dtype f32|bf16|f16]
 
 Writes the weights of a Fathom checkpoint (any world size, tensor-parallel size or ZeRO stage) as
-one safetensors file. The fp32 master weights are used when the checkpoint has them (mixed precision),
+one safetensors file; for a checkpoint of fathom-train and an --out that is not a .safetensors
+file, as a Hugging Face model folder (config.json and model.safetensors). The fp32 master weights are used when the checkpoint has them (mixed precision),
 otherwise the saved parameters. --dtype: f32 (default), bf16 or f16. TAG: default `latest`.
 )";
 
@@ -47,13 +52,21 @@ int run(int argc, char** argv) {
   FATHOM_CHECK(!dir.empty() && !out.empty(), "give a checkpoint folder and --out FILE; see fathom-export --help");
   FATHOM_CHECK(is_floating_point(dtype), "--dtype must be f32, bf16 or f16");
 
-  // A checkpoint fathom-train wrote is a GPT: the file is the one fathom-train writes (GPT-2's
-  // Conv1D layout and metadata), so transformers and fathom-generate load it.
+  // A checkpoint fathom-train wrote knows its model: GPT-2's weights go in its Conv1D layout,
+  // and a folder gets the model's config.json, as fathom-train's own output does.
   const apps::ResumePoint point = apps::open_resume_point(dir, tag);
   ExportLayout layout;
-  if (point.run) {
+  const bool folder = point.run && std::filesystem::path(out).extension() != ".safetensors";
+  if (point.run && point.run->model.is_gpt()) {
     layout.transposed = models::is_gpt2_conv1d_weight;
-    layout.metadata = models::gpt2_safetensors_metadata(point.run->model);
+    layout.metadata = models::gpt2_safetensors_metadata(point.run->model.gpt);
+  }
+  if (folder) {
+    std::filesystem::create_directories(out);
+    models::ModelSpec stored = point.run->model;
+    stored.decoder.dtype = dtype;
+    std::ofstream(std::filesystem::path(out) / "config.json") << stored.to_json();
+    out = (std::filesystem::path(out) / "model.safetensors").string();
   }
   const ExportSummary done = export_checkpoint(dir, tag, out, dtype, layout);
   // The layout: data x tensor ranks, then "x N stages" for a pipeline.

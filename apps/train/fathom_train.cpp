@@ -1,10 +1,14 @@
-// fathom-train: trains a GPT. With no arguments it trains a small byte-level GPT on the
-// built-in corpus (Fathom's own docs and sources) — nothing to download, any directory.
+// fathom-train: trains a decoder language model — GPT-2, or Llama, Qwen2 or Mistral from a preset
+// or a Hugging Face model folder (--model). With no arguments it trains a small byte-level GPT on
+// the built-in corpus (Fathom's own docs and sources) — nothing to download, any directory.
 //
-//   fathom-train [--config ds_config.json] [--data FILE] [--preset small] [--steps N] [--out DIR]
+//   fathom-train [--config ds_config.json] [--data FILE] [--arch llama] [--preset small] [--steps N] [--out DIR]
+//   fathom-train --model DIR [--data FILE] ...
 //
 // It prints a progress line every steps_per_print steps, evaluates the validation loss every
-// --eval-interval steps, and writes model.safetensors (GPT-2 layout) and config.json to --out.
+// --eval-interval steps, and writes the model to --out as a Hugging Face folder (config.json and
+// safetensors, which transformers' from_pretrained loads) beside the DeepSpeed config as it ran
+// (ds_config.json).
 // Under `mpirun -np N` (or the fathom launcher) the same command trains data-parallel on N
 // ranks with the same global batch; rank 0 prints and writes. With the config's
 // tensor_parallel.autotp_size = t, the N ranks are t-way tensor parallel x N/t data parallel;
@@ -27,7 +31,6 @@
 #include "apps/train/train_resume.h"
 #include "core/threads.h"
 #include "engine/initialize.h"
-#include "models/gpt_weights.h"
 #include "parallel/pipeline_transport.h"
 #include "parallel/runtime.h"
 #include "zero/sharded_state.h"
@@ -47,15 +50,22 @@ int run(const apps::TrainOptions& command_line, const parallel::Runtime& runtime
 
   // 2. The data, which decides the model's vocabulary.
   const BatchConfig batch = resolve_batch(config.batch, plan->data_size);
-  const apps::TrainData data = apps::load_train_data(opt.data_path, opt.val_data_path, plan->sizes.block_size,
-                                                     opt.vocab_size, batch.train_batch_size, opt.data_format);
-  models::GPTConfig model_config = plan->sizes;
-  model_config.vocab_size = data.vocab_size;
+  // A --model folder fixes the vocabulary; the data's tokens must fit it.
+  const bool vocab_fixed = !opt.model_dir.empty();
+  models::ModelSpec model_spec = plan->model;
+  const apps::TrainData data =
+      apps::load_train_data(opt.data_path, opt.val_data_path, plan->sequence_length,
+                            vocab_fixed ? model_spec.vocab_size() : opt.vocab_size, batch.train_batch_size, opt.data_format);
+  if (vocab_fixed)
+    FATHOM_CHECK(data.vocab_size <= model_spec.vocab_size(), "the data's vocabulary of ", data.vocab_size,
+                 " tokens does not fit the model's ", model_spec.vocab_size(), " (", opt.model_dir, ")");
+  else
+    model_spec.set_vocab_size(data.vocab_size);
 
   // 3. The model, on this rank's device, split as the layout says.
   const Device device = apps::resolve_device(opt.device, runtime.device());
   if (device.is_cpu())
-    apps::check_model_fits_in_memory(model_config, config, plan->data_size, runtime.local_size(),
+    apps::check_model_fits_in_memory(model_spec.parameter_count(), config, plan->data_size, runtime.local_size(),
                                      plan->tensor_size * plan->pipeline_size);
   // The process groups: MPI for host tensors and, with a GPU per rank, NCCL for device tensors.
   const parallel::ProcessGroups groups = runtime.groups(plan->pipeline_size, plan->tensor_size);
@@ -63,8 +73,10 @@ int run(const apps::TrainOptions& command_line, const parallel::Runtime& runtime
   // each parameter made when it is sharded, so no rank holds it whole (DeepSpeed's zero.Init).
   const bool shard_by_shard = config.zero.stage == 3 && plan->tensor_size == 1 && plan->pipeline_size == 1;
   if (main_rank && shard_by_shard) std::printf("fathom-train: ZeRO stage 3: building the model shard by shard\n");
+  // Weights to start from: a --model folder's or an --init file's (a resumed run's come from its checkpoint).
+  const std::string start_from = plan->resume ? "" : !opt.model_dir.empty() ? opt.model_dir : opt.init_path;
   const apps::TrainModel model(
-      model_config, config.seed.value_or(kDefaultSeed), opt.init_path, shard_by_shard, groups,
+      model_spec, config.seed.value_or(kDefaultSeed), start_from, shard_by_shard, groups,
       {.sequence_parallel = config.sequence_parallel}, device,
       {.partition = config.pipeline.partition,
        .chunks = static_cast<int>(config.pipeline.virtual_stages),
@@ -91,15 +103,16 @@ int run(const apps::TrainOptions& command_line, const parallel::Runtime& runtime
                   static_cast<long long>(engine.global_steps()));
   }
   if (main_rank)
-    apps::print_run_header(*plan, model_config, model.parameter_count(), data,
-                           engine.options().train_batch_size() * model_config.block_size, runtime.size(), device);
+    apps::print_run_header(*plan, model_spec, model.parameter_count(), data,
+                           engine.options().train_batch_size() * plan->sequence_length, runtime.size(), device);
 
   // 5. The loop: steps to --steps, with validation, checkpoints and stop signals between them.
   const apps::ProgressLine progress(engine, opt.steps, main_rank, device);
   engine.on_step([&progress](const StepReport& report) { progress(report); });
   apps::TrainLoop loop(engine, *init.loader, model, opt, data, groups, runtime,
-                       apps::train_run_client_state({opt.preset, model_config, opt.data_path, opt.val_data_path,
-                                                     opt.steps, opt.save_every, opt.data_format}),
+                       apps::train_run_client_state({opt.preset, opt.model_dir, model_spec, plan->sequence_length,
+                                                     opt.data_path, opt.val_data_path, opt.steps, opt.save_every,
+                                                     opt.data_format}),
                        device);
   if (const std::optional<int> stopped = loop.run()) return *stopped;
 
@@ -108,11 +121,10 @@ int run(const apps::TrainOptions& command_line, const parallel::Runtime& runtime
   nn::NamedTensors weights = engine.consolidated_state_dict();
   if (model.pipeline()) weights = parallel::gather_to_first_stage(*model.pipeline(), weights);
   if (!main_rank) return 0;
-  std::filesystem::create_directories(opt.out_dir);
-  const std::string model_path = (std::filesystem::path(opt.out_dir) / "model.safetensors").string();
-  models::save_gpt2_safetensors(model.config(), weights, model_path);
-  std::ofstream(std::filesystem::path(opt.out_dir) / "config.json") << config.to_json() << "\n";
-  std::printf("fathom-train: done in %s: train loss %.3f, val loss %.3f; wrote %s and config.json\n",
+  // A Hugging Face model folder: the model's config.json and weights; the DeepSpeed config beside them.
+  const std::string model_path = model_spec.save(weights, opt.out_dir);
+  std::ofstream(std::filesystem::path(opt.out_dir) / "ds_config.json") << config.to_json() << "\n";
+  std::printf("fathom-train: done in %s: train loss %.3f, val loss %.3f; wrote %s, config.json and ds_config.json\n",
               apps::clock_text(progress.elapsed()).c_str(), engine.last_report().loss, loop.last_val_loss(),
               model_path.c_str());
   return 0;

@@ -20,11 +20,11 @@ std::string gib_text(double bytes) {
 
 }  // namespace
 
-void check_model_fits_in_memory(const models::GPTConfig& model, const Config& config, int world_size, int ranks_here,
+void check_model_fits_in_memory(int64_t model_parameters, const Config& config, int world_size, int ranks_here,
                                 int tensor_parallel_size) {
   // States on nvme are not in memory: the swap files' bounds (buffer_count, max_in_cpu) hold instead.
   if (config.zero.offload_optimizer.device == "nvme" || config.zero.offload_param.device == "nvme") return;
-  const int64_t parameters = model.parameter_count() / tensor_parallel_size;  // per tensor-parallel rank
+  const int64_t parameters = model_parameters / tensor_parallel_size;  // per tensor-parallel rank
   const DType dtype = config.bf16.enabled ? DType::BF16 : config.fp16.enabled ? DType::F16 : DType::F32;
   const int stage = static_cast<int>(config.zero.stage);
   const zero::ModelStateEstimate estimate = zero::estimate_model_states(

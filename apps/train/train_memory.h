@@ -5,7 +5,7 @@
 // estimate, not a process that grows until the kernel kills it.
 
 #include "engine/config/config.h"
-#include "models/gpt.h"
+#include <cstdint>
 
 namespace fathom::apps {
 
@@ -13,7 +13,7 @@ namespace fathom::apps {
 // data-parallel ranks ZeRO shards over, each holding 1/tensor_parallel_size of the model. CPU
 // training only (a GPU's memory is the allocator's to report); no check when states are offloaded
 // to nvme.
-void check_model_fits_in_memory(const models::GPTConfig& model, const Config& config, int data_size, int ranks_here,
+void check_model_fits_in_memory(int64_t parameters, const Config& config, int data_size, int ranks_here,
                                 int tensor_parallel_size = 1);
 
 }  // namespace fathom::apps

@@ -1,24 +1,26 @@
 #include "apps/train/train_model.h"
 
-#include "models/gpt_weights.h"
 #include "nn/deferred_init.h"
 #include "nn/loss.h"
 #include "parallel/partitioned_checkpoint.h"
 
 namespace fathom::apps {
 
-TrainModel::TrainModel(const models::GPTConfig& config, uint64_t seed, const std::string& init_path,
+TrainModel::TrainModel(const models::ModelSpec& spec, uint64_t seed, const std::string& init_path,
                        bool shard_by_shard, const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options, Device device,
                        parallel::PipelineOptions pipeline)
-    : config_(config), sequence_parallel_(options.sequence_parallel) {
-  parameter_count_ = config.parameter_count();
+    : spec_(spec), sequence_parallel_(options.sequence_parallel) {
+  parameter_count_ = spec.parameter_count();
+  FATHOM_CHECK(groups.tensor().size() == 1 || spec.is_gpt(), "tensor parallelism (tensor_parallel.autotp_size ",
+               groups.tensor().size(), ") is not available for ", spec.architecture,
+               " yet: train it data parallel, with ZeRO, offload or a pipeline, or leave autotp_size at 1");
   if (groups.pipeline().size() > 1 && groups.tensor().size() == 1 && init_path.empty()) {
     // Each stage builds only its own layers.
     pipeline_ = std::make_shared<parallel::PipelineModule>(
-        config.layers(),
+        spec.layers(),
         [&](const std::vector<bool>& built) {
-          auto stage = std::make_shared<models::GPT>(config, seed, built);
-          layers_ = stage.get();
+          auto stage = spec.build(seed, built);
+          layers_ = &models::layer_sequence(*stage);
           return stage;
         },
         groups, pipeline);
@@ -27,36 +29,35 @@ TrainModel::TrainModel(const models::GPTConfig& config, uint64_t seed, const std
   }
   if (shard_by_shard) {
     FATHOM_CHECK(groups.tensor().size() == 1 && groups.pipeline().size() == 1,
-                 "TrainModel: shard by shard builds the GPT without tensor or pipeline parallelism");
+                 "TrainModel: shard by shard builds the model without tensor or pipeline parallelism");
     nn::DeferredInit deferred;
-    auto gpt = std::make_shared<models::GPT>(config, seed);
-    if (!init_path.empty()) models::load_gpt2_safetensors(*gpt, init_path);  // read when each is sharded
-    module_ = gpt;
-    layers_ = gpt.get();
+    module_ = spec.build(seed);
+    if (!init_path.empty()) spec.load(*module_, init_path);  // read when each parameter is sharded
+    layers_ = &models::layer_sequence(*module_);
     return;
   }
-  auto gpt = std::make_shared<models::GPT>(config, seed);
-  if (!init_path.empty()) models::load_gpt2_safetensors(*gpt, init_path);
-  module_ = gpt;
-  layers_ = gpt.get();
+  module_ = spec.build(seed);
+  if (!init_path.empty()) spec.load(*module_, init_path);
+  layers_ = &models::layer_sequence(*module_);
   if (groups.tensor().size() > 1) {
+    const models::GPTConfig& config = spec.gpt;
     FATHOM_CHECK(config.n_head % groups.tensor().size() == 0, "tensor_parallel.autotp_size ", groups.tensor().size(),
                  " does not divide the model's ", config.n_head, " attention heads; use a tensor-parallel size that "
                  "divides ", config.n_head);
     tensor_group_ = groups.for_device(parallel::Axis::Tensor, device);
     tensor_parallel_ = std::make_shared<models::TensorParallelGPT>(config, tensor_group_, options);
-    tensor_parallel_->load_full(*gpt);
+    tensor_parallel_->load_full(static_cast<models::GPT&>(*module_));
     module_ = tensor_parallel_;
     layers_ = tensor_parallel_.get();
   }
-  if (groups.pipeline().size() > 1) {  // the GPT, or its tensor-parallel form (3D), cut into stages
+  if (groups.pipeline().size() > 1) {  // the model, or its tensor-parallel form (3D), cut into stages
     pipeline_ = std::make_shared<parallel::PipelineModule>(module_, groups, pipeline);
     module_ = pipeline_;
   }
 }
 
 void TrainModel::checkpoint_blocks(bool synchronize_boundary, bool partition_activations) const {
-  nn::CheckpointPolicy policy = nn::checkpoint_layers_of_type(*layers_, "TransformerBlock", synchronize_boundary);
+  nn::CheckpointPolicy policy = nn::checkpoint_layers_of_type(*layers_, spec_.block_type(), synchronize_boundary);
   if (partition_activations && tensor_group_ && !sequence_parallel_)
     policy = parallel::partition_checkpoint_inputs(std::move(policy), tensor_group_);
   layers_->set_checkpointing(std::move(policy));

@@ -1,9 +1,9 @@
 #pragma once
-// The model fathom-train trains: a models::GPT, or with tensor parallelism
-// (tensor_parallel.autotp_size > 1) a models::TensorParallelGPT over the tensor-parallel group,
-// or with pipeline parallelism (pipeline.stages > 1) this rank's stage of the GPT
-// (parallel::PipelineModule); and the loss of what the model returns (all logits, or this
-// rank's vocabulary slice of them).
+// The model fathom-train trains, as its models::ModelSpec builds it (GPT-2, or a decoder of the
+// Llama family); with tensor parallelism (tensor_parallel.autotp_size > 1) a GPT-2 becomes a
+// models::TensorParallelGPT over the tensor-parallel group; with pipeline parallelism
+// (pipeline.stages > 1) this rank builds its stage's layers (parallel::PipelineModule); and the
+// loss of what the model returns (all logits, or this rank's vocabulary slice of them).
 //
 // The tensor-parallel model starts from the very weights the unsplit GPT of the same seed (or
 // --init file) has: every rank builds that GPT on the host once and keeps its shards, so one
@@ -16,8 +16,8 @@
 #include <optional>
 #include <string>
 
-#include "models/gpt.h"
 #include "models/gpt_tensor_parallel.h"
+#include "models/model_spec.h"
 #include "parallel/pipeline_module.h"
 #include "parallel/topology.h"
 
@@ -25,13 +25,13 @@ namespace fathom::apps {
 
 class TrainModel {
  public:
-  // `init_path`: Hugging Face GPT-2 safetensors to start from ("": the seed's initialisation).
-  // `shard_by_shard`: build the GPT under nn::DeferredInit (ZeRO stage 3 makes each parameter —
-  // from the seed, or read from `init_path` — when it shards it; without tensor or pipeline
-  // parallelism).
+  // `init_path`: weights to start from, as ModelSpec::load reads them ("": the seed's
+  // initialisation). `shard_by_shard`: build the model under nn::DeferredInit (ZeRO stage 3 makes
+  // each parameter — from the seed, or read from `init_path` — when it shards it; without tensor
+  // or pipeline parallelism).
   // `options`: the tensor-parallel model's (sequence parallelism);
   // `device`: where it will train, whose tensor-parallel communicator its layers use (NCCL on GPUs).
-  TrainModel(const models::GPTConfig& config, uint64_t seed, const std::string& init_path, bool shard_by_shard,
+  TrainModel(const models::ModelSpec& spec, uint64_t seed, const std::string& init_path, bool shard_by_shard,
              const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options = {},
              Device device = kCPU, parallel::PipelineOptions pipeline = {});
 
@@ -45,11 +45,11 @@ class TrainModel {
   // The mean cross-entropy of the module's output against `targets`, the same on every rank.
   autograd::Variable loss(const autograd::Variable& output, const Tensor& targets,
                           std::optional<double> normaliser = std::nullopt) const;
-  const models::GPTConfig& config() const { return config_; }
+  const models::ModelSpec& spec() const { return spec_; }
   int64_t parameter_count() const { return parameter_count_; }  // the unsplit model's
 
  private:
-  models::GPTConfig config_;
+  models::ModelSpec spec_;
   std::shared_ptr<models::TensorParallelGPT> tensor_parallel_;  // null without tensor parallelism
   std::shared_ptr<parallel::PipelineModule> pipeline_;          // null without pipeline parallelism
   std::shared_ptr<nn::Module> module_;

@@ -1,5 +1,6 @@
 #include "apps/train/train_options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <vector>
 
@@ -11,14 +12,38 @@ namespace fathom::apps {
 
 using launcher::parse_flag_integer;  // the launcher's flag parsing, shared by every program
 
-void TrainOptions::apply_sizes(models::GPTConfig& config) const {
-  if (n_layer) config.n_layer = n_layer;
-  if (n_head) config.n_head = n_head;
-  if (n_embd) config.n_embd = n_embd;
-  if (block_size) config.block_size = block_size;
-  if (vocab_size) config.vocab_size = vocab_size;
-  config.attention = attention;
-  config.validate();
+models::ModelSpec TrainOptions::model_spec() const {
+  models::ModelSpec spec = model_dir.empty() ? models::ModelSpec::preset(arch, preset) : models::ModelSpec::from_folder(model_dir);
+  apply_sizes(spec);
+  return spec;
+}
+
+void TrainOptions::apply_sizes(models::ModelSpec& spec) const {
+  spec.set_attention(attention);
+  if (spec.is_gpt()) {
+    models::GPTConfig& c = spec.gpt;
+    if (n_layer) c.n_layer = n_layer;
+    if (n_head) c.n_head = n_head;
+    if (n_embd) c.n_embd = n_embd;
+    if (block_size) c.block_size = block_size;
+    if (vocab_size) c.vocab_size = vocab_size;
+  } else {
+    models::DecoderConfig& c = spec.decoder;
+    if (n_layer) c.n_layer = n_layer;
+    if (n_head) c.n_head = n_head, c.n_kv_head = c.n_head % c.n_kv_head == 0 ? c.n_kv_head : c.n_head;
+    if (n_kv_head) c.n_kv_head = n_kv_head;
+    if (n_embd) c.hidden_size = n_embd, c.intermediate_size = (8 * n_embd / 3 + 15) / 16 * 16;  // Llama's ~8/3 x
+    if (block_size && model_dir.empty()) c.max_positions = block_size;
+    if (vocab_size) c.vocab_size = vocab_size;
+  }
+  spec.validate();
+}
+
+int64_t TrainOptions::sequence_length(const models::ModelSpec& spec) const {
+  const int64_t longest = spec.max_positions();
+  FATHOM_CHECK(block_size <= longest, "--block-size ", block_size, " is longer than the model's ", longest,
+               " positions (max_position_embeddings)");
+  return block_size ? block_size : std::min<int64_t>(longest, 1024);
 }
 
 std::string device_option(const std::string& value) {
@@ -64,8 +89,10 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     else if (flag == "--data") o.data_path = value;
     else if (flag == "--val-data") o.val_data_path = value;
     else if (flag == "--data-format") o.data_format = parse_data_format(value);
+    else if (flag == "--arch") o.arch = value, o.arch_given = true;
     else if (flag == "--preset") o.preset = value, o.preset_given = true;
     else if (flag == "--init") o.init_path = value;
+    else if (flag == "--model") o.model_dir = value;
     else if (flag == "--out") o.out_dir = value;
     else if (flag == "--steps") o.steps = parse_flag_integer(flag, value, 1), o.steps_given = true;
     else if (flag == "--seed") o.seed = static_cast<uint64_t>(parse_flag_integer(flag, value, 0));
@@ -79,12 +106,21 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
     else if (flag == "--attention") o.attention = nn::parse_attention_kernel(value, "--attention");
     else if (flag == "--n-layer") o.n_layer = parse_flag_integer(flag, value, 1);
     else if (flag == "--n-head") o.n_head = parse_flag_integer(flag, value, 1);
+    else if (flag == "--n-kv-head") o.n_kv_head = parse_flag_integer(flag, value, 1);
     else if (flag == "--n-embd") o.n_embd = parse_flag_integer(flag, value, 1);
     else if (flag == "--block-size") o.block_size = parse_flag_integer(flag, value, 1);
     else if (flag == "--vocab-size") o.vocab_size = parse_flag_integer(flag, value, 1);
     else FATHOM_FAIL("unknown option ", flag, "; see fathom-train --help");
   }
-  models::GPTConfig::preset(o.preset);  // validates the name
+  if (o.model_dir.empty()) models::ModelSpec::preset(o.arch, o.preset);  // validates the names
+  FATHOM_CHECK(o.model_dir.empty() || !(o.arch_given || o.preset_given || o.n_layer || o.n_head || o.n_kv_head ||
+                                        o.n_embd || o.vocab_size || !o.init_path.empty()),
+               "--model ", o.model_dir, " brings its own architecture, sizes and weights; drop --arch, --preset, "
+               "--init and the size flags (--block-size still sets the training sequence length)");
+  FATHOM_CHECK(o.init_path.empty() || o.arch == "gpt2", "--init reads GPT-2-layout weights; for ", o.arch,
+               " give a Hugging Face model folder with --model");
+  FATHOM_CHECK(o.n_kv_head == 0 || o.arch != "gpt2", "--n-kv-head needs a grouped-query architecture (--arch llama, "
+               "qwen2 or mistral); GPT-2 has as many key/value heads as query heads");
   FATHOM_CHECK(o.val_data_path.empty() || !o.data_path.empty(), "--val-data ", o.val_data_path,
                " needs a --data file to validate against (the built-in corpus holds out its last 5%)");
   FATHOM_CHECK(o.resume_tag.empty() || !o.resume_dir.empty(), "--tag ", o.resume_tag,
@@ -95,7 +131,8 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
 std::string train_usage() {
   return R"(usage: fathom-train [options]
 
-Trains a GPT. With no options: a small byte-level GPT on the built-in corpus (Fathom's own docs
+Trains a decoder language model: GPT-2, or Llama, Qwen2 or Mistral from a preset or a Hugging Face
+model folder. With no options: a small byte-level GPT on the built-in corpus (Fathom's own docs
 and sources), 300 steps, output in runs/latest.
 
   --config FILE        DeepSpeed-style JSON or YAML config (default: built-in AdamW + cosine);
@@ -106,12 +143,17 @@ and sources), 300 steps, output in runs/latest.
   --data-format F      auto (default: tokens for a .bin or llm.c file, text for a file without
                        NUL bytes), text or tokens
   --val-data FILE      validation data (default: val.bin beside a train.bin, else the last 5%)
-  --preset NAME        tiny, small or gpt2-124M (default small)
-  --n-layer N --n-head N --n-embd N --block-size N --vocab-size N
-                       override the preset's sizes (byte-level data sets vocab 256)
-  --init FILE          start from GPT-2-layout .safetensors weights (e.g. GPT-2's own)
+  --arch NAME          gpt2 (default), llama, qwen2 or mistral (docs/models.md)
+  --preset NAME        tiny or small; gpt2 also gpt2-124M (default small)
+  --n-layer N --n-head N --n-kv-head N --n-embd N --block-size N --vocab-size N
+                       override the preset's sizes (byte-level data sets vocab 256);
+                       --block-size is the training sequence length
+  --model DIR          fine-tune a Hugging Face model folder (config.json and model.safetensors or
+                       shards): llama, qwen2, mistral or gpt2
+  --init FILE          start a gpt2 preset from GPT-2-layout .safetensors weights (e.g. GPT-2's own)
   --steps N            optimizer steps (default 300)
-  --out DIR            where model.safetensors and config.json go (default runs/latest)
+  --out DIR            where the model goes as a Hugging Face folder (config.json, safetensors),
+                       with the DeepSpeed config as ds_config.json (default runs/latest)
   --overwrite          replace the checkpoints another run left in --out (default: refuse)
   --seed N             seed for initialisation, data order and dropout
   --threads N          CPU threads (default: the affinity rule, see docs/core.md)

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "models/gpt.h"
+#include "models/model_spec.h"
 
 namespace fathom::apps {
 
@@ -19,9 +19,11 @@ struct TrainOptions {
   std::string data_path;    // empty: the built-in corpus
   std::string val_data_path;  // empty: val.bin beside a train.bin, or the last 5% of the data
   DataFormat data_format = DataFormat::Auto;
+  std::string arch = "gpt2";  // --arch: gpt2, llama, qwen2, mistral
   std::string preset = "small";
-  int64_t n_layer = 0, n_head = 0, n_embd = 0, block_size = 0, vocab_size = 0;  // 0: the preset's
-  std::string init_path;
+  int64_t n_layer = 0, n_head = 0, n_kv_head = 0, n_embd = 0, block_size = 0, vocab_size = 0;  // 0: the preset's
+  std::string init_path;  // --init: GPT-2-layout weights for a gpt2 preset
+  std::string model_dir;  // --model: a Hugging Face model folder to fine-tune (its config and weights)
   int64_t steps = 300;
   std::string out_dir = "runs/latest";
   std::optional<uint64_t> seed;
@@ -37,13 +39,20 @@ struct TrainOptions {
   bool allow_non_finite = false;  // --allow-non-finite: train on through NaN/Inf losses
   bool help = false;
   // Given on the command line (--resume defers to them).
-  bool preset_given = false, steps_given = false, save_every_given = false;
+  bool arch_given = false, preset_given = false, steps_given = false, save_every_given = false;
 
-  // Whether --preset or a size flag was given.
-  bool model_flags_given() const { return preset_given || n_layer || n_head || n_embd || block_size || vocab_size; }
+  // Whether --arch, --preset, --model or a size flag was given.
+  bool model_flags_given() const {
+    return arch_given || preset_given || !model_dir.empty() || n_layer || n_head || n_kv_head || n_embd || vocab_size;
+  }
 
-  // The size flags (and --attention) given on the command line, over the preset.
-  void apply_sizes(models::GPTConfig& config) const;
+  // The model the flags describe: --model's folder, or --arch's --preset with the size flags
+  // (and --attention) over it.
+  models::ModelSpec model_spec() const;
+  // The size flags (and --attention) over `spec`.
+  void apply_sizes(models::ModelSpec& spec) const;
+  // The training sequence length: --block-size, or the model's longest up to 1024.
+  int64_t sequence_length(const models::ModelSpec& spec) const;
 };
 
 // The device `option` names for a rank whose runtime picked `runtime_device` (its GPU, or the

@@ -29,8 +29,10 @@ std::optional<TrainPlan> plan_training(const TrainOptions& command_line, const p
     return std::nullopt;
   }
   prepare_out_dir(opt, resume, main_rank);
-  plan.sizes = models::GPTConfig::preset(opt.preset);
-  opt.apply_sizes(plan.sizes);
+  // Resuming: the checkpoint's model (a --model folder's architecture and sizes come with it).
+  plan.model = resume && resume->run ? resume->run->model : opt.model_spec();
+  plan.model.set_attention(opt.attention);
+  plan.sequence_length = opt.sequence_length(plan.model);
 
   // The tensor-parallel size decides the data-parallel one, which the batch sizes resolve for.
   const bool config_from_checkpoint = resume && opt.config_path.empty();
@@ -54,7 +56,7 @@ std::optional<TrainPlan> plan_training(const TrainOptions& command_line, const p
   plan.pipeline_size = pipeline_size;
   plan.data_size = runtime.size() / (tensor_size * pipeline_size);
   plan.config = config_from_checkpoint ? resumed_config(*resume, plan.data_size, &log)
-                                       : train_config(opt.config_path, plan.sizes.n_embd, opt.steps, plan.data_size, &log);
+                                       : train_config(opt.config_path, plan.model.hidden_size(), opt.steps, plan.data_size, &log);
   if (main_rank)
     for (const std::string& line : log) std::printf("fathom-train: %s\n", line.c_str());
   if (opt.seed) plan.config.seed = *opt.seed;

@@ -10,7 +10,7 @@
 #include "apps/train/train_options.h"
 #include "apps/train/train_resume.h"
 #include "engine/config/config.h"
-#include "models/gpt.h"
+#include "models/model_spec.h"
 #include "parallel/runtime.h"
 
 namespace fathom::apps {
@@ -19,7 +19,8 @@ struct TrainPlan {
   TrainOptions options;
   std::optional<ResumePoint> resume;
   Config config;
-  models::GPTConfig sizes;  // the model's shape; its vocabulary comes with the data
+  models::ModelSpec model;  // its vocabulary comes with the data unless a --model folder fixed it
+  int64_t sequence_length = 0;
   int tensor_size = 1, pipeline_size = 1, data_size = 1;
 };
 

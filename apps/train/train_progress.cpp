@@ -17,11 +17,11 @@ std::string clock_text(double seconds) {
   return out;
 }
 
-void print_run_header(const TrainPlan& plan, const models::GPTConfig& model, int64_t parameter_count,
+void print_run_header(const TrainPlan& plan, const models::ModelSpec& model, int64_t parameter_count,
                       const TrainData& data, int64_t tokens_per_step, int world_size, Device device) {
-  std::printf("fathom-train: GPT %s (%lld layers, %lld heads, %lld wide, vocab %lld, block %lld): %.2fM parameters\n",
-              plan.options.preset.c_str(), (long long)model.n_layer, (long long)model.n_head, (long long)model.n_embd,
-              (long long)model.vocab_size, (long long)model.block_size, parameter_count / 1e6);
+  const std::string source = plan.options.model_dir.empty() ? "preset " + plan.options.preset : plan.options.model_dir;
+  std::printf("fathom-train: %s (%s): %.2fM parameters, sequences of %lld\n", model.describe().c_str(),
+              source.c_str(), parameter_count / 1e6, static_cast<long long>(plan.sequence_length));
   std::string layout;
   if (plan.pipeline_size > 1) layout += "pipeline " + std::to_string(plan.pipeline_size) + " x ";
   if (plan.tensor_size > 1) layout += "tensor " + std::to_string(plan.tensor_size) + " x ";

@@ -18,7 +18,7 @@ namespace fathom::apps {
 // mm:ss.
 std::string clock_text(double seconds);
 
-void print_run_header(const TrainPlan& plan, const models::GPTConfig& model, int64_t parameter_count,
+void print_run_header(const TrainPlan& plan, const models::ModelSpec& model, int64_t parameter_count,
                       const TrainData& data, int64_t tokens_per_step, int world_size, Device device);
 
 // The engine's on_step callback.

@@ -13,14 +13,8 @@ namespace {
 
 constexpr const char* kClientKey = "fathom-train";
 
-std::string shape_text(const models::GPTConfig& c) {
-  return std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) + " heads, " + std::to_string(c.n_embd) +
-         " wide, block " + std::to_string(c.block_size);
-}
-
-bool same_shape(const models::GPTConfig& a, const models::GPTConfig& b) {
-  return a.n_layer == b.n_layer && a.n_head == b.n_head && a.n_embd == b.n_embd && a.block_size == b.block_size;
-}
+// The vocabulary follows the data, so it is not part of the shape a resume must agree on.
+std::string shape_text(const models::ModelSpec& spec) { return spec.describe(/*with_vocab=*/false); }
 
 std::optional<TrainRun> train_run_of(const std::string& client_state, const std::string& source) {
   const JsonValue state = parse_json(client_state, source);
@@ -29,15 +23,21 @@ std::optional<TrainRun> train_run_of(const std::string& client_state, const std:
   const JsonValue& model = run->at("model");
   TrainRun out;
   out.preset = run->at("preset").as_string();
-  out.model = models::GPTConfig::preset(out.preset);
-  out.model.n_layer = model.at("n_layer").as_int64();
-  out.model.n_head = model.at("n_head").as_int64();
-  out.model.n_embd = model.at("n_embd").as_int64();
-  out.model.block_size = model.at("block_size").as_int64();
-  out.model.vocab_size = model.at("vocab_size").as_int64();
+  if (const JsonValue* dir = run->find("model_dir")) out.model_dir = dir->as_string();
+  if (model.is_string()) {  // the model's config.json
+    out.model = models::ModelSpec::from_json(model.as_string(), source + " (model)");
+  } else {  // a GPT's sizes, as checkpoints before the architectures wrote them
+    out.model = models::ModelSpec::preset("gpt2", out.preset);
+    out.model.gpt.n_layer = model.at("n_layer").as_int64();
+    out.model.gpt.n_head = model.at("n_head").as_int64();
+    out.model.gpt.n_embd = model.at("n_embd").as_int64();
+    out.model.gpt.block_size = model.at("block_size").as_int64();
+    out.model.gpt.vocab_size = model.at("vocab_size").as_int64();
+  }
   out.data_path = run->at("data").as_string();
   out.val_data_path = run->at("val_data").as_string();
   out.steps = run->at("steps").as_int64();
+  out.sequence_length = model.is_string() ? run->at("sequence_length").as_int64() : out.model.gpt.block_size;
   if (const JsonValue* save_every = run->find("save_every")) out.save_every = save_every->as_int64();
   if (const JsonValue* format = run->find("data_format")) out.data_format = parse_data_format(format->as_string());
   return out;
@@ -48,14 +48,8 @@ std::optional<TrainRun> train_run_of(const std::string& client_state, const std:
 std::string train_run_client_state(const TrainRun& run) {
   JsonWriter w(JsonWriter::Layout::Compact);
   w.begin_object().key(kClientKey).begin_object();
-  w.member("preset", run.preset);
-  w.key("model").begin_object();
-  w.member("n_layer", static_cast<long long>(run.model.n_layer))
-      .member("n_head", static_cast<long long>(run.model.n_head));
-  w.member("n_embd", static_cast<long long>(run.model.n_embd));
-  w.member("block_size", static_cast<long long>(run.model.block_size));
-  w.member("vocab_size", static_cast<long long>(run.model.vocab_size));
-  w.end_object();
+  w.member("preset", run.preset).member("model_dir", run.model_dir);
+  w.member("model", run.model.to_json()).member("sequence_length", static_cast<long long>(run.sequence_length));
   w.member("data", run.data_path)
       .member("val_data", run.val_data_path)
       .member("steps", static_cast<long long>(run.steps))
@@ -112,18 +106,20 @@ TrainOptions resumed_options(const TrainOptions& given, const ResumePoint& point
   if (point.run) {
     const TrainRun& run = *point.run;
     if (given.model_flags_given()) {
-      models::GPTConfig asked = given.preset_given ? models::GPTConfig::preset(given.preset) : run.model;
-      given.apply_sizes(asked);
-      FATHOM_CHECK(same_shape(asked, run.model), "--resume: the checkpoint ", point.dir, "/", point.tag,
-                   " holds a GPT of ", shape_text(run.model), " (preset ", run.preset, "), but the flags ask for ",
-                   shape_text(asked),
-                   "; drop --preset and the size flags to continue it, or start a new run "
+      models::ModelSpec asked = run.model;
+      if (given.preset_given || given.arch_given || !given.model_dir.empty()) asked = given.model_spec();
+      else given.apply_sizes(asked);
+      FATHOM_CHECK(shape_text(asked) == shape_text(run.model), "--resume: the checkpoint ", point.dir, "/", point.tag,
+                   " holds ", shape_text(run.model), " (", run.model_dir.empty() ? "preset " + run.preset : run.model_dir,
+                   "), but the flags ask for ", shape_text(asked),
+                   "; drop --arch, --preset, --model and the size flags to continue it, or start a new run "
                    "(another --out, without --resume)");
     }
-    o.preset = run.preset;
-    o.n_layer = run.model.n_layer, o.n_head = run.model.n_head, o.n_embd = run.model.n_embd;
-    o.block_size = run.model.block_size, o.vocab_size = run.model.vocab_size;
-    taken = "the model (GPT " + run.preset + ": " + shape_text(run.model) + ")";
+    o.arch = run.model.architecture, o.preset = run.preset, o.model_dir = run.model_dir;
+    o.n_layer = o.n_head = o.n_kv_head = o.n_embd = 0;
+    o.vocab_size = run.model.vocab_size();
+    if (given.block_size == 0) o.block_size = run.sequence_length;
+    taken = "the model (" + shape_text(run.model) + ")";
     if (given.data_path.empty() && !run.data_path.empty()) {
       o.data_path = run.data_path;
       o.data_format = run.data_format;

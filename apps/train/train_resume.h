@@ -12,14 +12,16 @@
 
 #include "engine/config/config.h"
 #include "apps/train/train_options.h"
-#include "models/gpt.h"
+#include "models/model_spec.h"
 
 namespace fathom::apps {
 
 // What a fathom-train checkpoint records about its run.
 struct TrainRun {
-  std::string preset;
-  models::GPTConfig model;
+  std::string preset;        // the preset, or the --model folder, it started from
+  std::string model_dir;
+  models::ModelSpec model;
+  int64_t sequence_length = 0;
   std::string data_path;      // empty: the built-in corpus
   std::string val_data_path;  // empty: the default validation set
   int64_t steps = 0;

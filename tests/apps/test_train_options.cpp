@@ -32,13 +32,36 @@ TEST_CASE("fathom-train --device: auto takes the runtime's device, cpu forces th
 }
 
 TEST_CASE("fathom-train --attention sets the model's attention kernel", "[launcher]") {
-  models::GPTConfig config = models::GPTConfig::preset("tiny");
-  parse({"--attention", "gemm"}).apply_sizes(config);
-  CHECK(config.attention == nn::AttentionKernel::Gemm);
-  parse({}).apply_sizes(config);
-  CHECK(config.attention == nn::AttentionKernel::Auto);
+  models::ModelSpec spec = models::ModelSpec::preset("gpt2", "tiny");
+  parse({"--attention", "gemm"}).apply_sizes(spec);
+  CHECK(spec.gpt.attention == nn::AttentionKernel::Gemm);
+  parse({}).apply_sizes(spec);
+  CHECK(spec.gpt.attention == nn::AttentionKernel::Auto);
   CHECK_THROWS_WITH(parse({"--attention", "flash"}),
                     Catch::Contains("--attention: unknown attention kernel \"flash\"; use \"auto\", \"fused\" or \"gemm\""));
+}
+
+TEST_CASE("fathom-train --arch, --preset, --model and the size flags describe the model", "[launcher]") {
+  const models::ModelSpec llama = parse({"--arch", "llama", "--preset", "tiny", "--n-layer", "3"}).model_spec();
+  CHECK(llama.architecture == "llama");
+  CHECK(llama.decoder.n_layer == 3);
+  CHECK(llama.decoder.n_kv_head == 2);
+  const models::ModelSpec mha = parse({"--arch", "qwen2", "--preset", "tiny", "--n-head", "2", "--n-embd", "32"}).model_spec();
+  CHECK((mha.decoder.n_head == 2 && mha.decoder.n_kv_head == 2 && mha.decoder.qkv_bias));
+  CHECK(mha.decoder.intermediate_size == 96);  // Llama's ~8/3 x width, a multiple of 16
+  CHECK(parse({"--arch", "mistral", "--n-kv-head", "1"}).model_spec().decoder.n_kv_head == 1);
+  CHECK(parse({"--arch", "llama", "--block-size", "64"}).sequence_length(llama) == 64);
+  CHECK(parse({}).sequence_length(llama) == 128);  // the model's positions, up to 1024
+  CHECK_THROWS_WITH(parse({"--arch", "falcon"}), Catch::Contains("architecture \"falcon\" is not known; use gpt2, llama"));
+  CHECK_THROWS_WITH(parse({"--arch", "llama", "--preset", "gpt2-124M"}),
+                    Catch::Contains("unknown llama preset \"gpt2-124M\"; use tiny or small"));
+  CHECK_THROWS_WITH(parse({"--model", "m", "--n-layer", "2"}),
+                    Catch::Contains("--model m brings its own architecture, sizes and weights; drop --arch"));
+  CHECK_THROWS_WITH(parse({"--arch", "llama", "--init", "w.safetensors"}),
+                    Catch::Contains("--init reads GPT-2-layout weights; for llama give a Hugging Face model folder"));
+  CHECK_THROWS_WITH(parse({"--n-kv-head", "1"}), Catch::Contains("--n-kv-head needs a grouped-query architecture"));
+  CHECK_THROWS_WITH(parse({"--arch", "llama", "--block-size", "500"}).sequence_length(llama),
+                    Catch::Contains("--block-size 500 is longer than the model's 128 positions"));
 }
 
 TEST_CASE("train options: --tag picks the checkpoint to resume from, and needs --resume", "[launcher]") {
