@@ -10,6 +10,8 @@
 #include "models/gpt.h"
 #include "nn/deferred_init.h"
 #include "nn/loss.h"
+#include "parallel/pipeline_module.h"
+#include "parallel/pipeline_transport.h"
 
 namespace fathom::testing {
 namespace {
@@ -113,6 +115,31 @@ TrainingRun train_tiny_gpt_same_seed(const std::string& config, std::shared_ptr<
     model = std::make_shared<models::GPT>(tiny_gpt(), 1000);
   }
   return train(initialize(Config::from_string(config), model, nullptr, token_data(), group), group, steps, kCPU);
+}
+
+TrainingRun train_module(const std::string& config, std::shared_ptr<nn::Module> model,
+                         const parallel::ProcessGroups* groups, int steps) {
+  const auto pipeline = std::dynamic_pointer_cast<parallel::PipelineModule>(model);
+  if (!groups) return train(initialize(Config::from_string(config), model, nullptr, token_data()), nullptr, steps, kCPU);
+  if (!pipeline) return train(initialize(Config::from_string(config), model, nullptr, token_data(), *groups),
+                              groups->data_ptr(), steps, kCPU);
+  Initialized init = initialize(Config::from_string(config), model, nullptr, token_data(), *groups);
+  TrainingRun run;
+  run.engine = init.engine;
+  std::optional<DataLoader::Iterator> position;
+  const NextBatch next = [&] {
+    if (!position || *position == std::default_sentinel) position.emplace(init.loader->begin());
+    Batch batch = **position;
+    ++*position;
+    return batch;
+  };
+  const LossFunction loss = [](const autograd::Variable& logits, const Batch& batch) {
+    return nn::cross_entropy(logits, batch.targets, batch.loss_normaliser);
+  };
+  for (int s = 0; s < steps; ++s) run.losses.push_back(init.engine->train_batch(next, loss).loss);
+  for (const auto& [name, tensor] : parallel::gather_to_first_stage(*pipeline, init.engine->consolidated_state_dict()))
+    run.weights.emplace_back(name, tensor.to(DType::F64));
+  return run;
 }
 
 void require_equivalent(const TrainingRun& alone, const TrainingRun& parallel, double bound) {

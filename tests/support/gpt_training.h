@@ -12,6 +12,7 @@
 #include "engine/initialize.h"
 #include "models/gpt.h"
 #include "parallel/communicator.h"
+#include "parallel/topology.h"
 
 namespace fathom::testing {
 
@@ -48,6 +49,13 @@ models::GPTConfig tiny_gpt_config();
 // train_tiny_gpt does.
 TrainingRun train_tiny_gpt_same_seed(const std::string& config, std::shared_ptr<parallel::Communicator> group,
                                      int steps, bool deferred);
+
+// Any model (a models::ModelSpec's, or a parallel::PipelineModule stage of one) trained on the
+// tiny GPT's data (vocabulary 61, 16 positions) for `steps` steps over `groups` (null: one
+// process); a pipeline trains one whole step per train_batch. The final weights are the whole
+// model's on the ranks of the first stage (ZeRO-3's gathered, the other stages' sent there).
+TrainingRun train_module(const std::string& config, std::shared_ptr<nn::Module> model,
+                         const parallel::ProcessGroups* groups, int steps);
 
 void require_equivalent(const TrainingRun& alone, const TrainingRun& parallel, double bound);
 

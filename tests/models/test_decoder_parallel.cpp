@@ -1,0 +1,124 @@
+// The Llama-family decoder computes the single-process function in every data-parallel and
+// memory-saving mode, and cut into pipeline stages: a tiny Llama (GQA 4:2, RoPE, untied
+// embeddings, SwiGLU) trained 8 steps at data 2, ZeRO 1, 2 and 3 (every parameter partitioned:
+// stage3_param_persistence_threshold 0), ZeRO-3 built shard by shard, with parameters and
+// optimizer offloaded to the CPU, the optimizer to nvme, activation checkpointing, bf16, and
+// pipeline 2 matches one process at stage 0 — every step's loss and every final weight, f32
+// within 1e-5, bf16 within 1e-2 (the GPT's bounds, tests/zero/test_zero.cpp).
+#include <filesystem>
+
+#include "gpt_training.h"
+#include "models/decoder.h"
+#include "models/model_spec.h"
+#include "mpi_test_util.h"
+#include "nn/deferred_init.h"
+#include "parallel/pipeline_module.h"
+#include "test_util.h"
+#include "zero/sharded_state.h"
+#include "zero_partitioning.h"
+
+using namespace fathom;
+using fathom::testing::require_equivalent;
+using fathom::testing::runtime;
+using fathom::testing::train_module;
+using fathom::testing::TrainingRun;
+
+namespace {
+
+constexpr int kSteps = 8;
+
+// The shape of the GPT equivalence tests' data: vocabulary 61, 16 positions; 36 wide so no
+// parameter count divides evenly over the ranks.
+models::ModelSpec tiny_llama() {
+  models::ModelSpec spec = models::ModelSpec::preset("llama", "tiny");
+  models::DecoderConfig& c = spec.decoder;
+  c.hidden_size = 32, c.n_head = 4, c.n_kv_head = 2, c.intermediate_size = 56;
+  c.vocab_size = 61, c.max_positions = 16;
+  return spec;
+}
+
+std::string config_text(int stage, bool bf16, const std::string& zero_extra = "", const std::string& extra = "") {
+  return detail::concat(R"({"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": 3e-3,
+      "weight_decay": 0.1}}, "gradient_clipping": 1.0, "seed": 7, "bf16": {"enabled": )",
+                        bf16 ? "true" : "false", R"(}, "zero_optimization": {"stage": )", stage, zero_extra, "}",
+                        extra, "}");
+}
+
+std::shared_ptr<nn::Module> build(bool deferred = false) {
+  std::optional<nn::DeferredInit> scope;
+  if (deferred) scope.emplace();
+  return tiny_llama().build(/*seed=*/1000);
+}
+
+TrainingRun alone(bool bf16) { return train_module(config_text(0, bf16), build(), nullptr, kSteps); }
+
+}  // namespace
+
+TEST_CASE("a tiny Llama trains as one process does at data 2, ZeRO 1/2/3, shard by shard, offload cpu and nvme, "
+          "activation checkpointing and bf16",
+          "[models][zero]") {
+  const std::string stage3 = R"(, "stage3_param_persistence_threshold": 0)";
+  const std::string cpu = stage3 + R"(, "offload_param": {"device": "cpu"}, "offload_optimizer": {"device": "cpu"})";
+  // One folder for the job's ranks (each writes its own swap files); made before it is used.
+  const std::string swap = "/tmp/fathom_test_decoder_nvme_np" + std::to_string(runtime().world().size());
+  std::filesystem::create_directories(swap);
+  const std::string nvme = R"(, "offload_optimizer": {"device": "nvme", "nvme_path": ")" + swap + R"("})";
+  const TrainingRun f32 = alone(false), bf16 = alone(true);
+  struct Mode {
+    const char* name;
+    int stage;
+    bool bf16 = false, deferred = false, checkpointing = false;
+    std::string zero;
+  };
+  const std::vector<Mode> modes{
+      {"data parallel", 0},
+      {"ZeRO 1", 1},
+      {"ZeRO 2", 2},
+      {"ZeRO 3", 3, false, false, false, stage3},
+      {"ZeRO 3 shard by shard", 3, false, true, false, stage3},
+      {"ZeRO 3 offload cpu", 3, false, false, false, cpu},
+      {"ZeRO 2 offload nvme", 2, false, false, false, nvme},
+      {"ZeRO 3 activation checkpointing", 3, false, false, true, stage3},
+      {"ZeRO 3 bf16", 3, true, false, false, stage3},
+  };
+  for (const Mode& mode : modes) {
+    INFO(mode.name << ", " << runtime().world().size() << " ranks");
+    auto model = build(mode.deferred);
+    if (mode.checkpointing) {
+      nn::LayerSequence& layers = models::layer_sequence(*model);
+      layers.set_checkpointing(nn::checkpoint_layers_of_type(layers, "DecoderLayer"));
+    }
+    const parallel::ProcessGroups groups = parallel::ProcessGroups::data_parallel(runtime().world_ptr());
+    const TrainingRun run = train_module(config_text(mode.stage, mode.bf16, mode.zero), model, &groups, kSteps);
+    if (mode.stage == 3) fathom::testing::require_stage3_partitioned(*run.engine);
+    if (mode.zero == nvme) CHECK(!std::filesystem::is_empty(swap));  // the swap files were written there
+    require_equivalent(mode.bf16 ? bf16 : f32, run, mode.bf16 ? 1e-2 : 1e-5);
+  }
+  std::filesystem::remove_all(swap);
+}
+
+TEST_CASE("a tiny Llama cut into 2 pipeline stages, each building only its layers, trains as one process does",
+          "[models][pipeline]") {
+  const auto& world = runtime().world_ptr();
+  if (world->size() != 2) return;  // the stages are the two ranks
+  const parallel::ProcessGroups groups(world, parallel::Topology(2, /*pipeline=*/2, /*tensor=*/1));
+  const models::ModelSpec spec = tiny_llama();
+  size_t built_here = 0;
+  auto stage = std::make_shared<parallel::PipelineModule>(
+      spec.layers(),
+      [&](const std::vector<bool>& built) {
+        for (bool b : built) built_here += b ? 1 : 0;
+        return spec.build(1000, built);
+      },
+      groups, parallel::PipelineOptions{});
+  CHECK(built_here < spec.layers().size());  // this stage built only its own layers
+  const std::string config = R"({"train_batch_size": 8, "gradient_accumulation_steps": 4,
+      "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.1}}, "gradient_clipping": 1.0,
+      "seed": 7, "pipeline": {"stages": 2}})";
+  const TrainingRun run = train_module(config, stage, &groups, kSteps);
+  const std::string one = R"({"train_batch_size": 8, "gradient_accumulation_steps": 4,
+      "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.1}}, "gradient_clipping": 1.0,
+      "seed": 7})";
+  const TrainingRun reference = train_module(one, build(), nullptr, kSteps);
+  if (groups.coord().pipeline == 0) require_equivalent(reference, run, 1e-5);
+}
