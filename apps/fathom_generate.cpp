@@ -1,16 +1,18 @@
-// fathom-generate: samples text from a model saved by fathom-train, one position per new
-// token (key/value cache).
+// fathom-generate: samples text from a model — a Hugging Face model folder (Llama, Qwen2, Mistral,
+// GPT-2: what fathom-train writes, or transformers' save_pretrained), or a GPT-2-layout
+// model.safetensors of fathom-train — one position per new token (key/value cache).
 //
-//   fathom-generate --model runs/latest/model.safetensors --prompt "int main(" --max-tokens 200
+//   fathom-generate --model runs/latest --prompt "int main(" --max-tokens 200
 //
 // Byte-level models (vocab 256) take a text prompt and print text; larger vocabularies take
 // token ids ("--prompt 464,3290,318") and print ids, until a GPT-2 BPE tokenizer arrives.
 // Under `mpirun -np N` the model is tensor parallel over the N ranks (each holds its heads and
 // their key/value cache, its MLP features and vocabulary rows) and prints what one process prints;
-// rank 0 writes the text.
+// rank 0 writes the text (GPT-2 only so far; the Llama family decodes on one process).
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <sstream>
@@ -22,6 +24,9 @@
 #include "core/threads.h"
 #include "apps/job_errors.h"
 #include "apps/train/train_options.h"
+#include "autograd/grad_mode.h"
+#include "models/decoder.h"
+#include "models/model_spec.h"
 #include "models/gpt_inference.h"
 #include "models/gpt_tensor_parallel_inference.h"
 #include "models/gpt_weights.h"
@@ -41,9 +46,10 @@ struct Options {
   std::string device = "auto";
 };
 
-const char* kUsage = R"(usage: fathom-generate --model FILE [options]
+const char* kUsage = R"(usage: fathom-generate --model DIR|FILE [options]
 
-  --model FILE        model.safetensors written by fathom-train (GPT-2 layout + shape metadata)
+  --model DIR|FILE    a Hugging Face model folder (config.json and safetensors: llama, qwen2,
+                      mistral or gpt2), or a model.safetensors fathom-train wrote (GPT-2 layout)
   --prompt TEXT       text for byte-level models; comma-separated token ids otherwise (default "\n")
   --max-tokens N      tokens to generate (default 200; past the block size the context slides)
   --temperature T     0 = greedy (default 0.8)
@@ -178,13 +184,28 @@ std::vector<int64_t> prompt_tokens(const std::string& prompt, int64_t vocab) {
   return tokens;
 }
 
-// Feeds tokens and returns the next position's logits: GPTInference on one process, its tensor-
-// parallel twin under mpirun (each rank decodes its shards of the one model).
-class Decoder {
+// Feeds tokens and returns the next position's logits: for GPT-2 GPTInference on one process, its
+// tensor-parallel twin under mpirun (each rank decodes its shards of the one model); for the Llama
+// family the model's own forward over its KV cache.
+class TokenFeed {
  public:
-  Decoder(const std::string& path, const parallel::Runtime& runtime, Device device) {
-    auto full = std::make_unique<models::GPT>(config_from_metadata(path));
-    models::load_gpt2_safetensors(*full, path);
+  TokenFeed(const std::string& path, const parallel::Runtime& runtime, Device device) {
+    const bool folder = std::filesystem::is_directory(path);
+    const models::ModelSpec spec = folder ? models::ModelSpec::from_folder(path) : models::ModelSpec{};
+    if (!spec.is_gpt()) {
+      FATHOM_CHECK(runtime.size() == 1, "fathom-generate: ", spec.architecture,
+                   " decodes on one process (tensor-parallel generation is GPT-2's so far); run it without mpirun");
+      decoder_ = std::make_unique<models::Decoder>(spec.decoder);
+      spec.load(*decoder_, path);
+      decoder_->to(device);
+      decoder_->eval();
+      cache_ = decoder_->make_cache(1);
+      vocab_ = spec.vocab_size(), block_ = spec.max_positions();
+      return;
+    }
+    auto full = std::make_unique<models::GPT>(folder ? spec.gpt : config_from_metadata(path));
+    spec.load(*full, path);
+    vocab_ = full->config().vocab_size, block_ = full->config().block_size;
     if (runtime.size() == 1) {
       whole_ = std::move(full);
       whole_->to(device);
@@ -204,12 +225,24 @@ class Decoder {
     split_->eval();
     parallel_ = std::make_unique<models::TensorParallelGPTInference>(*split_, group);
   }
-  const models::GPTConfig& config() const { return whole_ ? whole_->config() : split_->config(); }
-  Tensor feed(const Tensor& tokens) { return single_ ? single_->feed(tokens) : parallel_->feed(tokens); }
-  int64_t position() const { return single_ ? single_->position() : parallel_->position(); }
-  void reset() { single_ ? single_->reset() : parallel_->reset(); }
+  int64_t vocab_size() const { return vocab_; }
+  int64_t block_size() const { return block_; }
+  Tensor feed(const Tensor& tokens) {
+    if (!decoder_) return single_ ? single_->feed(tokens) : parallel_->feed(tokens);
+    autograd::NoGradGuard no_grad;
+    const Device device = decoder_->model->embed_tokens->weight.device();
+    const Tensor logits = decoder_->forward_cached(autograd::Variable(tokens.to(device)), cache_).data();
+    return logits.select(1, logits.size(1) - 1);
+  }
+  int64_t position() const {
+    return decoder_ ? cache_.position : single_ ? single_->position() : parallel_->position();
+  }
+  void reset() { decoder_ ? cache_.reset() : single_ ? single_->reset() : parallel_->reset(); }
 
  private:
+  int64_t vocab_ = 0, block_ = 0;
+  std::unique_ptr<models::Decoder> decoder_;  // the Llama family
+  models::KVCache cache_;
   std::unique_ptr<models::GPT> whole_;
   std::unique_ptr<models::GPTInference> single_;
   std::unique_ptr<models::TensorParallelGPT> split_;
@@ -219,15 +252,15 @@ class Decoder {
 int run(const Options& o, const parallel::Runtime& runtime) {
   if (o.threads > 0) set_num_threads(o.threads);
   const Device fallback = runtime.size() > 1 ? runtime.device() : cuda::device_count() > 0 ? Device::cuda(0) : kCPU;
-  Decoder decoder(o.model_path, runtime, apps::resolve_device(o.device, fallback));
+  TokenFeed decoder(o.model_path, runtime, apps::resolve_device(o.device, fallback));
   const bool prints = runtime.is_main_process();
-  const int64_t vocab = decoder.config().vocab_size;
+  const int64_t vocab = decoder.vocab_size();
   const std::vector<int64_t> prompt = prompt_tokens(o.prompt, vocab);
   Generator gen(o.seed);  // the same draws on every rank: the same tokens
   // The model sees at most block_size positions. When the cache is full, the context slides:
   // the cache restarts from the last half block of tokens (nanoGPT crops to the last block at
   // every token; refilling half a block at a time keeps the cache's one-position-per-token cost).
-  const int64_t block = decoder.config().block_size;
+  const int64_t block = decoder.block_size();
   std::vector<int64_t> context = prompt;
   const auto feed_context = [&](size_t keep) {
     decoder.reset();

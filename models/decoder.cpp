@@ -49,14 +49,21 @@ DecoderAttention::DecoderAttention(const DecoderConfig& c) : config_(c) {
   o_proj = register_module("o_proj", std::make_shared<nn::Linear>(c.n_head * HD, c.hidden_size, c.o_bias, c.dtype));
 }
 
-Variable DecoderAttention::forward(const Variable& x, const AttentionContext& context) {
+Variable DecoderAttention::forward(const Variable& x, const AttentionContext& context, KVCache::Layer* cache) {
   const int64_t B = x.size(0), T = x.size(1), HD = config_.resolved_head_dim();
   Variable q = split_heads((*q_proj)(x), config_.n_head, HD);
   Variable k = split_heads((*k_proj)(x), config_.n_kv_head, HD);
-  const Variable v = split_heads((*v_proj)(x), config_.n_kv_head, HD);
+  Variable v = split_heads((*v_proj)(x), config_.n_kv_head, HD);
   if (config_.positions == Positions::Rotary) {
     q = autograd::rotary_embedding(q, context.positions, context.inv_freq);
     k = autograd::rotary_embedding(k, context.positions, context.inv_freq);
+  }
+  if (cache) {  // append, then attend over every cached position (Tq = T <= Tk)
+    const int64_t end = context.cached + T;
+    cache->keys.narrow(2, context.cached, T).copy_(k.data());
+    cache->values.narrow(2, context.cached, T).copy_(v.data());
+    k = Variable(cache->keys.narrow(2, 0, end));
+    v = Variable(cache->values.narrow(2, 0, end));
   }
   AttentionOptions options;
   options.window = config_.sliding_window;
@@ -86,8 +93,8 @@ DecoderLayer::DecoderLayer(const DecoderConfig& c) {
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(c.dropout));
 }
 
-Variable DecoderLayer::forward(const Variable& x, const AttentionContext& context) {
-  const Variable h = autograd::add(x, (*dropout)(self_attn->forward((*input_layernorm)(x), context)));
+Variable DecoderLayer::forward(const Variable& x, const AttentionContext& context, KVCache::Layer* cache) {
+  const Variable h = autograd::add(x, (*dropout)(self_attn->forward((*input_layernorm)(x), context, cache)));
   return autograd::add(h, (*dropout)((*mlp)((*post_attention_layernorm)(h))));
 }
 
@@ -156,13 +163,48 @@ void Decoder::init_weights(uint64_t seed) {
   }
 }
 
-AttentionContext Decoder::context(int64_t T, Device device) const {
+AttentionContext Decoder::context(int64_t T, Device device, int64_t cached) const {
   AttentionContext context;
-  context.positions = Tensor::arange(T, DType::I64, device);
+  context.cached = cached;
+  std::vector<int64_t> positions(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) positions[t] = cached + t;
+  context.positions = Tensor::from_vector(positions, {T}).to(device);
   if (config_.positions == Positions::Rotary)
     context.inv_freq =
-        nn::rope_inv_freq(config_.rope, config_.resolved_head_dim(), config_.max_positions, T).to(device);
+        nn::rope_inv_freq(config_.rope, config_.resolved_head_dim(), config_.max_positions, cached + T).to(device);
   return context;
+}
+
+KVCache Decoder::make_cache(int64_t batch, int64_t capacity) const {
+  for (bool b : built_) FATHOM_CHECK(b, "Decoder: generation needs the whole model (this one is a pipeline stage)");
+  capacity = capacity > 0 ? capacity : config_.max_positions;
+  FATHOM_CHECK(batch > 0 && capacity <= config_.max_positions, "Decoder: a cache of ", batch, " rows and ", capacity,
+               " positions (the model takes at most ", config_.max_positions, ")");
+  const Tensor& weight = model->embed_tokens->weight.data();
+  KVCache cache;
+  for (int64_t i = 0; i < config_.n_layer; ++i) {
+    const Shape shape{batch, config_.n_kv_head, capacity, config_.resolved_head_dim()};
+    cache.layers.push_back({Tensor::zeros(shape, weight.dtype(), weight.device()),
+                            Tensor::zeros(shape, weight.dtype(), weight.device())});
+  }
+  return cache;
+}
+
+Variable Decoder::forward_cached(const Variable& ids, KVCache& cache, const Tensor& key_padding_mask) {
+  FATHOM_CHECK(ids.dim() == 2 && ids.size(0) == cache.batch(), "Decoder: the cache holds ", cache.batch(),
+               " rows but the ids are ", ids.data().str());
+  const int64_t n = ids.size(1), start = cache.position;
+  FATHOM_CHECK(start + n <= cache.capacity(), "Decoder: ", n, " more positions overflow the cache at ", start, " of ",
+               cache.capacity(), "; reset it, or make a longer one");
+  Variable h = (*model->embed_tokens)(ids);
+  if (model->embed_positions)
+    h = autograd::add(h, (*model->embed_positions)(Variable(Tensor::arange(start + n, DType::I64, ids.device()).narrow(0, start, n))));
+  AttentionContext context = this->context(n, ids.device(), start);
+  context.key_padding_mask = key_padding_mask;
+  for (int64_t i = 0; i < config_.n_layer; ++i)
+    h = static_cast<DecoderLayer&>((*model->layers)[i]).forward(h, context, &cache.layers[i]);
+  cache.position = start + n;
+  return (*lm_head)((*model->norm)(h));
 }
 
 Variable Decoder::forward(const Variable& ids) { return forward_layers(ids); }

@@ -26,19 +26,37 @@ namespace fathom::models {
 
 using autograd::Variable;
 
+// Generation's key/value cache: per layer, the keys and values of every position fed so far,
+// (B, n_kv_head, max_positions, head_dim) in the weights' dtype on their device — grouped-query
+// sized, never repeated per query head. Decoder::forward_cached appends to it.
+struct KVCache {
+  struct Layer {
+    Tensor keys, values;
+  };
+  std::vector<Layer> layers;
+  int64_t position = 0;  // positions filled
+  int64_t batch() const { return layers.empty() ? 0 : layers.front().keys.size(0); }
+  int64_t capacity() const { return layers.empty() ? 0 : layers.front().keys.size(2); }
+  void reset() { position = 0; }
+};
+
 // What the attention layers of one forward share: the tokens' positions (T) or (B, T), the
-// rotary frequencies for them, and the batch's padding-key mask (optional, (B, T)).
+// rotary frequencies for them, and the batch's padding-key mask (optional, (B, Tk) over every
+// key, cached ones included).
 struct AttentionContext {
   Tensor positions;
   Tensor inv_freq;  // rotary models only
   Tensor key_padding_mask;
+  int64_t cached = 0;  // positions already in the cache before this forward
 };
 
 class DecoderAttention : public nn::Module {
  public:
   explicit DecoderAttention(const DecoderConfig& config);
-  // x (B, T, hidden) -> (B, T, hidden)
-  Variable forward(const Variable& x, const AttentionContext& context);
+  // x (B, T, hidden) -> (B, T, hidden). With `cache`, the new keys and values are written at
+  // positions [context.cached, context.cached + T) and the queries attend to all of them: the
+  // same forward as training's, continued (no graph is recorded for the cache's copies).
+  Variable forward(const Variable& x, const AttentionContext& context, KVCache::Layer* cache = nullptr);
   std::string type_name() const override { return "DecoderAttention"; }
 
   std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, o_proj;
@@ -61,7 +79,7 @@ class DecoderMLP : public nn::Module {
 class DecoderLayer : public nn::Module {
  public:
   explicit DecoderLayer(const DecoderConfig& config);
-  Variable forward(const Variable& x, const AttentionContext& context);
+  Variable forward(const Variable& x, const AttentionContext& context, KVCache::Layer* cache = nullptr);
   std::string type_name() const override { return "DecoderLayer"; }
 
   std::shared_ptr<nn::Module> input_layernorm, post_attention_layernorm;
@@ -86,8 +104,16 @@ class Decoder : public nn::Module, public nn::LayerSequence {
   const DecoderConfig& config() const { return config_; }
   bool built(size_t layer) const { return built_.at(layer); }
 
-  // The context of a forward over positions 0..T-1 of every row, on `device`.
-  AttentionContext context(int64_t T, Device device) const;
+  // The context of a forward over positions [cached, cached + T) of every row, on `device`.
+  AttentionContext context(int64_t T, Device device, int64_t cached = 0) const;
+
+  // An empty cache for `batch` rows of up to `capacity` positions (0: max_positions), on the
+  // weights' device and in their dtype. Needs the whole model built.
+  KVCache make_cache(int64_t batch, int64_t capacity = 0) const;
+  // ids (B, n) at the cache's next n positions -> logits (B, n, vocab_size), the cache advanced.
+  // key_padding_mask: optional (B, cache.position + n), 0 on padding (left-padded prompts).
+  // Throws when the cache would overflow. Call it under autograd::NoGradGuard.
+  Variable forward_cached(const Variable& ids, KVCache& cache, const Tensor& key_padding_mask = {});
 
   size_t num_layers() const override { return static_cast<size_t>(config_.n_layer) + 2; }
   Variable forward_layer(size_t layer, const Variable& input) override;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "models/gpt_inference.h"
 
@@ -14,13 +15,34 @@ Generated generate(const GPT& model, const Tensor& prompts, const SamplingOption
 }
 
 Generated generate(GPTInference& decoder, const Tensor& prompts, const SamplingOptions& options, Generator& gen) {
-  const GPT& model = decoder.model();
+  FATHOM_CHECK(prompts.dim() != 2 || decoder.batch() == prompts.size(0), "generate: the decoder decodes ",
+               decoder.batch(), " rows, the prompts are ", prompts.size(0));
+  decoder.reset();
+  return sample(
+      [&](const Tensor& tokens) { return decoder.feed(tokens); }, decoder.model().config().block_size, prompts, options,
+      gen);
+}
+
+Generated generate(Decoder& model, const Tensor& prompts, const SamplingOptions& options, Generator& gen) {
+  autograd::NoGradGuard no_grad;
+  KVCache cache = model.make_cache(prompts.dim() == 2 ? prompts.size(0) : 1);
+  const Device device = model.model->embed_tokens->weight.device();
+  return sample(
+      [&](const Tensor& tokens) {
+        const Tensor logits = model.forward_cached(Variable(tokens.to(device)), cache).data();
+        return logits.select(1, logits.size(1) - 1);
+      },
+      model.config().max_positions, prompts, options, gen);
+}
+
+Generated sample(const std::function<Tensor(const Tensor&)>& feed, int64_t max_positions, const Tensor& prompts,
+                 const SamplingOptions& options, Generator& gen) {
   FATHOM_CHECK(prompts.dim() == 2 && prompts.dtype() == DType::I64 && prompts.size(0) >= 1 && prompts.size(1) >= 1,
                "generate: prompts must be i64 [batch, length] with at least one token each, got ", prompts.str());
   const int64_t B = prompts.size(0), P = prompts.size(1), L = options.max_new_tokens;
   FATHOM_CHECK(L >= 1, "generate: max_new_tokens ", L, " must be >= 1");
-  FATHOM_CHECK(P + L <= model.config().block_size, "generate: ", P, " prompt tokens + ", L,
-               " new ones exceed the model's block_size ", model.config().block_size,
+  FATHOM_CHECK(P + L <= max_positions, "generate: ", P, " prompt tokens + ", L,
+               " new ones exceed the model's ", max_positions, " positions",
                "; shorten the prompts or lower max_new_tokens");
   const std::vector<int64_t> prompt = prompts.to(kCPU).contiguous().to_vector<int64_t>();
   std::vector<int64_t> sequences(B * (P + L), options.pad_token);
@@ -28,9 +50,7 @@ Generated generate(GPTInference& decoder, const Tensor& prompts, const SamplingO
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < P; ++t) sequences[b * (P + L) + t] = prompt[b * P + t];
 
-  FATHOM_CHECK(decoder.batch() == B, "generate: the decoder decodes ", decoder.batch(), " rows, the prompts are ", B);
-  decoder.reset();
-  Tensor logits = decoder.feed(prompts.to(kCPU).contiguous()).to(kCPU).to(DType::F32);  // [B, V]
+  Tensor logits = feed(prompts.to(kCPU).contiguous()).to(kCPU).to(DType::F32);  // [B, V]
   std::vector<bool> ended(B, false);
   std::vector<int64_t> next(B);
   for (int64_t t = 0; t < L; ++t) {
@@ -44,7 +64,7 @@ Generated generate(GPTInference& decoder, const Tensor& prompts, const SamplingO
     }
     if (t + 1 == L) break;
     if (options.stop_when_all_ended && std::all_of(ended.begin(), ended.end(), [](bool e) { return e; })) break;
-    logits = decoder.feed(Tensor::from_vector(next, {B, 1})).to(kCPU).to(DType::F32);
+    logits = feed(Tensor::from_vector(next, {B, 1})).to(kCPU).to(DType::F32);
   }
   return {Tensor::from_vector(sequences, {B, P + L}), Tensor::from_vector(mask, {B, L})};
 }

@@ -8,6 +8,9 @@
 #include <optional>
 
 #include "core/generator.h"
+#include <functional>
+
+#include "models/decoder.h"
 #include "models/gpt.h"
 #include "models/gpt_inference.h"
 
@@ -41,5 +44,11 @@ Generated generate(const GPT& model, const Tensor& prompts, const SamplingOption
 // The same with the caller's decoder, reset first (its batch must be the prompts'): its cache is
 // reused, and its ParameterAccess says where the parameters come from.
 Generated generate(GPTInference& decoder, const Tensor& prompts, const SamplingOptions& options, Generator& gen);
+// The same with a decoder of the Llama family: its own forward, continued over a KV cache.
+Generated generate(Decoder& model, const Tensor& prompts, const SamplingOptions& options, Generator& gen);
+// The sampling loop under both: `feed` takes i64 [B, n] tokens at the next n positions and returns
+// the last one's logits [B, vocab].
+Generated sample(const std::function<Tensor(const Tensor&)>& feed, int64_t max_positions, const Tensor& prompts,
+                 const SamplingOptions& options, Generator& gen);
 
 }  // namespace fathom::models

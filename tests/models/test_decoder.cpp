@@ -286,6 +286,34 @@ TEST_CASE("decoder gradients agree with finite differences (f64, GQA, window, bi
   }
 }
 
+TEST_CASE("the decoder's forward continued over a KV cache gives the full forward's logits", "[models]") {
+  for (auto [name, config] : variants()) {
+    INFO(name);
+    config.sliding_window = name == "mistral" ? 3 : 0;
+    Decoder model(config, 5);
+    autograd::NoGradGuard no_grad;
+    const int64_t B = 2, T = 9;
+    std::vector<int64_t> ids;
+    for (int64_t i = 0; i < B * T; ++i) ids.push_back((i * 29 + 3) % config.vocab_size);
+    const Tensor all = Tensor::from_vector(ids, {B, T});
+    const Tensor full = model(Variable(all)).data();
+    // A prompt of 4, then one position at a time, then the last 2 together.
+    KVCache cache = model.make_cache(B, 16);
+    std::vector<Tensor> pieces{model.forward_cached(Variable(all.narrow(1, 0, 4).contiguous()), cache).data()};
+    for (int64_t t = 4; t < 7; ++t)
+      pieces.push_back(model.forward_cached(Variable(all.narrow(1, t, 1).contiguous()), cache).data());
+    pieces.push_back(model.forward_cached(Variable(all.narrow(1, 7, 2).contiguous()), cache).data());
+    CHECK(cache.position == T);
+    CHECK(cache.layers[0].keys.size(1) == config.n_kv_head);  // grouped-query sized
+    int64_t t = 0;
+    for (const Tensor& piece : pieces) {
+      CHECK(testing::mismatch(piece, full.narrow(1, t, piece.size(1)), 1e-5, 1e-4) == "");
+      t += piece.size(1);
+    }
+    CHECK_THROWS_WITH(model.forward_cached(Variable(all), cache), Catch::Contains("overflow the cache at 9 of 16"));
+  }
+}
+
 TEST_CASE("bad decoder configs are refused naming the field", "[models]") {
   DecoderConfig c = DecoderConfig::preset("llama-tiny");
   c.n_kv_head = 3;

@@ -86,5 +86,5 @@ TEST_CASE("sampled generation is reproducible from its seed, and refuses an over
   CHECK(models::generate(model, prompts, options, a).sequences.to_vector<int64_t>() ==
         models::generate(model, prompts, options, b).sequences.to_vector<int64_t>());
   options.max_new_tokens = 23;
-  CHECK_THROWS_WITH(models::generate(model, prompts, options, a), Catch::Contains("exceed the model's block_size 24"));
+  CHECK_THROWS_WITH(models::generate(model, prompts, options, a), Catch::Contains("exceed the model's 24 positions"));
 }

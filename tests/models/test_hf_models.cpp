@@ -15,6 +15,7 @@
 #include "autograd/grad_mode.h"
 #include "autograd/nn_functions.h"
 #include "kernels/reduction.h"
+#include "models/generation.h"
 #include "models/hf_config.h"
 #include "models/hf_weights.h"
 #include "nn/deferred_init.h"
@@ -263,8 +264,14 @@ TEST_CASE("transformers' Llama, Qwen2 and Mistral: Fathom's logits, loss, gradie
       INFO(name);
       CHECK(testing::mismatch(parameter.grad(), reference.get("grad." + name), 1e-6, 1e-4) == "");
     }
-    const std::vector<int64_t> ours = greedy(model, {5, 6, 7, 8}, 100);
-    CHECK(ours == reference.get("generated").to_vector<int64_t>());
+    // Greedy tokens, by whole-prefix forwards and by the KV cache (fathom-generate's path).
+    const std::vector<int64_t> expected = reference.get("generated").to_vector<int64_t>();
+    CHECK(greedy(model, {5, 6, 7, 8}, 100) == expected);
+    Generator gen(0);
+    const Generated cached =
+        generate(model, Tensor::from_vector<int64_t>({5, 6, 7, 8}, {1, 4}), {.max_new_tokens = 100, .temperature = 0},
+                 gen);
+    CHECK(cached.sequences.narrow(1, 4, 100).contiguous().to_vector<int64_t>() == expected);
 
     // Export and load back in transformers.
     const std::string exported = temp_dir("export_" + kind);

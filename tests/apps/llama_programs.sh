@@ -1,0 +1,66 @@
+#!/bin/sh
+# The Llama family through the programs: fathom-train --arch llama writes a Hugging Face folder
+# (the model's config.json, model.safetensors, ds_config.json); fathom-train --model fine-tunes
+# that folder at ZeRO-3 over 2 ranks, built shard by shard with every parameter partitioned;
+# --resume takes the model from the checkpoint; fathom-export writes a folder that
+# fathom-generate decodes to the same tokens as the run's own folder; transformers loads the
+# folder when python3 has it (skipped with a notice otherwise); tensor parallelism, a missing
+# folder and a folder without config.json are refused by name.
+#   llama_programs.sh FATHOM_TRAIN FATHOM_EXPORT FATHOM_GENERATE MPIEXEC WORK_DIR
+set -eu
+train=$1 export=$2 generate=$3 mpiexec=$4 work=$5
+rm -rf "$work" && mkdir -p "$work"
+fail() { cat "$work/$1.log"; echo "$2"; exit 1; }
+printf '{"train_batch_size": 8}\n' >"$work/one.json"
+"$train" --arch llama --preset tiny --steps 4 --eval-interval 0 --save-every 4 --config "$work/one.json" \
+  --out "$work/pretrained" >"$work/pretrained.log" 2>&1 || fail pretrained "fathom-train --arch llama failed"
+for file in config.json model.safetensors ds_config.json; do
+  [ -f "$work/pretrained/$file" ] || fail pretrained "the run folder has no $file"
+done
+grep -q '"model_type": "llama"' "$work/pretrained/config.json" || fail pretrained "config.json is not the model's"
+grep -q '"train_batch_size"' "$work/pretrained/ds_config.json" || fail pretrained "ds_config.json is not the DeepSpeed config"
+
+printf '{"train_batch_size": 8, "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}}\n' >"$work/z3.json"
+"$mpiexec" --oversubscribe -np 2 "$train" --model "$work/pretrained" --steps 2 --eval-interval 0 --block-size 64 \
+  --config "$work/z3.json" --out "$work/finetuned" >"$work/finetuned.log" 2>&1 || fail finetuned "fathom-train --model failed"
+grep -q "building the model shard by shard" "$work/finetuned.log" || fail finetuned "ZeRO-3 did not build shard by shard"
+grep -q "ZeRO stage 3: 21 of 21 parameters partitioned over 2 data-parallel ranks" "$work/finetuned.log" ||
+  fail finetuned "ZeRO-3 did not partition every parameter"
+grep -q "llama: 2 layers, 4 heads (2 kv), 64 wide, vocab 256, 128 positions ($work/pretrained)" "$work/finetuned.log" ||
+  fail finetuned "the fine-tuned model is not the folder's"
+
+"$train" --resume "$work/pretrained" --steps 6 --eval-interval 0 --out "$work/pretrained" >"$work/resumed.log" 2>&1 ||
+  fail resumed "--resume of a llama run failed"
+grep -q "took the model (llama: 2 layers, 4 heads (2 kv), 64 wide, 128 positions)" "$work/resumed.log" ||
+  fail resumed "--resume did not take the model from the checkpoint"
+
+"$export" "$work/pretrained/checkpoints" --tag global_step4 --out "$work/exported" >"$work/export.log" 2>&1 ||
+  fail export "fathom-export failed"
+[ -f "$work/exported/config.json" ] || fail export "the exported folder has no config.json"
+"$generate" --model "$work/exported" --prompt "int " --max-tokens 24 --temperature 0 >"$work/exported.txt"
+# The run folder now holds step 6 (the resumed run wrote it): its export decodes the same tokens.
+"$export" "$work/pretrained/checkpoints" --tag global_step6 --out "$work/exported6" >/dev/null
+"$generate" --model "$work/exported6" --prompt "int " --max-tokens 24 --temperature 0 >"$work/exported6.txt"
+"$generate" --model "$work/pretrained" --prompt "int " --max-tokens 24 --temperature 0 >"$work/run.txt"
+cmp -s "$work/exported6.txt" "$work/run.txt" || { cat "$work/exported6.txt" "$work/run.txt"; echo "the export decodes otherwise than the run's folder"; exit 1; }
+
+if python3 -c 'import transformers, torch' >/dev/null 2>&1; then
+  python3 -c "import sys, torch; from transformers import AutoModelForCausalLM as M; m = M.from_pretrained(sys.argv[1]); print(type(m).__name__, m(torch.tensor([[1, 2]])).logits.shape[-1])" \
+    "$work/finetuned" >"$work/transformers.txt" 2>/dev/null || { echo "transformers cannot load the run folder"; exit 1; }
+  grep -q "LlamaForCausalLM 256" "$work/transformers.txt" || { cat "$work/transformers.txt"; exit 1; }
+  echo "transformers loads the fine-tuned folder as LlamaForCausalLM"
+else
+  echo "notice: python3 without transformers and torch: from_pretrained on the run folder not checked"
+fi
+
+printf '{"train_batch_size": 8, "tensor_parallel": {"autotp_size": 2}}\n' >"$work/tp.json"
+if "$mpiexec" --oversubscribe -np 2 "$train" --arch llama --preset tiny --steps 1 --config "$work/tp.json" \
+  --out "$work/tp" >"$work/tp.log" 2>&1; then fail tp "tensor parallelism for llama was not refused"; fi
+grep -q "tensor parallelism (tensor_parallel.autotp_size 2) is not available for llama yet" "$work/tp.log" ||
+  fail tp "the refusal does not name tensor parallelism"
+if "$train" --model "$work/nowhere" --out "$work/x" >"$work/missing.log" 2>&1; then fail missing "a missing folder was accepted"; fi
+grep -q "model folder $work/nowhere does not exist" "$work/missing.log" || fail missing "the error does not name the folder"
+mkdir -p "$work/empty"
+if "$train" --model "$work/empty" --out "$work/x" >"$work/empty.log" 2>&1; then fail empty "a folder without config.json was accepted"; fi
+grep -q "no config.json in $work/empty" "$work/empty.log" || fail empty "the error does not name config.json"
+echo "llama through the programs: trained, fine-tuned at ZeRO-3 shard by shard, resumed, exported and decoded the same"
