@@ -7,7 +7,9 @@
 // within 1e-5, bf16 within 1e-2 (the GPT's bounds, tests/zero/test_zero.cpp).
 #include <filesystem>
 
+#include "core/allocator.h"
 #include "gpt_training.h"
+#include "models/hf_weights.h"
 #include "models/decoder.h"
 #include "models/model_spec.h"
 #include "mpi_test_util.h"
@@ -121,4 +123,47 @@ TEST_CASE("a tiny Llama cut into 2 pipeline stages, each building only its layer
       "seed": 7})";
   const TrainingRun reference = train_module(one, build(), nullptr, kSteps);
   if (groups.coord().pipeline == 0) require_equivalent(reference, run, 1e-5);
+}
+
+TEST_CASE("a sharded Hugging Face folder loads at ZeRO-3 with each rank's peak below the whole model", "[models][zero]") {
+  const auto& world = runtime().world_ptr();
+  if (world->size() < 2) return;
+  models::ModelSpec spec = models::ModelSpec::preset("llama", "small");
+  spec.decoder.hidden_size = 128, spec.decoder.intermediate_size = 344, spec.decoder.vocab_size = 256;
+  const int64_t whole_bytes = spec.parameter_count() * 4;
+  const std::string folder = "/tmp/fathom_test_sharded_np" + std::to_string(world->size());
+  if (world->rank() == 0) {
+    std::filesystem::remove_all(folder);
+    models::save_hf_model(spec.decoder, spec.build(5)->state_dict(), folder, {DType::F32, whole_bytes / 5});
+  }
+  world->barrier();
+  CHECK(models::HfWeights(folder).num_files() >= 5);  // shards and an index
+  allocator_for(kCPU).stats().reset_peak();
+  const int64_t before = allocator_for(kCPU).stats().snapshot().total.current;
+  std::shared_ptr<nn::Module> model;
+  {
+    nn::DeferredInit deferred;
+    model = spec.build(0);
+    spec.load(*model, folder);
+  }
+  // Built and loaded, nothing is whole: only one module's parameters existed at a time.
+  CHECK(allocator_for(kCPU).stats().snapshot().total.peak - before < whole_bytes / 4);
+  const std::string config = R"({"train_batch_size": 8, "optimizer": {"type": "SGD", "params": {"lr": 0.1}},
+      "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}})";
+  Initialized init = initialize(Config::from_string(config), model, nullptr, nullptr, world);
+  const fathom::testing::Stage3Evidence e = fathom::testing::stage3_evidence(*init.engine);
+  CHECK(e.persistent == 0);
+  CHECK(e.shard_elements * 2 <= e.model_elements + 2 * world->size());  // this rank's part only
+  // The weights' peak on this rank: its half of the model plus the one tensor being read (the
+  // gradient shard beside it is the training state's, 4 bytes per parameter / ranks, not the load's).
+  const int64_t weights_peak = allocator_for(kCPU).stats().snapshot()[MemoryTag::Parameters].peak;
+  INFO("parameter bytes at their peak " << weights_peak << " on rank " << world->rank() << ", the whole model "
+                                        << whole_bytes);
+  CHECK(weights_peak < whole_bytes * 3 / 4);
+  // And it is the folder's model: the gathered weights are the saved ones.
+  const models::HfWeights weights(folder);
+  for (const auto& [name, tensor] : init.engine->consolidated_state_dict())
+    CHECK(testing::mismatch(tensor, weights.get(name), 0, 0) == "");
+  world->barrier();
+  if (world->rank() == 0) std::filesystem::remove_all(folder);
 }
