@@ -230,7 +230,7 @@ class TokenFeed {
   Tensor feed(const Tensor& tokens) {
     if (!decoder_) return single_ ? single_->feed(tokens) : parallel_->feed(tokens);
     autograd::NoGradGuard no_grad;
-    const Device device = decoder_->model->embed_tokens->weight.device();
+    const Device device = decoder_->device();
     const Tensor logits = decoder_->forward_cached(autograd::Variable(tokens.to(device)), cache_).data();
     return logits.select(1, logits.size(1) - 1);
   }

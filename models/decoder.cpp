@@ -3,11 +3,13 @@
 #include <map>
 
 #include "autograd/functions.h"
+#include "autograd/grad_mode.h"
 #include "autograd/nn_functions.h"
 #include "nn/attention_kernel.h"
 #include "nn/deferred_init.h"
 #include "nn/init.h"
 #include "nn/normalization.h"
+#include "nn/placement.h"
 
 namespace fathom::models {
 namespace {
@@ -41,19 +43,23 @@ std::vector<bool> every_layer(const DecoderConfig& config) {
 
 }  // namespace
 
-DecoderAttention::DecoderAttention(const DecoderConfig& c) : config_(c) {
-  const int64_t HD = c.resolved_head_dim();
-  q_proj = register_module("q_proj", std::make_shared<nn::Linear>(c.hidden_size, c.n_head * HD, c.qkv_bias, c.dtype));
-  k_proj = register_module("k_proj", std::make_shared<nn::Linear>(c.hidden_size, c.n_kv_head * HD, c.qkv_bias, c.dtype));
-  v_proj = register_module("v_proj", std::make_shared<nn::Linear>(c.hidden_size, c.n_kv_head * HD, c.qkv_bias, c.dtype));
-  o_proj = register_module("o_proj", std::make_shared<nn::Linear>(c.n_head * HD, c.hidden_size, c.o_bias, c.dtype));
+DecoderAttention::DecoderAttention(const DecoderConfig& c, const DecoderLayers& layers) : config_(c) {
+  const int64_t HD = c.resolved_head_dim(), tp = layers.tensor_parallel_size();
+  FATHOM_CHECK(c.n_head % tp == 0 && c.n_kv_head % tp == 0, "the ", c.architecture, " model's ", c.n_head,
+               " query heads and ", c.n_kv_head, " key/value heads must both divide over tensor_parallel.autotp_size ",
+               tp, " (each rank holds whole heads); use a tensor-parallel size that divides ", c.n_kv_head);
+  heads_ = c.n_head / tp, kv_heads_ = c.n_kv_head / tp;
+  q_proj = register_module("q_proj", layers.column(c.hidden_size, c.n_head * HD, c.qkv_bias, c.dtype));
+  k_proj = register_module("k_proj", layers.column(c.hidden_size, c.n_kv_head * HD, c.qkv_bias, c.dtype));
+  v_proj = register_module("v_proj", layers.column(c.hidden_size, c.n_kv_head * HD, c.qkv_bias, c.dtype));
+  o_proj = register_module("o_proj", layers.row(c.n_head * HD, c.hidden_size, c.o_bias, c.dtype));
 }
 
 Variable DecoderAttention::forward(const Variable& x, const AttentionContext& context, KVCache::Layer* cache) {
   const int64_t B = x.size(0), T = x.size(1), HD = config_.resolved_head_dim();
-  Variable q = split_heads((*q_proj)(x), config_.n_head, HD);
-  Variable k = split_heads((*k_proj)(x), config_.n_kv_head, HD);
-  Variable v = split_heads((*v_proj)(x), config_.n_kv_head, HD);
+  Variable q = split_heads((*q_proj)(x), heads_, HD);
+  Variable k = split_heads((*k_proj)(x), kv_heads_, HD);
+  Variable v = split_heads((*v_proj)(x), kv_heads_, HD);
   if (config_.positions == Positions::Rotary) {
     q = autograd::rotary_embedding(q, context.positions, context.inv_freq);
     k = autograd::rotary_embedding(k, context.positions, context.inv_freq);
@@ -69,15 +75,15 @@ Variable DecoderAttention::forward(const Variable& x, const AttentionContext& co
   options.window = config_.sliding_window;
   options.key_padding_mask = context.key_padding_mask;
   const Variable y = nn::scaled_dot_product_attention(q, k, v, options, config_.attention);
-  return (*o_proj)(autograd::reshape(autograd::contiguous(autograd::transpose(y, 1, 2)), {B, T, config_.n_head * HD}));
+  return (*o_proj)(autograd::reshape(autograd::contiguous(autograd::transpose(y, 1, 2)), {B, T, heads_ * HD}));
 }
 
-DecoderMLP::DecoderMLP(const DecoderConfig& c) {
+DecoderMLP::DecoderMLP(const DecoderConfig& c, const DecoderLayers& layers) {
   const int64_t F = c.resolved_intermediate_size();
   if (c.activation == Activation::SwiGlu)
-    gate_proj = register_module("gate_proj", std::make_shared<nn::Linear>(c.hidden_size, F, c.mlp_bias, c.dtype));
-  up_proj = register_module("up_proj", std::make_shared<nn::Linear>(c.hidden_size, F, c.mlp_bias, c.dtype));
-  down_proj = register_module("down_proj", std::make_shared<nn::Linear>(F, c.hidden_size, c.mlp_bias, c.dtype));
+    gate_proj = register_module("gate_proj", layers.column(c.hidden_size, F, c.mlp_bias, c.dtype));
+  up_proj = register_module("up_proj", layers.column(c.hidden_size, F, c.mlp_bias, c.dtype));
+  down_proj = register_module("down_proj", layers.row(F, c.hidden_size, c.mlp_bias, c.dtype));
 }
 
 Variable DecoderMLP::forward(const Variable& x) {
@@ -85,11 +91,11 @@ Variable DecoderMLP::forward(const Variable& x) {
   return (*down_proj)(autograd::gelu((*up_proj)(x)));
 }
 
-DecoderLayer::DecoderLayer(const DecoderConfig& c) {
+DecoderLayer::DecoderLayer(const DecoderConfig& c, const DecoderLayers& layers) {
   input_layernorm = register_module("input_layernorm", make_norm(c));
-  self_attn = register_module("self_attn", std::make_shared<DecoderAttention>(c));
+  self_attn = register_module("self_attn", std::make_shared<DecoderAttention>(c, layers));
   post_attention_layernorm = register_module("post_attention_layernorm", make_norm(c));
-  mlp = register_module("mlp", std::make_shared<DecoderMLP>(c));
+  mlp = register_module("mlp", std::make_shared<DecoderMLP>(c, layers));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(c.dropout));
 }
 
@@ -101,7 +107,11 @@ Variable DecoderLayer::forward(const Variable& x, const AttentionContext& contex
 Decoder::Decoder(const DecoderConfig& config, uint64_t seed) : Decoder(config, seed, every_layer(config)) {}
 
 Decoder::Decoder(const DecoderConfig& config, uint64_t seed, std::vector<bool> built)
-    : config_(config), built_(std::move(built)) {
+    : Decoder(config, seed, std::move(built), std::make_shared<DecoderLayers>()) {}
+
+Decoder::Decoder(const DecoderConfig& config, uint64_t seed, std::vector<bool> built,
+                 std::shared_ptr<const DecoderLayers> layers)
+    : config_(config), built_(std::move(built)), layers_(std::move(layers)) {
   config_.validate();
   FATHOM_CHECK(built_.size() == num_layers(), "Decoder: ", built_.size(), " build flags for ", num_layers(), " layers");
   const DecoderConfig& c = config_;
@@ -109,20 +119,20 @@ Decoder::Decoder(const DecoderConfig& config, uint64_t seed, std::vector<bool> b
   model = register_module("model", std::make_shared<Body>());
   Body& m = *model;
   if (embeddings || (head && c.tied_embeddings))
-    m.embed_tokens = m.register_module("embed_tokens", std::make_shared<nn::Embedding>(c.vocab_size, c.hidden_size, c.dtype));
+    m.embed_tokens = m.register_module("embed_tokens", layers_->embedding(c.vocab_size, c.hidden_size, c.dtype));
   if (embeddings && c.positions == Positions::Learned)
     m.embed_positions =
         m.register_module("embed_positions", std::make_shared<nn::Embedding>(c.max_positions, c.hidden_size, c.dtype));
   m.dropout = m.register_module("dropout", std::make_shared<nn::Dropout>(c.dropout));
   m.layers = m.register_module("layers", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < c.n_layer; ++i) {
-    if (built_[i + 1]) m.layers->push_back(std::make_shared<DecoderLayer>(c));
+    if (built_[i + 1]) m.layers->push_back(std::make_shared<DecoderLayer>(c, *layers_));
     else m.layers->push_back(std::make_shared<UnbuiltLayer>());
   }
   if (head) {
     m.norm = m.register_module("norm", make_norm(c));
-    lm_head = register_module("lm_head", std::make_shared<nn::Linear>(c.hidden_size, c.vocab_size, false, c.dtype));
-    if (c.tied_embeddings) lm_head->tie_weight(m.embed_tokens->weight);
+    const Variable tied = c.tied_embeddings ? m.embed_tokens->parameter("weight") : Variable();
+    lm_head = register_module("lm_head", layers_->head(c.hidden_size, c.vocab_size, c.dtype, tied));
   }
   init_weights(seed);
 }
@@ -131,7 +141,8 @@ Decoder::Decoder(const DecoderConfig& config, uint64_t seed, std::vector<bool> b
 // layer's drawn weights, then an untied head, whatever else is built.
 void Decoder::init_weights(uint64_t seed) {
   int64_t per_layer = 0;
-  for (const auto& [name, parameter] : DecoderLayer(config_).named_parameters()) per_layer += is_drawn(name) ? 1 : 0;
+  for (const auto& [name, parameter] : DecoderLayer(config_, DecoderLayers()).named_parameters())
+    per_layer += is_drawn(name) ? 1 : 0;
   const std::string layers = "model.layers.";
   std::map<int64_t, int64_t> drawn_so_far;  // per layer
   // Under nn::DeferredInit the parameters were released as they were built: each records how to
@@ -180,7 +191,7 @@ KVCache Decoder::make_cache(int64_t batch, int64_t capacity) const {
   capacity = capacity > 0 ? capacity : config_.max_positions;
   FATHOM_CHECK(batch > 0 && capacity <= config_.max_positions, "Decoder: a cache of ", batch, " rows and ", capacity,
                " positions (the model takes at most ", config_.max_positions, ")");
-  const Tensor& weight = model->embed_tokens->weight.data();
+  const Tensor weight = model->embed_tokens->parameter("weight").data();
   KVCache cache;
   for (int64_t i = 0; i < config_.n_layer; ++i) {
     const Shape shape{batch, config_.n_kv_head, capacity, config_.resolved_head_dim()};
@@ -204,7 +215,17 @@ Variable Decoder::forward_cached(const Variable& ids, KVCache& cache, const Tens
   for (int64_t i = 0; i < config_.n_layer; ++i)
     h = static_cast<DecoderLayer&>((*model->layers)[i]).forward(h, context, &cache.layers[i]);
   cache.position = start + n;
-  return (*lm_head)((*model->norm)(h));
+  return (*lm_head)(layers_->head_input((*model->norm)(h)));
+}
+
+void Decoder::load_full(const Decoder& whole) {
+  autograd::NoGradGuard no_grad;
+  for (const auto& [name, parameter] : named_parameters())
+    parameter.data().copy_(nn::shard_of(whole.parameter(name).data(), placement(name)));
+}
+
+Variable Decoder::loss(const Variable& logits, const Tensor& targets, std::optional<double> normaliser) const {
+  return layers_->loss(logits, targets, normaliser);
 }
 
 Variable Decoder::forward(const Variable& ids) { return forward_layers(ids); }
@@ -223,7 +244,7 @@ Variable Decoder::forward_layer(size_t layer, const Variable& x) {
       h = autograd::add(h, (*model->embed_positions)(Variable(Tensor::arange(T, DType::I64, x.device()))));
     return (*model->dropout)(h);
   }
-  if (layer == num_layers() - 1) return (*lm_head)((*model->norm)(x));  // -> logits
+  if (layer == num_layers() - 1) return (*lm_head)(layers_->head_input((*model->norm)(x)));  // -> logits
   auto& decoder_layer = static_cast<DecoderLayer&>((*model->layers)[layer - 1]);
   return decoder_layer.forward(x, context(x.size(1), x.device()));
 }

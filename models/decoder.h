@@ -11,12 +11,17 @@
 // embeddings, layers 1..n_layer the decoder layers, the last the final norm and head — so a
 // pipeline can cut it, activation checkpointing can recompute its layers, and nn::DeferredInit
 // can build it shard by shard.
+//
+// Its projections, embedding and head come from a models::DecoderLayers (models/decoder_layers.h):
+// plain layers, or split over a tensor-parallel group — tensor parallelism is a plan over this
+// one model, not a second one. A tensor-parallel decoder takes a whole one's weights (load_full).
 
 #include <memory>
 #include <string>
 
 #include "core/generator.h"
 #include "models/decoder_config.h"
+#include "models/decoder_layers.h"
 #include "nn/containers.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
@@ -52,33 +57,34 @@ struct AttentionContext {
 
 class DecoderAttention : public nn::Module {
  public:
-  explicit DecoderAttention(const DecoderConfig& config);
+  DecoderAttention(const DecoderConfig& config, const DecoderLayers& layers);
   // x (B, T, hidden) -> (B, T, hidden). With `cache`, the new keys and values are written at
   // positions [context.cached, context.cached + T) and the queries attend to all of them: the
   // same forward as training's, continued (no graph is recorded for the cache's copies).
   Variable forward(const Variable& x, const AttentionContext& context, KVCache::Layer* cache = nullptr);
   std::string type_name() const override { return "DecoderAttention"; }
 
-  std::shared_ptr<nn::Linear> q_proj, k_proj, v_proj, o_proj;
+  std::shared_ptr<nn::Module> q_proj, k_proj, v_proj, o_proj;
 
  private:
   const DecoderConfig config_;
+  int64_t heads_, kv_heads_;  // this rank's
 };
 
 class DecoderMLP : public nn::Module {
  public:
-  explicit DecoderMLP(const DecoderConfig& config);
+  DecoderMLP(const DecoderConfig& config, const DecoderLayers& layers);
   Variable forward(const Variable& x) override;
   std::string type_name() const override { return "DecoderMLP"; }
 
-  std::shared_ptr<nn::Linear> gate_proj;  // gated SiLU only
-  std::shared_ptr<nn::Linear> up_proj, down_proj;
+  std::shared_ptr<nn::Module> gate_proj;  // gated SiLU only
+  std::shared_ptr<nn::Module> up_proj, down_proj;
 };
 
 // x + attn(norm(x)), then + mlp(norm(that)).
 class DecoderLayer : public nn::Module {
  public:
-  explicit DecoderLayer(const DecoderConfig& config);
+  DecoderLayer(const DecoderConfig& config, const DecoderLayers& layers);
   Variable forward(const Variable& x, const AttentionContext& context, KVCache::Layer* cache = nullptr);
   std::string type_name() const override { return "DecoderLayer"; }
 
@@ -94,6 +100,9 @@ class Decoder : public nn::Module, public nn::LayerSequence {
   // Only the layers `built` marks (one flag per layer): a pipeline stage's; the others have no
   // parameters, and every built one has the value the whole model of this seed gives it.
   Decoder(const DecoderConfig& config, uint64_t seed, std::vector<bool> built);
+  // With its layers from `layers` (tensor-parallel ones: then load_full the whole model's weights).
+  Decoder(const DecoderConfig& config, uint64_t seed, std::vector<bool> built,
+          std::shared_ptr<const DecoderLayers> layers);
   // ids (B, T) -> logits (B, T, vocab_size), positions 0..T-1.
   Variable forward(const Variable& ids) override;
   std::string type_name() const override { return "Decoder"; }
@@ -102,6 +111,13 @@ class Decoder : public nn::Module, public nn::LayerSequence {
   // the whole model's order, so a partly built model draws what the whole one does.
   void init_weights(uint64_t seed);
   const DecoderConfig& config() const { return config_; }
+  // Takes this rank's part of each parameter of `whole`, a decoder of the same config with
+  // plain layers (by each parameter's placement).
+  void load_full(const Decoder& whole);
+  // The mean cross-entropy of forward's logits against `targets`, the same on every rank (the
+  // vocabulary-parallel one under tensor parallelism).
+  Variable loss(const Variable& logits, const Tensor& targets, std::optional<double> normaliser = std::nullopt) const;
+  Device device() const { return model->embed_tokens->device(); }
   bool built(size_t layer) const { return built_.at(layer); }
 
   // The context of a forward over positions [cached, cached + T) of every row, on `device`.
@@ -124,18 +140,20 @@ class Decoder : public nn::Module, public nn::LayerSequence {
 
   // Named like Hugging Face's LlamaModel.
   struct Body : nn::Module {
-    std::shared_ptr<nn::Embedding> embed_tokens, embed_positions;  // positions: learned only
+    std::shared_ptr<nn::Module> embed_tokens;
+    std::shared_ptr<nn::Embedding> embed_positions;  // learned positions only
     std::shared_ptr<nn::Dropout> dropout;
     std::shared_ptr<nn::ModuleList> layers;
     std::shared_ptr<nn::Module> norm;
     std::string type_name() const override { return "Decoder.model"; }
   };
   std::shared_ptr<Body> model;
-  std::shared_ptr<nn::Linear> lm_head;
+  std::shared_ptr<nn::Module> lm_head;
 
  private:
   DecoderConfig config_;
   std::vector<bool> built_;
+  std::shared_ptr<const DecoderLayers> layers_;
 };
 
 }  // namespace fathom::models

@@ -26,7 +26,7 @@ Generated generate(GPTInference& decoder, const Tensor& prompts, const SamplingO
 Generated generate(Decoder& model, const Tensor& prompts, const SamplingOptions& options, Generator& gen) {
   autograd::NoGradGuard no_grad;
   KVCache cache = model.make_cache(prompts.dim() == 2 ? prompts.size(0) : 1);
-  const Device device = model.model->embed_tokens->weight.device();
+  const Device device = model.device();
   return sample(
       [&](const Tensor& tokens) {
         const Tensor logits = model.forward_cached(Variable(tokens.to(device)), cache).data();

@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "core/did_you_mean.h"
 #include "core/json_writer.h"
+#include "core/text_file.h"
 
 namespace fathom::models {
 namespace {
@@ -171,14 +170,6 @@ const char* dtype_hf_name(DType dtype) {
   }
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  FATHOM_CHECK(in, "cannot open ", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 }  // namespace
 
 const std::vector<std::string>& hf_model_types() {
@@ -260,7 +251,7 @@ DecoderConfig read_hf_config(const std::string& path) {
   const std::string file = fs::is_directory(path) ? (fs::path(path) / "config.json").string() : path;
   FATHOM_CHECK(fs::exists(file), "no config.json in ", path,
                ": a Hugging Face model folder holds config.json beside its .safetensors files");
-  return decoder_config_from_hf(parse_json(read_text(file), file), file);
+  return decoder_config_from_hf(parse_json(read_text_file(file), file), file);
 }
 
 std::string hf_config_json(const DecoderConfig& c) {
@@ -334,11 +325,7 @@ std::string hf_config_json(const DecoderConfig& c) {
 }
 
 void write_hf_config(const DecoderConfig& config, const std::string& path) {
-  const std::string text = hf_config_json(config);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  FATHOM_CHECK(out, "cannot write ", path);
-  out << text;
-  FATHOM_CHECK(out.flush(), "cannot write ", path);
+  write_text_file(path, hf_config_json(config));
 }
 
 }  // namespace fathom::models

@@ -2,13 +2,12 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "autograd/grad_mode.h"
 #include "core/json.h"
 #include "core/json_writer.h"
+#include "core/text_file.h"
 #include "models/hf_config.h"
 #include "nn/deferred_init.h"
 
@@ -19,14 +18,6 @@ namespace fs = std::filesystem;
 
 const char* kSingleFile = "model.safetensors";
 const char* kIndex = "model.safetensors.index.json";
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  FATHOM_CHECK(in, "cannot open ", path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // "a, b, c and 4 more"
 std::string listing(const std::vector<std::string>& names) {
@@ -50,7 +41,7 @@ HfWeights::HfWeights(const std::string& folder) : folder_(folder) {
   FATHOM_CHECK(fs::is_directory(dir), "model folder ", folder, " does not exist");
   if (fs::exists(dir / kIndex)) {
     const std::string index_path = (dir / kIndex).string();
-    const JsonValue index = parse_json(read_text(index_path), index_path);
+    const JsonValue index = parse_json(read_text_file(index_path), index_path);
     FATHOM_CHECK(index.is_object() && index.find("weight_map") && index.at("weight_map").is_object(), index_path,
                  ": expected an object with a \"weight_map\" of tensor name -> shard file");
     std::map<std::string, std::shared_ptr<const nn::SafetensorsFile>> shards;
@@ -187,9 +178,7 @@ std::vector<std::string> save_hf_model(const DecoderConfig& config, const nn::Na
   }
   index.end_object().end_object();
   written.push_back((dir / kIndex).string());
-  std::ofstream out(written.back(), std::ios::binary | std::ios::trunc);
-  out << index.str() << "\n";
-  FATHOM_CHECK(out.flush(), "cannot write ", written.back());
+  write_text_file(written.back(), index.str() + "\n");
   return written;
 }
 

@@ -1,9 +1,9 @@
 #include "models/model_spec.h"
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
+#include "core/text_file.h"
 #include "models/decoder.h"
 #include "models/gpt2_hf_config.h"
 #include "models/gpt_weights.h"
@@ -11,25 +11,7 @@
 #include "models/hf_weights.h"
 
 namespace fathom::models {
-namespace {
-
 namespace fs = std::filesystem;
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  FATHOM_CHECK(in, "cannot open ", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  FATHOM_CHECK(out.flush(), "cannot write ", path);
-}
-
-}  // namespace
 
 const std::vector<std::string>& ModelSpec::architectures() {
   static const std::vector<std::string> names{"gpt2", "llama", "qwen2", "mistral"};
@@ -72,7 +54,7 @@ ModelSpec ModelSpec::from_folder(const std::string& folder) {
   const std::string config = (fs::path(folder) / "config.json").string();
   FATHOM_CHECK(fs::exists(config), "no config.json in ", folder,
                ": a Hugging Face model folder holds config.json beside its .safetensors files");
-  return from_json(read_text(config), config);
+  return from_json(read_text_file(config), config);
 }
 
 void ModelSpec::validate() const {
@@ -123,7 +105,7 @@ void ModelSpec::load(nn::Module& model, const std::string& path) const {
 std::string ModelSpec::save(const nn::NamedTensors& weights, const std::string& folder) const {
   fs::create_directories(folder);
   if (is_gpt()) {
-    write_text((fs::path(folder) / "config.json").string(), gpt2_hf_config_json(gpt));
+    write_text_file((fs::path(folder) / "config.json").string(), gpt2_hf_config_json(gpt));
     const std::string path = (fs::path(folder) / "model.safetensors").string();
     save_gpt2_safetensors(gpt, weights, path);
     return path;

@@ -11,9 +11,9 @@ TrainModel::TrainModel(const models::ModelSpec& spec, uint64_t seed, const std::
                        parallel::PipelineOptions pipeline)
     : spec_(spec), sequence_parallel_(options.sequence_parallel) {
   parameter_count_ = spec.parameter_count();
-  FATHOM_CHECK(groups.tensor().size() == 1 || spec.is_gpt(), "tensor parallelism (tensor_parallel.autotp_size ",
-               groups.tensor().size(), ") is not available for ", spec.architecture,
-               " yet: train it data parallel, with ZeRO, offload or a pipeline, or leave autotp_size at 1");
+  FATHOM_CHECK(!options.sequence_parallel || spec.is_gpt(), "sequence parallelism is not available for ",
+               spec.architecture, " yet (only GPT-2's): set sequence_parallel to false, or train with tensor "
+               "parallelism alone");
   if (groups.pipeline().size() > 1 && groups.tensor().size() == 1 && init_path.empty()) {
     // Each stage builds only its own layers.
     pipeline_ = std::make_shared<parallel::PipelineModule>(
@@ -39,7 +39,16 @@ TrainModel::TrainModel(const models::ModelSpec& spec, uint64_t seed, const std::
   module_ = spec.build(seed);
   if (!init_path.empty()) spec.load(*module_, init_path);
   layers_ = &models::layer_sequence(*module_);
-  if (groups.tensor().size() > 1) {
+  if (groups.tensor().size() > 1 && !spec.is_gpt()) {
+    // The same decoder with its layers split over the group, from the whole one's weights.
+    tensor_group_ = groups.for_device(parallel::Axis::Tensor, device);
+    decoder_ = std::make_shared<models::Decoder>(
+        spec.decoder, seed, std::vector<bool>(spec.layers().size(), true),
+        std::make_shared<models::TensorParallelDecoderLayers>(tensor_group_));
+    decoder_->load_full(static_cast<const models::Decoder&>(*module_));
+    module_ = decoder_;
+    layers_ = decoder_.get();
+  } else if (groups.tensor().size() > 1) {
     const models::GPTConfig& config = spec.gpt;
     FATHOM_CHECK(config.n_head % groups.tensor().size() == 0, "tensor_parallel.autotp_size ", groups.tensor().size(),
                  " does not divide the model's ", config.n_head, " attention heads; use a tensor-parallel size that "
@@ -66,6 +75,7 @@ void TrainModel::checkpoint_blocks(bool synchronize_boundary, bool partition_act
 autograd::Variable TrainModel::loss(const autograd::Variable& output, const Tensor& targets,
                                     std::optional<double> normaliser) const {
   if (tensor_parallel_) return tensor_parallel_->loss_of_logits(output, targets, normaliser);
+  if (decoder_) return decoder_->loss(output, targets, normaliser);
   return nn::cross_entropy(output, targets, normaliser);
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // The model fathom-train trains, as its models::ModelSpec builds it (GPT-2, or a decoder of the
 // Llama family); with tensor parallelism (tensor_parallel.autotp_size > 1) a GPT-2 becomes a
-// models::TensorParallelGPT over the tensor-parallel group; with pipeline parallelism
+// models::TensorParallelGPT over the tensor-parallel group, a decoder the same decoder with its
+// layers split (models/decoder_layers.h); with pipeline parallelism
 // (pipeline.stages > 1) this rank builds its stage's layers (parallel::PipelineModule); and the
 // loss of what the model returns (all logits, or this rank's vocabulary slice of them).
 //
@@ -16,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "models/decoder.h"
 #include "models/gpt_tensor_parallel.h"
 #include "models/model_spec.h"
 #include "parallel/pipeline_module.h"
@@ -50,7 +52,8 @@ class TrainModel {
 
  private:
   models::ModelSpec spec_;
-  std::shared_ptr<models::TensorParallelGPT> tensor_parallel_;  // null without tensor parallelism
+  std::shared_ptr<models::TensorParallelGPT> tensor_parallel_;  // GPT-2's, null without tensor parallelism
+  std::shared_ptr<models::Decoder> decoder_;  // the Llama family's split over the tensor group, or null
   std::shared_ptr<parallel::PipelineModule> pipeline_;          // null without pipeline parallelism
   std::shared_ptr<nn::Module> module_;
   nn::LayerSequence* layers_ = nullptr;  // the model's layers (this stage's, under a pipeline)

@@ -8,6 +8,7 @@
 //   fathom_memory_bench [--threads N] [--json FILE]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -17,10 +18,12 @@
 
 #include "core/generator.h"
 #include "core/threads.h"
+#include "kernels/attention.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/elementwise.h"
 #include "kernels/normalization.h"
 #include "kernels/optimizer_kernels.h"
+#include "kernels/rotary.h"
 #include "kernels/softmax.h"
 
 using namespace fathom;
@@ -108,6 +111,27 @@ int main(int argc, char** argv) {
       const CrossEntropyOutputs out = cross_entropy(logits, targets);
       cross_entropy_backward(dloss, logits, targets, out.lse);
     });
+  }
+  {  // the Llama family's: RoPE on the queries of 16 x 256 tokens, 12 heads of 64
+    const int64_t B = 16, H = 12, T = 256, D = 64;
+    const Tensor x = uniform({B, H, T, D}, gen, -1, 1), positions = Tensor::arange(T, DType::I64);
+    std::vector<float> freq;
+    for (int64_t i = 0; i < D / 2; ++i) freq.push_back(std::pow(10000.0f, -2.0f * i / D));
+    const Tensor inv_freq = Tensor::from_vector(freq, {D / 2});
+    measure("rotary embedding", "16x12x256x64 f32", 2.0 * B * H * T * D * 4,
+            [&] { rotary_embedding(x, positions, inv_freq); });
+  }
+  {  // SwiGLU over a Llama MLP activation: 4096 tokens x 2816
+    const int64_t n = 4096 * 2816;
+    const Tensor gate = uniform({n}, gen, -4, 4), up = uniform({n}, gen, -4, 4);
+    measure("swiglu", "11.5M f32", 3.0 * n * 4, [&] { swiglu(gate, up); });
+  }
+  {  // grouped-query decoding: one new query per row against 1024 cached positions, 12:4 heads
+    const int64_t B = 16, H = 12, KV = 4, T = 1024, D = 64;
+    const Tensor q = uniform({B, H, 1, D}, gen, -1, 1), k = uniform({B, KV, T, D}, gen, -1, 1),
+                 v = uniform({B, KV, T, D}, gen, -1, 1);
+    measure("GQA attention, decode", "16x(12:4)x1024x64 f32", 2.0 * B * KV * T * D * 4,
+            [&] { causal_attention(q, k, v, AttentionOptions{}); });
   }
   {  // AdamW over 16M parameters with a bf16 copy
     const int64_t n = 16 << 20;

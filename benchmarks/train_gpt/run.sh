@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fathom vs PyTorch on the CPU: one GPT training step, everything measured in this run.
-#   1. f32: the small model (8 x 128) and GPT-2 124M (4 x 64 and 16 x 256): Fathom, its limit
+#   1. f32: the small model (8 x 128), GPT-2 124M (4 x 64 and 16 x 256) and the Llama-style
+#      llama-100M and llama-350M (GQA, RoPE, SwiGLU, untied; 4 x 64): Fathom, its limit
 #      (GEMM FLOPs at the measured GEMM rate + AdamW's bytes at the measured copy bandwidth),
 #      PyTorch eager at its best thread setting and torch.compile.
 #   2. bf16: the same models, Fathom f32 vs bf16, and PyTorch's autocast bf16 training.
@@ -8,13 +9,14 @@
 #      bf16 tokens/s and MFU beside PyTorch eager f32.
 # Installs a current PyTorch from PyPI into a scratch virtual environment (a benchmark-only
 # peer). Results are kept per run in the output folder, so an interrupted run resumes.
-#   benchmarks/train_gpt/run.sh [build-dir] [--quick]     (--quick: tables 1-2 without 16 x 256)
+#   benchmarks/train_gpt/run.sh [build-dir] [--quick] [--llama]
+#     --quick: tables 1-2 without 16 x 256; --llama: only the Llama rows of tables 1-2
 #   FATHOM_BENCH_OUT=DIR keeps the results there (default: a new temporary folder)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-build=build quick=0
+build=build quick=0 llama=0
 for arg in "$@"; do
-  if [[ $arg == --quick ]]; then quick=1; else build=$arg; fi
+  if [[ $arg == --quick ]]; then quick=1; elif [[ $arg == --llama ]]; then llama=1 quick=1; else build=$arg; fi
 done
 venv=${FATHOM_BENCH_VENV:-$build/bench-venv}
 out=${FATHOM_BENCH_OUT:-$(mktemp -d)}
@@ -46,10 +48,12 @@ peer() {  # model batch seq mode threads passive(0/1) steps warmup
 # step is short enough for the setting to matter; torch.compile compiles in its warm-up steps.
 main_cases=("small 8 128" "gpt2-124M 4 64")
 ((quick)) || main_cases+=("gpt2-124M 16 256")
+main_cases+=("llama-100M 4 64" "llama-350M 4 64")
+((llama)) && main_cases=("llama-100M 4 64" "llama-350M 4 64")
 for case in "${main_cases[@]}"; do
   read -r model batch seq <<< "$case"
   steps=5
-  [[ $batch == 16 ]] && steps=3
+  [[ $batch == 16 || $model == llama-350M ]] && steps=3
   fathom "$model" "$batch" "$seq" f32 "$steps" 2
   fathom "$model" "$batch" "$seq" bf16 "$steps" 2
   for threads in 1 2; do

@@ -59,8 +59,9 @@ def main():
     versions = {r["torch"] for runs in torch.values() for r in runs}
     print(cpu_line(report) + "; Fathom at 2 threads; PyTorch " + ", ".join(sorted(versions)))
     main_cases = [k[:3] for k in sorted(fathom) if k[3] == "f32" and (k[0], k[1], k[2]) in
-                  {("small", 8, 128), ("gpt2-124M", 4, 64), ("gpt2-124M", 16, 256)}]
-    main_cases = sorted(set(main_cases), key=lambda c: (c[0] != "small", c[1]))
+                  {("small", 8, 128), ("gpt2-124M", 4, 64), ("gpt2-124M", 16, 256), ("llama-100M", 4, 64),
+                   ("llama-350M", 4, 64)}]
+    main_cases = sorted(set(main_cases), key=lambda c: (c[0] != "small", c[0].startswith("llama"), c[0], c[1]))
 
     print("\n### f32 training step\n")
     print("| model | batch x seq | Fathom ms | MFU (GEMM GFLOP/s) | limit ms | limit / Fathom | "

@@ -1,6 +1,8 @@
-"""The PyTorch peer of fathom_train_gpt_bench: the same GPT shapes and training step
+"""The PyTorch peer of fathom_train_gpt_bench: the same GPT and Llama shapes and training step
 (forward + backward + AdamW, CPU), timed the same way (median of N steps after the warm-up
-steps). A benchmark-only peer: Fathom itself never uses Python.
+steps). The Llama is written in plain PyTorch as transformers' LlamaForCausalLM computes it
+(RMSNorm, rotate-half RoPE, grouped-query attention through scaled_dot_product_attention with
+enable_gqa, SwiGLU, untied head). A benchmark-only peer: Fathom itself never uses Python.
 
 Modes: eager (f32), compile (torch.compile of the model, f32; compiling happens in the warm-up
 steps), bf16 (eager under torch.autocast("cpu", dtype=torch.bfloat16), f32 weights and AdamW:
@@ -25,6 +27,59 @@ SHAPES = {  # n_layer, n_head, n_embd, vocab: the names of fathom_train_gpt_benc
     "gpt2-124M": (12, 12, 768, 50257),
     "gpt2-350M": (24, 16, 1024, 50257),
 }
+LLAMA_SHAPES = {  # n_layer, n_head, n_kv_head, hidden, intermediate, vocab
+    "llama-100M": (12, 12, 4, 768, 2048, 32000),
+    "llama-350M": (24, 16, 4, 1024, 2816, 32000),
+}
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, n_head, n_kv_head, hidden, intermediate):
+        super().__init__()
+        self.n_head, self.n_kv_head, self.head_dim = n_head, n_kv_head, hidden // n_head
+        self.input_layernorm = nn.RMSNorm(hidden, eps=1e-6)
+        self.q_proj = nn.Linear(hidden, hidden, bias=False)
+        self.k_proj = nn.Linear(hidden, n_kv_head * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(hidden, n_kv_head * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(hidden, hidden, bias=False)
+        self.post_attention_layernorm = nn.RMSNorm(hidden, eps=1e-6)
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, T, C = x.shape
+        h = self.input_layernorm(x)
+        heads = lambda t, n: t.view(B, T, n, self.head_dim).transpose(1, 2)
+        q, k = heads(self.q_proj(h), self.n_head), heads(self.k_proj(h), self.n_kv_head)
+        rotate = lambda t: torch.cat((-t[..., self.head_dim // 2:], t[..., :self.head_dim // 2]), dim=-1)
+        q, k = q * cos + rotate(q) * sin, k * cos + rotate(k) * sin
+        y = F.scaled_dot_product_attention(q, k, heads(self.v_proj(h), self.n_kv_head), is_causal=True,
+                                           enable_gqa=True)
+        x = x + self.o_proj(y.transpose(1, 2).reshape(B, T, C))
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, n_layer, n_head, n_kv_head, hidden, intermediate, vocab, theta=10000.0):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, hidden)
+        self.layers = nn.ModuleList(LlamaBlock(n_head, n_kv_head, hidden, intermediate) for _ in range(n_layer))
+        self.norm = nn.RMSNorm(hidden, eps=1e-6)
+        self.lm_head = nn.Linear(hidden, vocab, bias=False)
+        d = hidden // n_head
+        self.register_buffer("inv_freq", 1.0 / theta ** (torch.arange(0, d, 2).float() / d), persistent=False)
+
+    def forward(self, idx, targets):
+        angles = torch.outer(torch.arange(idx.shape[1]).float(), self.inv_freq)
+        angles = torch.cat((angles, angles), dim=-1)
+        cos, sin = angles.cos(), angles.sin()
+        x = self.embed_tokens(idx)
+        for layer in self.layers:
+            x = layer(x, cos, sin)
+        logits = self.lm_head(self.norm(x))
+        return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
 class Block(nn.Module):
@@ -67,7 +122,7 @@ class GPT(nn.Module):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", choices=SHAPES, required=True)
+    parser.add_argument("--model", choices=list(SHAPES) + list(LLAMA_SHAPES), required=True)
     parser.add_argument("--batch", type=int, required=True)
     parser.add_argument("--seq", type=int, required=True)
     parser.add_argument("--threads", type=int, required=True)
@@ -77,9 +132,13 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    n_layer, n_head, n_embd, vocab = SHAPES[args.model]
     batch, seq = args.batch, args.seq
-    model = GPT(n_layer, n_head, n_embd, vocab, seq)
+    if args.model in LLAMA_SHAPES:
+        model = Llama(*LLAMA_SHAPES[args.model])
+        vocab = LLAMA_SHAPES[args.model][-1]
+    else:
+        n_layer, n_head, n_embd, vocab = SHAPES[args.model]
+        model = GPT(n_layer, n_head, n_embd, vocab, seq)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     forward = torch.compile(model) if args.mode == "compile" else model
     tokens = torch.randint(0, vocab, (batch, seq + 1))

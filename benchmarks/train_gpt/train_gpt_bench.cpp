@@ -1,10 +1,11 @@
-// One GPT training step (forward + backward + AdamW through the engine) on the CPU, for one
-// model, micro-batch and precision per run; benchmarks/train_gpt/run.sh runs the grid and the
-// PyTorch peer and prints the tables.
+// One training step (forward + backward + AdamW through the engine) on the CPU of a GPT or a
+// Llama-style decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU, untied), for one model,
+// micro-batch and precision per run; benchmarks/train_gpt/run.sh runs the grid and the PyTorch
+// peer and prints the tables.
 //
 // Per run: median ms/step over the measured steps (after the warm-up steps), tokens/s, MFU
 // against this machine's GEMM rate measured in the same process (FLOPs per token = 6N +
-// 6·L·C·T, as llm.c counts them), the step's limit — its GEMM FLOPs at that rate plus AdamW's
+// 6·L·C·T, as llm.c counts them; an untied input embedding is a lookup and not counted), the step's limit — its GEMM FLOPs at that rate plus AdamW's
 // bytes (28 per parameter: f32 weight, gradient and two moments read, three written) at the
 // measured copy bandwidth — and the process's peak RSS.
 //
@@ -25,7 +26,7 @@
 #include "core/threads.h"
 #include "engine/initialize.h"
 #include "kernels/cpu/gemm.h"
-#include "models/gpt.h"
+#include "models/model_spec.h"
 #include "nn/loss.h"
 
 using namespace fathom;
@@ -37,12 +38,33 @@ using Clock = std::chrono::steady_clock;
 struct ModelShape {
   const char* name;
   int64_t layers, heads, width, vocab;
+  int64_t kv_heads = 0, intermediate = 0;  // > 0: a Llama-style decoder
 };
-// small is the issue's per-op-overhead case; the rest share GPT-2's vocabulary, so the scaling
-// table sees the LM head's share shrink as the model grows.
-constexpr ModelShape kShapes[] = {{"small", 4, 4, 256, 512},        {"gpt-10M", 4, 3, 192, 50257},
-                             {"gpt-30M", 6, 6, 384, 50257},    {"gpt2-124M", 12, 12, 768, 50257},
-                             {"gpt2-350M", 24, 16, 1024, 50257}};
+// small is the issue's per-op-overhead case; the GPTs share GPT-2's vocabulary, so the scaling
+// table sees the LM head's share shrink as the model grows. The Llamas have Llama 2's
+// vocabulary, GQA 3:1 and 4:1, and an MLP about 8/3 as wide as the model.
+constexpr ModelShape kShapes[] = {{"small", 4, 4, 256, 512},
+                                  {"gpt-10M", 4, 3, 192, 50257},
+                                  {"gpt-30M", 6, 6, 384, 50257},
+                                  {"gpt2-124M", 12, 12, 768, 50257},
+                                  {"gpt2-350M", 24, 16, 1024, 50257},
+                                  {"llama-100M", 12, 12, 768, 32000, 4, 2048},
+                                  {"llama-350M", 24, 16, 1024, 32000, 4, 2816}};
+
+models::ModelSpec spec_of(const ModelShape& shape, int64_t seq) {
+  if (shape.kv_heads == 0) {
+    models::ModelSpec spec = models::ModelSpec::preset("gpt2", "small");
+    models::GPTConfig& c = spec.gpt;
+    c.n_layer = shape.layers, c.n_head = shape.heads, c.n_embd = shape.width;
+    c.vocab_size = shape.vocab, c.block_size = seq;
+    return spec;
+  }
+  models::ModelSpec spec = models::ModelSpec::preset("llama", "small");
+  models::DecoderConfig& c = spec.decoder;
+  c.n_layer = shape.layers, c.n_head = shape.heads, c.n_kv_head = shape.kv_heads, c.hidden_size = shape.width;
+  c.intermediate_size = shape.intermediate, c.vocab_size = shape.vocab, c.max_positions = seq;
+  return spec;
+}
 
 const ModelShape& find_shape(const std::string& name) {
   for (const ModelShape& s : kShapes)
@@ -104,17 +126,15 @@ struct Result {
 
 Result run(const ModelShape& shape, int64_t batch, int64_t seq, const std::string& precision, int steps,
            int warmup) {
-  models::GPTConfig config;
-  config.n_layer = shape.layers, config.n_head = shape.heads, config.n_embd = shape.width;
-  config.vocab_size = shape.vocab, config.block_size = seq;
-  auto model = std::make_shared<models::GPT>(config, 1);
+  const models::ModelSpec spec = spec_of(shape, seq);
+  auto model = spec.build(1);
   std::string text = "{\"train_micro_batch_size_per_gpu\": " + std::to_string(batch) +
                      R"(, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}})";
   if (precision == "bf16") text += R"(, "bf16": {"enabled": true})";
   if (precision == "fp16") text += R"(, "fp16": {"enabled": true, "initial_scale_power": 8})";
   Initialized init = initialize(Config::from_string(text + "}"), model);
   Generator gen(2);
-  const Tensor tokens = randint({batch, seq + 1}, gen, 0, config.vocab_size);
+  const Tensor tokens = randint({batch, seq + 1}, gen, 0, shape.vocab);
   const Tensor inputs = tokens.narrow(1, 0, seq).contiguous(), targets = tokens.narrow(1, 1, seq).contiguous();
   std::vector<double> times;
   for (int step = 0; step < warmup + steps; ++step) {
@@ -126,11 +146,12 @@ Result run(const ModelShape& shape, int64_t batch, int64_t seq, const std::strin
   std::sort(times.begin(), times.end());
   Result r;
   r.parameters = static_cast<double>(model->parameter_count());
+  const double lookup = spec.is_gpt() ? 0.0 : static_cast<double>(shape.vocab * shape.width);  // untied input table
   r.ms = times[times.size() / 2];
   r.rss_gib = peak_rss_gib();
   r.gemm_gflops = gemm_gflops(precision == "bf16");
   r.copy_gbps = copy_gbps();
-  const double flops_per_token = 6 * r.parameters + 6.0 * config.n_layer * config.n_embd * seq;
+  const double flops_per_token = 6 * (r.parameters - lookup) + 6.0 * shape.layers * shape.width * seq;
   const double step_flops = flops_per_token * batch * seq;
   r.tokens_per_second = batch * seq / (r.ms / 1e3);
   r.mfu = step_flops / (r.ms / 1e3) / (r.gemm_gflops * 1e9);
@@ -156,9 +177,7 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     const bool has_value = i + 1 < argc;
     if (arg == "--list") {
-      for (const ModelShape& s : kShapes)
-        std::printf("%s: %lld layers, %lld heads, width %lld, vocab %lld\n", s.name, (long long)s.layers,
-                    (long long)s.heads, (long long)s.width, (long long)s.vocab);
+      for (const ModelShape& s : kShapes) std::printf("%s: %s\n", s.name, spec_of(s, 1024).describe().c_str());
       return 0;
     }
     if (arg == "--model" && has_value) model = argv[++i];

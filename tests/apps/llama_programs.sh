@@ -4,8 +4,9 @@
 # that folder at ZeRO-3 over 2 ranks, built shard by shard with every parameter partitioned;
 # --resume takes the model from the checkpoint; fathom-export writes a folder that
 # fathom-generate decodes to the same tokens as the run's own folder; transformers loads the
-# folder when python3 has it (skipped with a notice otherwise); tensor parallelism, a missing
-# folder and a folder without config.json are refused by name.
+# folder when python3 has it (skipped with a notice otherwise); tensor parallelism trains what one
+# process trains; sequence parallelism, indivisible key/value heads, a missing folder and a folder
+# without config.json are refused by name.
 #   llama_programs.sh FATHOM_TRAIN FATHOM_EXPORT FATHOM_GENERATE MPIEXEC WORK_DIR
 set -eu
 train=$1 export=$2 generate=$3 mpiexec=$4 work=$5
@@ -53,14 +54,27 @@ else
   echo "notice: python3 without transformers and torch: from_pretrained on the run folder not checked"
 fi
 
+# Tensor parallelism: the same decoder split over 2 ranks trains what one process trains (final
+# train and val losses within 2e-3 as printed; tests/models/test_decoder_parallel.cpp checks every
+# step and weight); sequence parallelism and key/value heads that do not divide are refused by name.
 printf '{"train_batch_size": 8, "tensor_parallel": {"autotp_size": 2}}\n' >"$work/tp.json"
-if "$mpiexec" --oversubscribe -np 2 "$train" --arch llama --preset tiny --steps 1 --config "$work/tp.json" \
-  --out "$work/tp" >"$work/tp.log" 2>&1; then fail tp "tensor parallelism for llama was not refused"; fi
-grep -q "tensor parallelism (tensor_parallel.autotp_size 2) is not available for llama yet" "$work/tp.log" ||
-  fail tp "the refusal does not name tensor parallelism"
+"$mpiexec" --oversubscribe -np 2 "$train" --arch llama --preset tiny --steps 4 --eval-interval 0 --config "$work/tp.json" \
+  --out "$work/tp" >"$work/tp.log" 2>&1 || fail tp "fathom-train --arch llama at tensor 2 failed"
+grep -q "2 ranks (tensor 2 x data 1)" "$work/tp.log" || fail tp "the job did not run at tensor 2"
+final() { sed -n 's/^fathom-train: done in [0-9:]*: train loss \([0-9.]*\), val loss \([0-9.]*\).*/\1 \2/p' "$1"; }
+echo "$(final "$work/pretrained.log") $(final "$work/tp.log")" |
+  awk 'NF == 4 { d1 = $1 - $3; d2 = $2 - $4; ok = d1 * d1 <= 4e-6 && d2 * d2 <= 4e-6 } END { exit !ok }' ||
+  { echo "tensor 2 ends with $(final "$work/tp.log"), one process with $(final "$work/pretrained.log")"; exit 1; }
+printf '{"train_batch_size": 8, "tensor_parallel": {"autotp_size": 2}, "sequence_parallel": true}\n' >"$work/sp.json"
+if "$mpiexec" --oversubscribe -np 2 "$train" --arch llama --preset tiny --steps 1 --config "$work/sp.json" \
+  --out "$work/sp" >"$work/sp.log" 2>&1; then fail sp "sequence parallelism for llama was not refused"; fi
+grep -q "sequence parallelism is not available for llama yet" "$work/sp.log" || fail sp "the refusal does not name it"
+if "$mpiexec" --oversubscribe -np 2 "$train" --arch llama --preset tiny --n-kv-head 1 --steps 1 --config "$work/tp.json" \
+  --out "$work/kv" >"$work/kv.log" 2>&1; then fail kv "one key/value head at tensor 2 was not refused"; fi
+grep -q "must both divide over tensor_parallel.autotp_size 2" "$work/kv.log" || fail kv "the refusal does not name the heads"
 if "$train" --model "$work/nowhere" --out "$work/x" >"$work/missing.log" 2>&1; then fail missing "a missing folder was accepted"; fi
 grep -q "model folder $work/nowhere does not exist" "$work/missing.log" || fail missing "the error does not name the folder"
 mkdir -p "$work/empty"
 if "$train" --model "$work/empty" --out "$work/x" >"$work/empty.log" 2>&1; then fail empty "a folder without config.json was accepted"; fi
 grep -q "no config.json in $work/empty" "$work/empty.log" || fail empty "the error does not name config.json"
-echo "llama through the programs: trained, fine-tuned at ZeRO-3 shard by shard, resumed, exported and decoded the same"
+echo "llama through the programs: trained, at tensor 2, fine-tuned at ZeRO-3 shard by shard, resumed, exported and decoded the same"

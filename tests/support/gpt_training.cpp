@@ -55,8 +55,17 @@ Initialized start_tiny_gpt(const std::string& config, std::shared_ptr<parallel::
 }
 
 namespace {
+// The mean cross-entropy of a batch's logits, unless a model has its own (vocabulary-parallel).
+LossFunction plain_loss(Device device) {
+  return [device](const autograd::Variable& logits, const Batch& batch) {
+    return nn::cross_entropy(logits, batch.targets.to(device), batch.loss_normaliser);
+  };
+}
+
 // The steps, and the collectives issued by backwards that do not end a cycle.
-int64_t run_steps(Initialized& init, int steps, std::vector<double>* losses, Device device) {
+int64_t run_steps(Initialized& init, int steps, std::vector<double>* losses, Device device,
+                  const LossFunction& loss = nullptr) {
+  const LossFunction& loss_of = loss ? loss : plain_loss(device);
   const int64_t last = init.engine->global_steps() + steps;
   parallel::Communicator* group = &init.engine->training_state().data_group();
   int64_t outside_boundaries = 0;
@@ -68,7 +77,7 @@ int64_t run_steps(Initialized& init, int steps, std::vector<double>* losses, Dev
           (*init.engine)(autograd::Variable(batch.inputs.to(device)), batch.sample_index);
       const bool boundary = init.engine->is_gradient_accumulation_boundary();
       const int64_t before = group->collectives_issued();
-      init.engine->backward(nn::cross_entropy(logits, batch.targets.to(device), batch.loss_normaliser));
+      init.engine->backward(loss_of(logits, batch));
       if (!boundary) outside_boundaries += group->collectives_issued() - before;
       init.engine->step();
       if (init.engine->global_steps() >= last) break;
@@ -87,10 +96,11 @@ void train_steps(Initialized& init, int steps, std::vector<double>* losses, Devi
 }
 
 namespace {
-TrainingRun train(Initialized init, std::shared_ptr<parallel::Communicator> group, int steps, Device device) {
+TrainingRun train(Initialized init, std::shared_ptr<parallel::Communicator> group, int steps, Device device,
+                  const LossFunction& loss = nullptr) {
   TrainingRun run;
   run.engine = init.engine;
-  const int64_t outside = run_steps(init, steps, &run.losses, device);
+  const int64_t outside = run_steps(init, steps, &run.losses, device, loss);
   if (group) run.collectives_outside_boundaries = outside;
   // Stage 3 keeps shards only: gather the whole model to compare it.
   if (const zero::ShardedState* zero = zero::as_sharded(init.engine->training_state()); zero && zero->gatherer())
@@ -118,12 +128,14 @@ TrainingRun train_tiny_gpt_same_seed(const std::string& config, std::shared_ptr<
 }
 
 TrainingRun train_module(const std::string& config, std::shared_ptr<nn::Module> model,
-                         const parallel::ProcessGroups* groups, int steps) {
+                         const parallel::ProcessGroups* groups, int steps, const LossFunction& loss,
+                         std::shared_ptr<const Dataset> data) {
   const auto pipeline = std::dynamic_pointer_cast<parallel::PipelineModule>(model);
-  if (!groups) return train(initialize(Config::from_string(config), model, nullptr, token_data()), nullptr, steps, kCPU);
-  if (!pipeline) return train(initialize(Config::from_string(config), model, nullptr, token_data(), *groups),
-                              groups->data_ptr(), steps, kCPU);
-  Initialized init = initialize(Config::from_string(config), model, nullptr, token_data(), *groups);
+  if (!data) data = token_data();
+  if (!groups) return train(initialize(Config::from_string(config), model, nullptr, data), nullptr, steps, kCPU, loss);
+  if (!pipeline) return train(initialize(Config::from_string(config), model, nullptr, data, *groups),
+                              groups->data_ptr(), steps, kCPU, loss);
+  Initialized init = initialize(Config::from_string(config), model, nullptr, data, *groups);
   TrainingRun run;
   run.engine = init.engine;
   std::optional<DataLoader::Iterator> position;
@@ -133,10 +145,8 @@ TrainingRun train_module(const std::string& config, std::shared_ptr<nn::Module> 
     ++*position;
     return batch;
   };
-  const LossFunction loss = [](const autograd::Variable& logits, const Batch& batch) {
-    return nn::cross_entropy(logits, batch.targets, batch.loss_normaliser);
-  };
-  for (int s = 0; s < steps; ++s) run.losses.push_back(init.engine->train_batch(next, loss).loss);
+  for (int s = 0; s < steps; ++s)
+    run.losses.push_back(init.engine->train_batch(next, loss ? loss : plain_loss(kCPU)).loss);
   for (const auto& [name, tensor] : parallel::gather_to_first_stage(*pipeline, init.engine->consolidated_state_dict()))
     run.weights.emplace_back(name, tensor.to(DType::F64));
   return run;

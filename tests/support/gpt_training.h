@@ -50,12 +50,14 @@ models::GPTConfig tiny_gpt_config();
 TrainingRun train_tiny_gpt_same_seed(const std::string& config, std::shared_ptr<parallel::Communicator> group,
                                      int steps, bool deferred);
 
-// Any model (a models::ModelSpec's, or a parallel::PipelineModule stage of one) trained on the
-// tiny GPT's data (vocabulary 61, 16 positions) for `steps` steps over `groups` (null: one
+// Any model (a models::ModelSpec's, or a parallel::PipelineModule stage of one) trained on `data`
+// (default: the tiny GPT's, vocabulary 61, 16 positions) for `steps` steps over `groups` (null: one
 // process); a pipeline trains one whole step per train_batch. The final weights are the whole
-// model's on the ranks of the first stage (ZeRO-3's gathered, the other stages' sent there).
+// model's on the ranks of the first stage (ZeRO-3's gathered, tensor-parallel shards assembled,
+// the other stages' sent there). `loss`: the model's own (vocabulary-parallel), else cross-entropy.
 TrainingRun train_module(const std::string& config, std::shared_ptr<nn::Module> model,
-                         const parallel::ProcessGroups* groups, int steps);
+                         const parallel::ProcessGroups* groups, int steps, const LossFunction& loss = nullptr,
+                         std::shared_ptr<const Dataset> data = nullptr);
 
 void require_equivalent(const TrainingRun& alone, const TrainingRun& parallel, double bound);
 

@@ -1,0 +1,76 @@
+#include "models/decoder_layers.h"
+
+#include "nn/embedding.h"
+#include "nn/linear.h"
+#include "nn/loss.h"
+#include "nn/placement.h"
+#include "parallel/column_parallel_linear.h"
+#include "parallel/row_parallel_linear.h"
+#include "parallel/tensor_parallel_regions.h"
+#include "parallel/vocab_parallel_cross_entropy.h"
+#include "parallel/vocab_parallel_embedding.h"
+
+namespace fathom::models {
+
+std::shared_ptr<nn::Module> DecoderLayers::column(int64_t in, int64_t out, bool bias, DType dtype) const {
+  return std::make_shared<nn::Linear>(in, out, bias, dtype);
+}
+std::shared_ptr<nn::Module> DecoderLayers::row(int64_t in, int64_t out, bool bias, DType dtype) const {
+  return std::make_shared<nn::Linear>(in, out, bias, dtype);
+}
+std::shared_ptr<nn::Module> DecoderLayers::embedding(int64_t vocab, int64_t dim, DType dtype) const {
+  return std::make_shared<nn::Embedding>(vocab, dim, dtype);
+}
+std::shared_ptr<nn::Module> DecoderLayers::head(int64_t dim, int64_t vocab, DType dtype, const Variable& tied) const {
+  if (tied.defined()) return std::make_shared<nn::Linear>(tied);
+  return std::make_shared<nn::Linear>(dim, vocab, false, dtype);
+}
+Variable DecoderLayers::loss(const Variable& logits, const Tensor& targets, std::optional<double> normaliser) const {
+  return nn::cross_entropy(logits, targets, normaliser);
+}
+
+TensorParallelDecoderLayers::TensorParallelDecoderLayers(std::shared_ptr<parallel::Communicator> group)
+    : group_(std::move(group)) {
+  FATHOM_CHECK(group_ != nullptr, "TensorParallelDecoderLayers: no tensor-parallel group");
+}
+
+int TensorParallelDecoderLayers::tensor_parallel_size() const { return group_->size(); }
+
+std::shared_ptr<nn::Module> TensorParallelDecoderLayers::column(int64_t in, int64_t out, bool bias, DType dtype) const {
+  return std::make_shared<parallel::ColumnParallelLinear>(in, out, group_, bias, /*gather_output=*/false, dtype);
+}
+
+std::shared_ptr<nn::Module> TensorParallelDecoderLayers::row(int64_t in, int64_t out, bool bias, DType dtype) const {
+  return std::make_shared<parallel::RowParallelLinear>(in, out, group_, bias, /*input_is_parallel=*/true, dtype);
+}
+
+std::shared_ptr<nn::Module> TensorParallelDecoderLayers::embedding(int64_t vocab, int64_t dim, DType dtype) const {
+  vocab_ = vocab;
+  return std::make_shared<parallel::VocabParallelEmbedding>(vocab, dim, group_, dtype);
+}
+
+std::shared_ptr<nn::Module> TensorParallelDecoderLayers::head(int64_t dim, int64_t vocab, DType dtype,
+                                                              const Variable& tied) const {
+  vocab_ = vocab;
+  if (tied.defined()) return std::make_shared<nn::Linear>(tied);  // the embedding's rows: placed already
+  // Untied: this rank's rows of the padded vocabulary, placed as the embedding's are.
+  const int tp = group_->size(), rank = group_->rank();
+  const int64_t padded = parallel::padded_vocab_size(vocab, tp);
+  auto head = std::make_shared<nn::Linear>(dim, nn::shard_range(padded, tp, rank).length, false, dtype);
+  head->set_placement("weight", nn::Placement::shard(0, tp, rank, vocab, padded));
+  return head;
+}
+
+Variable TensorParallelDecoderLayers::head_input(const Variable& x) const {
+  return parallel::copy_to_tensor_region(x, group_);
+}
+
+Variable TensorParallelDecoderLayers::loss(const Variable& logits, const Tensor& targets,
+                                           std::optional<double> normaliser) const {
+  const int tp = group_->size();
+  const nn::ShardRange local = nn::shard_range(parallel::padded_vocab_size(vocab_, tp), tp, group_->rank());
+  const int64_t real = std::clamp<int64_t>(vocab_ - local.offset, 0, local.length);
+  return parallel::vocab_parallel_cross_entropy(logits, targets, {local.offset, real}, group_, normaliser);
+}
+
+}  // namespace fathom::models
