@@ -1,6 +1,6 @@
 // fathom-config check: validates a DeepSpeed-style config without training.
 //
-//   fathom-config check FILE [--world-size N] [--preset P] [--n-embd N] [--steps N] [--strict]
+//   fathom-config check FILE [--world-size N] [--arch A] [--preset P | --model DIR] [--n-embd N] [--steps N] [--strict]
 //
 // Prints every problem in the file at once (exit 1), or the config as fathom-train would run it
 // (exit 0): the batch sizes for N data-parallel ranks, every default filled in, each "auto" and
@@ -15,18 +15,20 @@
 #include "core/error.h"
 #include "launcher/text_parsing.h"
 #include "apps/train/train_config.h"
-#include "models/gpt.h"
+#include "models/model_spec.h"
 
 using namespace fathom;
 
 namespace {
 
-const char* kUsage = R"(usage: fathom-config check FILE [--world-size N] [--preset P] [--n-embd N] [--steps N] [--strict]
+const char* kUsage = R"(usage: fathom-config check FILE [--world-size N] [--arch A] [--preset P | --model DIR] [--n-embd N] [--steps N] [--strict]
 
 Validates a DeepSpeed-style JSON or YAML config without training: prints every problem in it
 (exit 1), or the config as fathom-train would run it (exit 0).
   --world-size N   data-parallel ranks to resolve the batch sizes for (default 1)
-  --preset P       the GPT preset whose width fills "auto" bucket sizes (default small)
+  --arch A         the architecture of --preset: gpt2 (default), llama, qwen2 or mistral
+  --preset P       the preset whose width fills "auto" bucket sizes (default small)
+  --model DIR      a Hugging Face model folder whose hidden_size fills them instead
   --n-embd N       that width, explicitly
   --steps N        the run's --steps, for "auto" schedule lengths (default 300)
   --strict         also refuse unknown top-level keys that fathom-train ignores (as DeepSpeed does)
@@ -50,7 +52,7 @@ int main(int argc, char** argv) {
     FATHOM_CHECK(args[0] == "check", "unknown command \"", args[0], "\"; the command is: fathom-config check FILE");
     std::string path;
     int64_t world = 1, steps = 300, width = 0;
-    std::string preset = "small";
+    std::string preset = "small", arch = "gpt2", model_dir;
     bool strict = false;
     for (size_t i = 1; i < args.size(); ++i) {
       const auto value = [&] {
@@ -61,12 +63,16 @@ int main(int argc, char** argv) {
       else if (args[i] == "--steps") steps = positive(value(), "--steps");
       else if (args[i] == "--n-embd") width = positive(value(), "--n-embd");
       else if (args[i] == "--preset") preset = value();
+      else if (args[i] == "--arch") arch = value();
+      else if (args[i] == "--model") model_dir = value();
       else if (args[i] == "--strict") strict = true;
       else if (path.empty() && args[i].rfind("--", 0) != 0) path = args[i];
       else FATHOM_FAIL("unknown option ", args[i], "; see fathom-config --help");
     }
     FATHOM_CHECK(!path.empty(), "give the config file: fathom-config check FILE");
-    if (width == 0) width = models::GPTConfig::preset(preset).n_embd;
+    if (width == 0)
+      width = (model_dir.empty() ? models::ModelSpec::preset(arch, preset) : models::ModelSpec::from_folder(model_dir))
+                  .hidden_size();
 
     const Config defaults = apps::builtin_train_config(steps);
     ConfigCheck check =

@@ -3,6 +3,7 @@
 // DeepSpeed's estimate_zero2/3_model_states_mem_needs_all_cold (docs/zero_memory.md).
 //
 //   fathom-estimate-memory --preset gpt2-124M --world-sizes 1,4
+//   fathom-estimate-memory --model path/to/Llama-3.2-1B --world-size 8   (a Hugging Face folder)
 //   fathom-estimate-memory --params 7B --world-size 8 --precision bf16 --optimizer AdamW --offload
 #include <cinttypes>
 #include <cstdio>
@@ -12,17 +13,20 @@
 #include <vector>
 
 #include "core/error.h"
-#include "models/gpt.h"
+#include "models/model_spec.h"
 #include "zero/memory_estimate.h"
 
 using namespace fathom;
 
 namespace {
 
-const char* kUsage = R"(usage: fathom-estimate-memory (--params COUNT | --preset NAME) [options]
+const char* kUsage = R"(usage: fathom-estimate-memory (--params COUNT | [--arch A] --preset NAME | --model DIR) [options]
 
   --params COUNT        parameter count; K, M, B and T suffixes accepted (124M, 1.5B, 7B)
-  --preset NAME         a models::GPT preset: gpt2-124M, small or tiny (counts its parameters)
+  --preset NAME         a preset of --arch (gpt2: gpt2-124M, small or tiny; llama, qwen2,
+                        mistral: small or tiny), counting its parameters
+  --arch A              gpt2 (default), llama, qwen2 or mistral
+  --model DIR           a Hugging Face model folder: the parameters its config.json describes
   --world-size N        data-parallel ranks (default: --world-sizes 1,2,4,8)
   --world-sizes LIST    comma-separated world sizes, one table each
   --precision P         bf16 or fp16 (mixed precision, fp32 masters) or f32 (default bf16)
@@ -36,7 +40,7 @@ Bytes are per rank. A sharded buffer is padded so every rank holds ceil(params /
 
 struct Options {
   int64_t parameters = 0;
-  std::string preset;
+  std::string preset, arch = "gpt2", model_dir;
   std::vector<int> world_sizes = {1, 2, 4, 8};
   DType dtype = DType::BF16;
   zero::OptimizerKind optimizer = zero::OptimizerKind::AdamW;
@@ -110,6 +114,10 @@ Options parse(int argc, char** argv) {
       o.parameters = parse_count(value);
     } else if (flag == "--preset") {
       o.preset = value;
+    } else if (flag == "--arch") {
+      o.arch = value;
+    } else if (flag == "--model") {
+      o.model_dir = value;
     } else if (flag == "--world-size") {
       o.world_sizes = {parse_positive_int(flag, value)};
     } else if (flag == "--world-sizes") {
@@ -136,7 +144,8 @@ Options parse(int argc, char** argv) {
       FATHOM_FAIL("unknown option ", flag, "; see fathom-estimate-memory --help");
     }
   }
-  FATHOM_CHECK((o.parameters > 0) != !o.preset.empty(), "give either --params or --preset; see fathom-estimate-memory --help");
+  FATHOM_CHECK((o.parameters > 0) + !o.preset.empty() + !o.model_dir.empty() == 1,
+               "give one of --params, --preset or --model; see fathom-estimate-memory --help");
   FATHOM_CHECK(!(o.offload && o.stage == 0), "--offload needs ZeRO stage 1, 2 or 3 (as in DeepSpeed)");
   return o;
 }
@@ -164,10 +173,15 @@ void print_table(const Options& o, int world_size) {
 int main(int argc, char** argv) {
   try {
     Options o = parse(argc, argv);
-    if (!o.preset.empty()) o.parameters = models::GPTConfig::preset(o.preset).parameter_count();
+    std::string described;
+    if (!o.preset.empty() || !o.model_dir.empty()) {
+      const models::ModelSpec spec =
+          o.model_dir.empty() ? models::ModelSpec::preset(o.arch, o.preset) : models::ModelSpec::from_folder(o.model_dir);
+      o.parameters = spec.parameter_count();
+      described = " (" + (o.model_dir.empty() ? "preset " + o.preset : o.model_dir) + "; " + spec.describe() + ")";
+    }
     const bool mixed = o.dtype != DType::F32;
-    std::printf("Per-rank model states for %" PRId64 " parameters%s\n", o.parameters,
-                o.preset.empty() ? "" : (" (" + o.preset + ")").c_str());
+    std::printf("Per-rank model states for %" PRId64 " parameters%s\n", o.parameters, described.c_str());
     std::printf("%s, %s (%" PRId64 " bytes of optimizer state per parameter)%s\n",
                 mixed ? (std::string(dtype_name(o.dtype)) + " mixed precision with fp32 masters").c_str()
                       : "f32 (no master copy)",

@@ -7,9 +7,10 @@
 # folder when python3 has it (skipped with a notice otherwise); tensor parallelism trains what one
 # process trains; sequence parallelism, indivisible key/value heads, a missing folder and a folder
 # without config.json are refused by name.
-#   llama_programs.sh FATHOM_TRAIN FATHOM_EXPORT FATHOM_GENERATE MPIEXEC WORK_DIR
+# fathom-estimate-memory and fathom-config read the folder's config.json too.
+#   llama_programs.sh FATHOM_TRAIN FATHOM_EXPORT FATHOM_GENERATE FATHOM_ESTIMATE_MEMORY FATHOM_CONFIG MPIEXEC WORK_DIR
 set -eu
-train=$1 export=$2 generate=$3 mpiexec=$4 work=$5
+train=$1 export=$2 generate=$3 estimate=$4 check=$5 mpiexec=$6 work=$7
 rm -rf "$work" && mkdir -p "$work"
 fail() { cat "$work/$1.log"; echo "$2"; exit 1; }
 printf '{"train_batch_size": 8}\n' >"$work/one.json"
@@ -44,6 +45,12 @@ grep -q "took the model (llama: 2 layers, 4 heads (2 kv), 64 wide, 128 positions
 "$generate" --model "$work/exported6" --prompt "int " --max-tokens 24 --temperature 0 >"$work/exported6.txt"
 "$generate" --model "$work/pretrained" --prompt "int " --max-tokens 24 --temperature 0 >"$work/run.txt"
 cmp -s "$work/exported6.txt" "$work/run.txt" || { cat "$work/exported6.txt" "$work/run.txt"; echo "the export decodes otherwise than the run's folder"; exit 1; }
+
+"$estimate" --model "$work/pretrained" --world-size 2 --stage 3 >"$work/estimate.log" 2>&1 || fail estimate "fathom-estimate-memory --model failed"
+grep -q "for 125248 parameters ($work/pretrained; llama: 2 layers, 4 heads (2 kv), 64 wide, vocab 256, 128 positions)" "$work/estimate.log" ||
+  fail estimate "fathom-estimate-memory did not count the folder's model"
+"$check" check "$work/pretrained/ds_config.json" --model "$work/pretrained" >"$work/check.log" 2>&1 ||
+  fail check "fathom-config check --model failed"
 
 if python3 -c 'import transformers, torch' >/dev/null 2>&1; then
   python3 -c "import sys, torch; from transformers import AutoModelForCausalLM as M; m = M.from_pretrained(sys.argv[1]); print(type(m).__name__, m(torch.tensor([[1, 2]])).logits.shape[-1])" \

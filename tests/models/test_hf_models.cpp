@@ -28,8 +28,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A fresh folder under /tmp, removed with the test process's other folders at exit.
 std::string temp_dir(const std::string& name) {
-  const std::string dir = "/tmp/fathom_test_" + std::to_string(::getpid()) + "_" + name;
+  static const std::string root = "/tmp/fathom_test_" + std::to_string(::getpid());
+  static const struct Cleanup {
+    ~Cleanup() { fs::remove_all(root); }
+  } cleanup;
+  const std::string dir = root + "/" + name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
