@@ -5,7 +5,7 @@
 # --resume takes the model from the checkpoint; fathom-export writes a folder that
 # fathom-generate decodes to the same tokens as the run's own folder; transformers loads the
 # folder when python3 has it (skipped with a notice otherwise); tensor parallelism trains what one
-# process trains; sequence parallelism, indivisible key/value heads, a missing folder and a folder
+# process trains and its checkpoint resumes on one process; sequence parallelism, indivisible key/value heads, a missing folder and a folder
 # without config.json are refused by name.
 # fathom-estimate-memory and fathom-config read the folder's config.json too.
 #   llama_programs.sh FATHOM_TRAIN FATHOM_EXPORT FATHOM_GENERATE FATHOM_ESTIMATE_MEMORY FATHOM_CONFIG MPIEXEC WORK_DIR
@@ -65,13 +65,21 @@ fi
 # train and val losses within 2e-3 as printed; tests/models/test_decoder_parallel.cpp checks every
 # step and weight); sequence parallelism and key/value heads that do not divide are refused by name.
 printf '{"train_batch_size": 8, "tensor_parallel": {"autotp_size": 2}}\n' >"$work/tp.json"
-"$mpiexec" --oversubscribe -np 2 "$train" --arch llama --preset tiny --steps 4 --eval-interval 0 --config "$work/tp.json" \
-  --out "$work/tp" >"$work/tp.log" 2>&1 || fail tp "fathom-train --arch llama at tensor 2 failed"
+"$mpiexec" --oversubscribe -np 2 "$train" --arch llama --preset tiny --steps 4 --eval-interval 0 --save-every 2 \
+  --config "$work/tp.json" --out "$work/tp" >"$work/tp.log" 2>&1 || fail tp "fathom-train --arch llama at tensor 2 failed"
 grep -q "2 ranks (tensor 2 x data 1)" "$work/tp.log" || fail tp "the job did not run at tensor 2"
 final() { sed -n 's/^fathom-train: done in [0-9:]*: train loss \([0-9.]*\), val loss \([0-9.]*\).*/\1 \2/p' "$1"; }
 echo "$(final "$work/pretrained.log") $(final "$work/tp.log")" |
   awk 'NF == 4 { d1 = $1 - $3; d2 = $2 - $4; ok = d1 * d1 <= 4e-6 && d2 * d2 <= 4e-6 } END { exit !ok }' ||
   { echo "tensor 2 ends with $(final "$work/tp.log"), one process with $(final "$work/pretrained.log")"; exit 1; }
+# Its step-2 checkpoint resumes on one process (tensor 1) and ends as the one-process run does.
+"$train" --resume "$work/tp/checkpoints" --tag global_step2 --steps 4 --eval-interval 0 --config "$work/one.json" \
+  --out "$work/tp_resumed" >"$work/tp_resumed.log" 2>&1 || fail tp_resumed "the tensor-parallel checkpoint did not resume"
+grep -q "resuming $work/tp/checkpoints/global_step2 (step 2, 2 ranks: tensor 2 x data 1)" "$work/tp_resumed.log" ||
+  fail tp_resumed "the resume line does not name the checkpoint's layout"
+echo "$(final "$work/pretrained.log") $(final "$work/tp_resumed.log")" |
+  awk 'NF == 4 { d1 = $1 - $3; d2 = $2 - $4; ok = d1 * d1 <= 4e-6 && d2 * d2 <= 4e-6 } END { exit !ok }' ||
+  { echo "resumed at tensor 1: $(final "$work/tp_resumed.log"), one process: $(final "$work/pretrained.log")"; exit 1; }
 printf '{"train_batch_size": 8, "tensor_parallel": {"autotp_size": 2}, "sequence_parallel": true}\n' >"$work/sp.json"
 if "$mpiexec" --oversubscribe -np 2 "$train" --arch llama --preset tiny --steps 1 --config "$work/sp.json" \
   --out "$work/sp" >"$work/sp.log" 2>&1; then fail sp "sequence parallelism for llama was not refused"; fi
