@@ -14,11 +14,6 @@
 namespace fathom::models {
 namespace {
 
-std::shared_ptr<nn::Module> make_norm(const DecoderConfig& c) {
-  if (c.norm == Norm::LayerNorm) return std::make_shared<nn::LayerNorm>(c.hidden_size, c.norm_eps, true, c.dtype);
-  return std::make_shared<nn::RMSNorm>(c.hidden_size, c.norm_eps, c.dtype);
-}
-
 // (B, T, heads * HD) -> (B, heads, T, HD), a view.
 Variable split_heads(const Variable& x, int64_t heads, int64_t head_dim) {
   return autograd::transpose(autograd::reshape(x, {x.size(0), x.size(1), heads, head_dim}), 1, 2);
@@ -56,8 +51,11 @@ DecoderAttention::DecoderAttention(const DecoderConfig& c, const DecoderLayers& 
 }
 
 Variable DecoderAttention::forward(const Variable& x, const AttentionContext& context, KVCache::Layer* cache) {
-  const int64_t B = x.size(0), T = x.size(1), HD = config_.resolved_head_dim();
-  Variable q = split_heads((*q_proj)(x), heads_, HD);
+  // T: the whole sequence's length (under sequence parallelism x holds a part of it, the
+  // projections gather the whole).
+  const Variable queries = (*q_proj)(x);
+  const int64_t B = queries.size(0), T = queries.size(1), HD = config_.resolved_head_dim();
+  Variable q = split_heads(queries, heads_, HD);
   Variable k = split_heads((*k_proj)(x), kv_heads_, HD);
   Variable v = split_heads((*v_proj)(x), kv_heads_, HD);
   if (config_.positions == Positions::Rotary) {
@@ -92,9 +90,9 @@ Variable DecoderMLP::forward(const Variable& x) {
 }
 
 DecoderLayer::DecoderLayer(const DecoderConfig& c, const DecoderLayers& layers) {
-  input_layernorm = register_module("input_layernorm", make_norm(c));
+  input_layernorm = register_module("input_layernorm", layers.norm(c));
   self_attn = register_module("self_attn", std::make_shared<DecoderAttention>(c, layers));
-  post_attention_layernorm = register_module("post_attention_layernorm", make_norm(c));
+  post_attention_layernorm = register_module("post_attention_layernorm", layers.norm(c));
   mlp = register_module("mlp", std::make_shared<DecoderMLP>(c, layers));
   dropout = register_module("dropout", std::make_shared<nn::Dropout>(c.dropout));
 }
@@ -114,6 +112,10 @@ Decoder::Decoder(const DecoderConfig& config, uint64_t seed, std::vector<bool> b
     : config_(config), built_(std::move(built)), layers_(std::move(layers)) {
   config_.validate();
   FATHOM_CHECK(built_.size() == num_layers(), "Decoder: ", built_.size(), " build flags for ", num_layers(), " layers");
+  // A dropout mask drawn per sequence part would not be the whole sequence's.
+  FATHOM_CHECK(!layers_->sequence_parallel() || config_.dropout == 0, "the ", config_.architecture,
+               " model's dropout ", config_.dropout, " with sequence parallelism is not supported; set dropout to 0 "
+               "(as Llama, Qwen2 and Mistral train) or turn sequence parallelism off");
   const DecoderConfig& c = config_;
   const bool embeddings = built_.front(), head = built_.back();
   model = register_module("model", std::make_shared<Body>());
@@ -130,7 +132,7 @@ Decoder::Decoder(const DecoderConfig& config, uint64_t seed, std::vector<bool> b
     else m.layers->push_back(std::make_shared<UnbuiltLayer>());
   }
   if (head) {
-    m.norm = m.register_module("norm", make_norm(c));
+    m.norm = m.register_module("norm", layers_->norm(c));
     const Variable tied = c.tied_embeddings ? m.embed_tokens->parameter("weight") : Variable();
     lm_head = register_module("lm_head", layers_->head(c.hidden_size, c.vocab_size, c.dtype, tied));
   }
@@ -187,6 +189,8 @@ AttentionContext Decoder::context(int64_t T, Device device, int64_t cached) cons
 }
 
 KVCache Decoder::make_cache(int64_t batch, int64_t capacity) const {
+  FATHOM_CHECK(layers_->tensor_parallel_size() == 1,
+               "Decoder: generation with a tensor-parallel decoder is not available yet; decode on one process");
   for (bool b : built_) FATHOM_CHECK(b, "Decoder: generation needs the whole model (this one is a pipeline stage)");
   capacity = capacity > 0 ? capacity : config_.max_positions;
   FATHOM_CHECK(batch > 0 && capacity <= config_.max_positions, "Decoder: a cache of ", batch, " rows and ", capacity,
@@ -242,11 +246,11 @@ Variable Decoder::forward_layer(size_t layer, const Variable& x) {
     Variable h = (*model->embed_tokens)(x);
     if (model->embed_positions)
       h = autograd::add(h, (*model->embed_positions)(Variable(Tensor::arange(T, DType::I64, x.device()))));
-    return (*model->dropout)(h);
+    return layers_->enter((*model->dropout)(h));
   }
   if (layer == num_layers() - 1) return (*lm_head)(layers_->head_input((*model->norm)(x)));  // -> logits
   auto& decoder_layer = static_cast<DecoderLayer&>((*model->layers)[layer - 1]);
-  return decoder_layer.forward(x, context(x.size(1), x.device()));
+  return decoder_layer.forward(x, context(layers_->sequence_length(x), x.device()));
 }
 
 std::vector<std::string> Decoder::layer_parameters(size_t layer) const {

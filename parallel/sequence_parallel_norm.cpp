@@ -17,4 +17,14 @@ autograd::Variable SequenceParallelLayerNorm::forward(const autograd::Variable& 
   return autograd::layernorm(x, copy_to_tensor_region(weight, group_), summed_bias, eps);
 }
 
+SequenceParallelRMSNorm::SequenceParallelRMSNorm(int64_t dim, std::shared_ptr<Communicator> group, double eps,
+                                                 DType dtype)
+    : nn::RMSNorm(dim, eps, dtype), group_(std::move(group)) {
+  FATHOM_CHECK(group_ != nullptr, "SequenceParallelRMSNorm: no tensor-parallel group");
+}
+
+autograd::Variable SequenceParallelRMSNorm::forward(const autograd::Variable& x) {
+  return autograd::rmsnorm(x, copy_to_tensor_region(weight, group_), eps);
+}
+
 }  // namespace fathom::parallel

@@ -3,7 +3,7 @@
 // own part of the sequence, so its gradient of the (replicated) weight and bias is a part of the
 // whole one; the parameters enter through copy_to_tensor_region, whose backward sums those parts
 // over the group, so every rank ends backward with the full gradient, as without sequence
-// parallelism. nn::LayerNorm's parameters and names.
+// parallelism. nn::LayerNorm's (or nn::RMSNorm's) parameters and names.
 
 #include <memory>
 
@@ -18,6 +18,17 @@ class SequenceParallelLayerNorm : public nn::LayerNorm {
                             DType dtype = DType::F32);
   autograd::Variable forward(const autograd::Variable& x) override;  // (B, T / tp, C), this rank's positions
   std::string type_name() const override { return "SequenceParallelLayerNorm"; }
+
+ private:
+  std::shared_ptr<Communicator> group_;
+};
+
+// The same for the Llama family's RMSNorm.
+class SequenceParallelRMSNorm : public nn::RMSNorm {
+ public:
+  SequenceParallelRMSNorm(int64_t dim, std::shared_ptr<Communicator> group, double eps = 1e-6, DType dtype = DType::F32);
+  autograd::Variable forward(const autograd::Variable& x) override;  // (B, T / tp, C), this rank's positions
+  std::string type_name() const override { return "SequenceParallelRMSNorm"; }
 
  private:
   std::shared_ptr<Communicator> group_;

@@ -11,9 +11,6 @@ TrainModel::TrainModel(const models::ModelSpec& spec, uint64_t seed, const std::
                        parallel::PipelineOptions pipeline)
     : spec_(spec), sequence_parallel_(options.sequence_parallel) {
   parameter_count_ = spec.parameter_count();
-  FATHOM_CHECK(!options.sequence_parallel || spec.is_gpt(), "sequence parallelism is not available for ",
-               spec.architecture, " yet (only GPT-2's): set sequence_parallel to false, or train with tensor "
-               "parallelism alone");
   if (groups.pipeline().size() > 1 && groups.tensor().size() == 1 && init_path.empty()) {
     // Each stage builds only its own layers.
     pipeline_ = std::make_shared<parallel::PipelineModule>(
@@ -44,7 +41,7 @@ TrainModel::TrainModel(const models::ModelSpec& spec, uint64_t seed, const std::
     tensor_group_ = groups.for_device(parallel::Axis::Tensor, device);
     decoder_ = std::make_shared<models::Decoder>(
         spec.decoder, seed, std::vector<bool>(spec.layers().size(), true),
-        std::make_shared<models::TensorParallelDecoderLayers>(tensor_group_));
+        std::make_shared<models::TensorParallelDecoderLayers>(tensor_group_, options.sequence_parallel));
     decoder_->load_full(static_cast<const models::Decoder&>(*module_));
     module_ = decoder_;
     layers_ = decoder_.get();

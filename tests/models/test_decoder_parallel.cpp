@@ -118,7 +118,8 @@ TEST_CASE("a tiny Llama trains as one process does at data 2, ZeRO 1/2/3, shard 
   if (runtime().world().rank() == 0) std::filesystem::remove_all(swap);
 }
 
-TEST_CASE("a tiny Llama split over tensor 2 (x data 2, ZeRO 0 and 3) trains as one process does, tied or untied",
+TEST_CASE("a tiny Llama split over tensor 2 (x data 2, ZeRO 0 and 3; with sequence parallelism) trains as one "
+          "process does, tied or untied",
           "[models][parallel]") {
   const auto& world = runtime().world_ptr();
   if (world->size() % 2 != 0) return;
@@ -126,13 +127,15 @@ TEST_CASE("a tiny Llama split over tensor 2 (x data 2, ZeRO 0 and 3) trains as o
   const std::string stage3 = R"(, "stage3_param_persistence_threshold": 0)";
   for (bool tied : {false, true}) {
     const TrainingRun one = alone(false, tied);
-    for (int stage : {0, 3}) {
+    for (int stage : {0, 3})
+    for (bool sequence_parallel : {false, true}) {
       if (stage == 3 && groups.data().size() == 1) continue;  // ZeRO over the data-parallel ranks
-      INFO((tied ? "tied" : "untied") << ", ZeRO " << stage << ", tensor 2 x data " << groups.data().size());
+      INFO((tied ? "tied" : "untied") << ", ZeRO " << stage << ", tensor 2 x data " << groups.data().size()
+                                      << (sequence_parallel ? ", sequence parallel" : ""));
       const auto whole = std::static_pointer_cast<models::Decoder>(build(false, tied));
       auto split = std::make_shared<models::Decoder>(
           whole->config(), 1000, std::vector<bool>(whole->num_layers(), true),
-          std::make_shared<models::TensorParallelDecoderLayers>(groups.tensor_ptr()));
+          std::make_shared<models::TensorParallelDecoderLayers>(groups.tensor_ptr(), sequence_parallel));
       split->load_full(*whole);
       // Each rank holds 2 of q's 4 heads of 8 (16 rows), 1 of the 2 key/value heads, half the MLP's 56.
       CHECK(split->parameter("model.layers.0.self_attn.q_proj.weight").size(0) == 16);
@@ -142,7 +145,9 @@ TEST_CASE("a tiny Llama split over tensor 2 (x data 2, ZeRO 0 and 3) trains as o
         return split->loss(logits, batch.targets, batch.loss_normaliser);
       };
       const TrainingRun run =
-          train_module(config_text(stage, false, stage == 3 ? stage3 : "", R"(, "tensor_parallel": {"autotp_size": 2})"),
+          train_module(config_text(stage, false, stage == 3 ? stage3 : "",
+                                   detail::concat(R"(, "tensor_parallel": {"autotp_size": 2}, "sequence_parallel": )",
+                                                  sequence_parallel ? "true" : "false")),
                        split, &groups, kSteps, loss, learnable_data());
       if (stage == 3) fathom::testing::require_stage3_partitioned(*run.engine);
       require_equivalent(one, run, 1e-5);
