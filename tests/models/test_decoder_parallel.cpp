@@ -3,8 +3,8 @@
 // embeddings, SwiGLU) trained 12 steps at data 2, ZeRO 1, 2 and 3 (every parameter partitioned:
 // stage3_param_persistence_threshold 0), ZeRO-3 built shard by shard, with parameters and
 // optimizer offloaded to the CPU, the optimizer to nvme, activation checkpointing, bf16, and
-// pipeline 2 and tensor 2 (x data 2, ZeRO 0 and 3; tied and untied) matches one process at stage
-// 0 — every step's loss and every final weight, f32 within 1e-5, bf16 within 1e-2.
+// pipeline 2 (x tensor 2 at 4 ranks) and tensor 2 (x data 2, ZeRO 0 and 3; with and without
+// sequence parallelism; tied and untied) matches one process at stage 0 — every step's loss and every final weight, f32 within 1e-5, bf16 within 1e-2.
 #include <filesystem>
 
 #include "core/allocator.h"
@@ -155,71 +155,51 @@ TEST_CASE("a tiny Llama split over tensor 2 (x data 2, ZeRO 0 and 3; with sequen
   }
 }
 
-TEST_CASE("a tiny Llama cut into 2 pipeline stages, each building only its layers, trains as one process does",
+namespace {
+const char* kPipelineConfig = R"({"train_batch_size": 8, "gradient_accumulation_steps": 4,
+    "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.1}}, "gradient_clipping": 1.0,
+    "seed": 7, "pipeline": {"stages": 2}, "tensor_parallel": {"autotp_size": %d}})";
+std::string pipeline_config(int tensor) {
+  char text[512];
+  std::snprintf(text, sizeof text, kPipelineConfig, tensor);
+  return text;
+}
+}  // namespace
+
+TEST_CASE("a tiny Llama cut into 2 pipeline stages (each building only its layers; x tensor 2 at 4 ranks) trains "
+          "as one process does",
           "[models][pipeline]") {
   const auto& world = runtime().world_ptr();
-  if (world->size() != 2) return;  // the stages are the two ranks
-  const parallel::ProcessGroups groups(world, parallel::Topology(2, /*pipeline=*/2, /*tensor=*/1));
+  if (world->size() != 2 && world->size() != 4) return;
+  const int tensor = world->size() / 2;
+  const parallel::ProcessGroups groups(world, parallel::Topology(world->size(), /*pipeline=*/2, tensor));
   const models::ModelSpec spec = tiny_llama();
-  size_t built_here = 0;
-  auto stage = std::make_shared<parallel::PipelineModule>(
-      spec.layers(),
-      [&](const std::vector<bool>& built) {
-        for (bool b : built) built_here += b ? 1 : 0;
-        return spec.build(1000, built);
-      },
-      groups, parallel::PipelineOptions{});
-  CHECK(built_here < spec.layers().size());  // this stage built only its own layers
-  const std::string config = R"({"train_batch_size": 8, "gradient_accumulation_steps": 4,
-      "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.1}}, "gradient_clipping": 1.0,
-      "seed": 7, "pipeline": {"stages": 2}})";
-  const TrainingRun run = train_module(config, stage, &groups, kSteps, nullptr, learnable_data());
+  std::shared_ptr<parallel::PipelineModule> stage;
+  LossFunction loss;
+  if (tensor == 1) {
+    size_t built_here = 0;
+    stage = std::make_shared<parallel::PipelineModule>(
+        spec.layers(),
+        [&](const std::vector<bool>& built) {
+          for (bool b : built) built_here += b ? 1 : 0;
+          return spec.build(1000, built);
+        },
+        groups, parallel::PipelineOptions{});
+    CHECK(built_here < spec.layers().size());  // this stage built only its own layers
+  } else {  // 3D: the tensor-parallel decoder, from the whole one's weights, cut into stages
+    const auto whole = std::static_pointer_cast<models::Decoder>(build());
+    auto split = std::make_shared<models::Decoder>(whole->config(), 1000, std::vector<bool>(whole->num_layers(), true),
+                                                   std::make_shared<models::TensorParallelDecoderLayers>(groups.tensor_ptr()));
+    split->load_full(*whole);
+    stage = std::make_shared<parallel::PipelineModule>(split, groups, parallel::PipelineOptions{});
+    loss = [split](const autograd::Variable& logits, const Batch& batch) {
+      return split->loss(logits, batch.targets, batch.loss_normaliser);
+    };
+  }
+  const TrainingRun run = train_module(pipeline_config(tensor), stage, &groups, kSteps, loss, learnable_data());
   const std::string one = R"({"train_batch_size": 8, "gradient_accumulation_steps": 4,
       "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.1}}, "gradient_clipping": 1.0,
       "seed": 7})";
   const TrainingRun reference = train_module(one, build(), nullptr, kSteps, nullptr, learnable_data());
   if (groups.coord().pipeline == 0) require_equivalent(reference, run, 1e-5);
-}
-
-TEST_CASE("a sharded Hugging Face folder loads at ZeRO-3 with each rank's peak below the whole model", "[models][zero]") {
-  const auto& world = runtime().world_ptr();
-  if (world->size() < 2) return;
-  models::ModelSpec spec = models::ModelSpec::preset("llama", "small");
-  spec.decoder.hidden_size = 128, spec.decoder.intermediate_size = 344, spec.decoder.vocab_size = 256;
-  const int64_t whole_bytes = spec.parameter_count() * 4;
-  const std::string folder = "/tmp/fathom_test_sharded_np" + std::to_string(world->size());
-  if (world->rank() == 0) {
-    std::filesystem::remove_all(folder);
-    models::save_hf_model(spec.decoder, spec.build(5)->state_dict(), folder, {DType::F32, whole_bytes / 5});
-  }
-  world->barrier();
-  CHECK(models::HfWeights(folder).num_files() >= 5);  // shards and an index
-  allocator_for(kCPU).stats().reset_peak();
-  const int64_t before = allocator_for(kCPU).stats().snapshot().total.current;
-  std::shared_ptr<nn::Module> model;
-  {
-    nn::DeferredInit deferred;
-    model = spec.build(0);
-    spec.load(*model, folder);
-  }
-  // Built and loaded, nothing is whole: only one module's parameters existed at a time.
-  CHECK(allocator_for(kCPU).stats().snapshot().total.peak - before < whole_bytes / 4);
-  const std::string config = R"({"train_batch_size": 8, "optimizer": {"type": "SGD", "params": {"lr": 0.1}},
-      "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}})";
-  Initialized init = initialize(Config::from_string(config), model, nullptr, nullptr, world);
-  const fathom::testing::Stage3Evidence e = fathom::testing::stage3_evidence(*init.engine);
-  CHECK(e.persistent == 0);
-  CHECK(e.shard_elements * 2 <= e.model_elements + 2 * world->size());  // this rank's part only
-  // The weights' peak on this rank: its half of the model plus the one tensor being read (the
-  // gradient shard beside it is the training state's, 4 bytes per parameter / ranks, not the load's).
-  const int64_t weights_peak = allocator_for(kCPU).stats().snapshot()[MemoryTag::Parameters].peak;
-  INFO("parameter bytes at their peak " << weights_peak << " on rank " << world->rank() << ", the whole model "
-                                        << whole_bytes);
-  CHECK(weights_peak < whole_bytes * 3 / 4);
-  // And it is the folder's model: the gathered weights are the saved ones.
-  const models::HfWeights weights(folder);
-  for (const auto& [name, tensor] : init.engine->consolidated_state_dict())
-    CHECK(testing::mismatch(tensor, weights.get(name), 0, 0) == "");
-  world->barrier();
-  if (world->rank() == 0) std::filesystem::remove_all(folder);
 }
