@@ -10,8 +10,14 @@ DecoderConfig DecoderConfig::preset(const std::string& name) {
   } else if (name == "llama-small") {
     c.n_layer = 4, c.hidden_size = 256, c.n_head = 8, c.n_kv_head = 2, c.intermediate_size = 688;
     c.vocab_size = 512, c.max_positions = 256;
+  } else if (name == "llama-100M") {  // the benchmarks' (123.8M parameters with Llama 2's vocabulary)
+    c.n_layer = 12, c.hidden_size = 768, c.n_head = 12, c.n_kv_head = 4, c.intermediate_size = 2048;
+    c.vocab_size = 32000, c.max_positions = 2048;
+  } else if (name == "llama-350M") {  // 336M parameters
+    c.n_layer = 24, c.hidden_size = 1024, c.n_head = 16, c.n_kv_head = 4, c.intermediate_size = 2816;
+    c.vocab_size = 32000, c.max_positions = 2048;
   } else {
-    FATHOM_FAIL("unknown decoder preset \"", name, "\"; use llama-tiny or llama-small");
+    FATHOM_FAIL("unknown decoder preset \"", name, "\"; use llama-tiny, llama-small, llama-100M or llama-350M");
   }
   return c;
 }

@@ -46,8 +46,9 @@ struct DecoderConfig {
   // Special tokens, as config.json carries them (generation stops at an eos token).
   std::vector<int64_t> bos_token_id, eos_token_id;
 
-  // "llama-tiny" (2 layers, 64 wide, GQA 4:2, the tests' and the demo's) and "llama-small" (4
-  // layers, 256 wide, GQA 8:2).
+  // "llama-tiny" (2 layers, 64 wide, GQA 4:2, the tests' and the demo's), "llama-small" (4
+  // layers, 256 wide, GQA 8:2), and the benchmarks' "llama-100M" (12 x 768, GQA 12:4) and
+  // "llama-350M" (24 x 1024, GQA 16:4), both with Llama 2's 32000-token vocabulary.
   static DecoderConfig preset(const std::string& name);
   int64_t resolved_head_dim() const { return head_dim > 0 ? head_dim : hidden_size / n_head; }
   int64_t resolved_intermediate_size() const { return intermediate_size > 0 ? intermediate_size : 4 * hidden_size; }

@@ -27,7 +27,8 @@ ModelSpec ModelSpec::preset(const std::string& architecture, const std::string& 
   }
   FATHOM_CHECK(architecture == "llama" || architecture == "qwen2" || architecture == "mistral", "architecture \"",
                architecture, "\" is not known; use gpt2, llama, qwen2 or mistral");
-  FATHOM_CHECK(name == "tiny" || name == "small", "unknown ", architecture, " preset \"", name, "\"; use tiny or small");
+  FATHOM_CHECK(name == "tiny" || name == "small" || name == "100M" || name == "350M", "unknown ", architecture,
+               " preset \"", name, "\"; use tiny, small, 100M or 350M");
   spec.decoder = DecoderConfig::preset("llama-" + name);
   spec.decoder.architecture = architecture;
   if (architecture == "qwen2") spec.decoder.qkv_bias = true, spec.decoder.rope.theta = 1e6;

@@ -23,8 +23,8 @@ struct ModelSpec {
 
   // The architectures a spec can name.
   static const std::vector<std::string>& architectures();
-  // `architecture`'s preset: gpt2 tiny|small|gpt2-124M; llama|qwen2|mistral tiny|small (the
-  // llama-tiny and llama-small shapes with the architecture's defaults: qwen2's q/k/v biases,
+  // `architecture`'s preset: gpt2 tiny|small|gpt2-124M; llama|qwen2|mistral tiny|small|100M|350M
+  // (DecoderConfig's llama-* shapes with the architecture's defaults: qwen2's q/k/v biases,
   // mistral's window). Throws naming the choices.
   static ModelSpec preset(const std::string& architecture, const std::string& name);
   // A Hugging Face model folder's config.json (model_type picks the architecture).

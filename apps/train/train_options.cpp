@@ -144,7 +144,7 @@ and sources), 300 steps, output in runs/latest.
                        NUL bytes), text or tokens
   --val-data FILE      validation data (default: val.bin beside a train.bin, else the last 5%)
   --arch NAME          gpt2 (default), llama, qwen2 or mistral (docs/models.md)
-  --preset NAME        tiny or small; gpt2 also gpt2-124M (default small)
+  --preset NAME        tiny or small; gpt2 also gpt2-124M, the others 100M and 350M (default small)
   --n-layer N --n-head N --n-kv-head N --n-embd N --block-size N --vocab-size N
                        override the preset's sizes (byte-level data sets vocab 256);
                        --block-size is the training sequence length

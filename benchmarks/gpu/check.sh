@@ -557,7 +557,39 @@ run_benchmarks() {
     # The tables themselves, in the log as well as in $OUT_DIR/<name>/.
     grep -E '^(\||#|[A-Za-z].*:)' "$OUT_DIR/$name.log" | grep -v '^# ' | sed 's/^/  /'
   done < <(manifest_entries benchmark)
+  run_llama_rows
   run_torch_peer
+}
+
+# The Llama rows (issue 50): fathom_gpt2_bench again with --arch llama (llama-100M: GQA 12:4,
+# RoPE, SwiGLU, untied, 32000-token vocabulary), ZeRO 0 and 3, bf16, in a budget of its own.
+run_llama_rows() {
+  local bin="$BUNDLE_ROOT/bin/fathom_gpt2_bench" logf="$OUT_DIR/fathom_gpt2_bench_llama.log" left budget t0 rc secs result
+  section "Llama rows (fathom_gpt2_bench --arch llama)"
+  if [[ ! -x "$bin" ]]; then
+    log "skipped: the bundle has no fathom_gpt2_bench"
+    return
+  fi
+  left=$((BUDGET_S - (SECONDS - RUN_START_S)))
+  if ((left < 60)); then
+    log "skipped: ${left}s of the ${BUDGET_S}s budget left, the rows need about 60s"
+    RESULTS+=("fathom_gpt2_bench --arch llama"$'\t'"benchmark"$'\t'"skipped (time budget: ${left}s left)"$'\t'"-")
+    return
+  fi
+  budget=$((left - 30))
+  ((budget > 90)) && budget=90
+  t0=$SECONDS
+  timeout -k 10 $((budget + 60)) "$bin" --arch llama --preset 100M --stages 0,3 --budget-seconds "$budget" \
+    --out "$OUT_DIR/fathom_gpt2_bench_llama" </dev/null >"$logf" 2>&1
+  rc=$?
+  secs=$((SECONDS - t0))
+  if ((rc == 124 || rc == 137)); then result="TIMEOUT after $((budget + 60))s"; FAILURES=$((FAILURES + 1))
+  elif ((rc == 0)); then result="pass"
+  else result="FAIL: exit $rc"; FAILURES=$((FAILURES + 1)); tail -n 15 "$logf" | sed 's/^/   | /'
+  fi
+  RESULTS+=("fathom_gpt2_bench --arch llama"$'\t'"benchmark"$'\t'"$result"$'\t'"$secs")
+  log "   $result (${secs}s)"
+  grep -E '^(\||[A-Za-z].*:)' "$logf" | sed 's/^/  /'
 }
 
 # Column `col` (by header name) of the first row of a TSV whose first column is `key`.

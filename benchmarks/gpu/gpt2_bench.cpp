@@ -24,7 +24,8 @@
 // Tokens are random, drawn once on the host and moved to the device with .to(device); every
 // step trains on the same batch (throughput, not learning, is measured).
 //
-//   fathom_gpt2_bench [--out DIR] [--device cuda|cpu] [--preset NAME] [--batch B] [--seq T]
+//   fathom_gpt2_bench [--out DIR] [--device cuda|cpu] [--arch gpt2|llama|qwen2|mistral] [--preset NAME]
+//                     [--batch B] [--seq T]
 //                     [--warmup N] [--max-steps N] [--budget-seconds S] [--stages 0,1,2,3]
 //                     [--peak-tflops X] [--attention auto|fused|gemm]
 // Without a GPU (and --device cuda, the default) it fails with "no CUDA device: ...".
@@ -47,8 +48,8 @@
 #include "core/memory_stats.h"
 #include "core/tensor.h"
 #include "engine/config/config.h"
+#include "models/model_spec.h"
 #include "engine/initialize.h"
-#include "models/gpt.h"
 #include "nn/loss.h"
 
 using namespace fathom;
@@ -62,7 +63,8 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 struct Options {
   std::string out_dir = ".";
   Device device = Device::cuda(0);
-  std::string preset;      // "" = gpt2-124M on cuda, tiny on cpu
+  std::string arch = "gpt2";  // any models::ModelSpec architecture
+  std::string preset;      // "" = gpt2-124M (llama: 100M) on cuda, tiny on cpu
   int64_t batch = 0, seq = 0;  // 0 = 16 x 1024 on cuda, 4 x 64 on cpu
   int warmup = 2;
   int max_steps = 20;      // timed steps at most
@@ -73,7 +75,8 @@ struct Options {
 };
 
 const char* kUsage =
-    "usage: fathom_gpt2_bench [--out DIR] [--device cuda|cpu] [--preset tiny|small|gpt2-124M] [--batch B] [--seq T] "
+    "usage: fathom_gpt2_bench [--out DIR] [--device cuda|cpu] [--arch gpt2|llama|qwen2|mistral] "
+    "[--preset tiny|small|gpt2-124M|100M|350M] [--batch B] [--seq T] "
     "[--warmup N] [--max-steps N] [--budget-seconds S] [--stages 0,1,2,3] [--peak-tflops X] "
     "[--attention auto|fused|gemm]";
 
@@ -117,6 +120,7 @@ Options parse(int argc, char** argv) {
     if (arg == "--out") o.out_dir = value();
     else if (arg == "--device") o.device = Device::parse(value());
     else if (arg == "--preset") o.preset = value();
+    else if (arg == "--arch") o.arch = value();
     else if (arg == "--attention") o.attention = nn::parse_attention_kernel(value(), "--attention");
     else if (arg == "--batch") o.batch = positive(parse_number(arg, value()));
     else if (arg == "--seq") o.seq = positive(parse_number(arg, value()));
@@ -131,7 +135,7 @@ Options parse(int argc, char** argv) {
     } else FATHOM_FAIL("fathom_gpt2_bench: unknown argument '", arg, "'; ", kUsage);
   }
   const bool cpu = o.device.is_cpu();
-  if (o.preset.empty()) o.preset = cpu ? "tiny" : "gpt2-124M";
+  if (o.preset.empty()) o.preset = cpu ? "tiny" : o.arch == "gpt2" ? "gpt2-124M" : "100M";
   if (o.batch == 0) o.batch = cpu ? 4 : 16;
   if (o.seq == 0) o.seq = cpu ? 64 : 1024;
   if (o.budget_s <= 0) o.budget_s = cpu ? 20 : 120;
@@ -159,7 +163,7 @@ struct Row {
 // Everything one stage needs to know that does not change between stages.
 struct Setup {
   Options options;
-  models::GPTConfig model;
+  models::ModelSpec model;
   int64_t parameters = 0;  // N
   double flops_per_token = 0;
   Tensor host_tokens;  // [batch, seq + 1] i64, drawn once
@@ -195,7 +199,7 @@ Row run_stage(const Setup& setup, int stage, int64_t batch, double allot_s) {
   allocator_for(device).stats().reset_peak();
   const auto stage_start = Clock::now();
 
-  auto model = std::make_shared<models::GPT>(setup.model, 1);
+  auto model = setup.model.build(1);
   FATHOM_CHECK(model->parameter_count() == setup.parameters, "fathom_gpt2_bench: the model has ",
                model->parameter_count(), " parameters, the FLOP count assumed ", setup.parameters);
   model->to(device);  // before initialize: masters, optimizer states and ZeRO buffers follow it
@@ -276,21 +280,22 @@ std::string device_line(Device device) {
 
 std::string markdown(const Setup& s, const std::vector<Row>& rows, const std::string& device, const std::string& date) {
   const Options& o = s.options;
-  const models::GPTConfig& m = s.model;
+  const models::ModelSpec& m = s.model;
   std::ostringstream out;
-  out << "# Fathom GPT-2 training step, end to end (fathom_gpt2_bench, " << date << ")\n\n";
+  out << "# Fathom " << m.architecture << " training step, end to end (fathom_gpt2_bench, " << date << ")\n\n";
   out << device << "\n";
-  out << "model: " << o.preset << ", " << m.n_layer << " layers, " << m.n_head << " heads, " << m.n_embd
-      << " wide, vocab " << m.vocab_size << ", block " << m.block_size << "; N = " << s.parameters
-      << " parameters (all, tied wte/lm_head once, position embeddings included)\n";
+  out << "model: preset " << o.preset << ", " << m.describe() << "; N = " << s.parameters
+      << " parameters (all, a tied head once, position embeddings included)\n";
   out << "step: bf16 mixed precision, AdamW (lr 6e-4, betas 0.9/0.95, weight decay 0.1, no clipping) through "
          "fathom::initialize, world size 1, batch "
       << o.batch << " x " << o.seq << " tokens requested (the batch column says what ran; random tokens, one batch reused), wall clock between device synchronizations\n";
   // The shape of one layer's queries decides auto's choice (a broadcast view: nothing allocated).
+  const int64_t heads = m.is_gpt() ? m.gpt.n_head : m.decoder.n_head;
   const Tensor query_like =
-      Tensor::zeros({1, 1, 1, 1}, DType::BF16).expand({o.batch, m.n_head, o.seq, m.n_embd / m.n_head});
+      Tensor::zeros({1, 1, 1, 1}, DType::BF16).expand({o.batch, heads, o.seq, m.hidden_size() / heads});
   out << "attention kernel: "
-      << nn::attention_kernel_name(nn::resolve_attention_kernel(m.attention, query_like))
+      << nn::attention_kernel_name(
+             nn::resolve_attention_kernel(m.is_gpt() ? m.gpt.attention : m.decoder.attention, query_like))
       << " (nn/attention_kernel.h; --attention or FATHOM_ATTENTION to choose)\n";
   out << "flops: 6N + 6*L*C*T = " << fixed(s.flops_per_token / 1e6, 1) << " MFLOP per token; MFU against "
       << (o.peak_tflops > 0 ? fixed(o.peak_tflops, 0) + " TFLOP/s (dense bf16, H100/H200 SXM)" : std::string("no peak (cpu)"))
@@ -355,31 +360,27 @@ Tensor random_tokens(int64_t rows, int64_t cols, int64_t vocab) {
   return host;
 }
 
-// Counted from the config rather than from a model built for the purpose (a 124M-parameter
-// host model takes seconds to initialise); run_stage checks it against the real model.
-int64_t gpt_parameter_count(const models::GPTConfig& m) {
-  const int64_t C = m.n_embd, b = m.bias ? 1 : 0;
-  const int64_t block = 2 * (C + b * C)                    // ln_1, ln_2
-                        + 3 * C * C + b * 3 * C + C * C + b * C  // attn c_attn, c_proj
-                        + 4 * C * C + b * 4 * C + 4 * C * C + b * C;  // mlp c_fc, c_proj
-  return m.vocab_size * C + m.block_size * C + m.n_layer * block + (C + b * C) +
-         (m.tied_embeddings ? 0 : m.vocab_size * C);
-}
-
 int run(const Options& options) {
   const auto start = Clock::now();
   if (options.device.is_cuda()) cuda::require_device(options.device.index);  // "no CUDA device: ..."
   Setup s;
   s.options = options;
-  s.model = models::GPTConfig::preset(options.preset);
-  s.model.attention = options.attention;
-  s.model.dtype = DType::BF16;  // built in bf16, so no f32 copy of the model ever exists
-  FATHOM_CHECK(options.seq <= s.model.block_size, "fathom_gpt2_bench: --seq ", options.seq,
-               " is longer than the model's block size ", s.model.block_size);
-  s.parameters = gpt_parameter_count(s.model);
-  s.flops_per_token = 6.0 * static_cast<double>(s.parameters) +
-                      6.0 * static_cast<double>(s.model.n_layer * s.model.n_embd * options.seq);
-  s.host_tokens = random_tokens(options.batch, options.seq + 1, s.model.vocab_size);
+  s.model = models::ModelSpec::preset(options.arch, options.preset);
+  s.model.set_attention(options.attention);
+  // Built in bf16, so no f32 copy of the model ever exists.
+  (s.model.is_gpt() ? s.model.gpt.dtype : s.model.decoder.dtype) = DType::BF16;
+  FATHOM_CHECK(options.seq <= s.model.max_positions(), "fathom_gpt2_bench: --seq ", options.seq,
+               " is longer than the model's ", s.model.max_positions(), " positions");
+  // Counted from the config rather than from a model built for the purpose (a 124M-parameter
+  // host model takes seconds to initialise); run_stage checks it against the real model.
+  s.parameters = s.model.parameter_count();
+  const int64_t layers = s.model.layers().size() - 2;
+  // An untied input table is a lookup, not a matmul: not counted.
+  const int64_t lookup = !s.model.is_gpt() && !s.model.decoder.tied_embeddings
+                             ? s.model.vocab_size() * s.model.hidden_size() : 0;
+  s.flops_per_token = 6.0 * static_cast<double>(s.parameters - lookup) +
+                      6.0 * static_cast<double>(layers * s.model.hidden_size() * options.seq);
+  s.host_tokens = random_tokens(options.batch, options.seq + 1, s.model.vocab_size());
   const std::string device = device_line(options.device), date = now_utc();
   std::printf("- %s\n", device.c_str());  // progress; the table at the end repeats it
   std::printf("- budget %.0f s; setup took %.1f s; stages", options.budget_s, seconds_since(start));

@@ -54,7 +54,7 @@ TEST_CASE("fathom-train --arch, --preset, --model and the size flags describe th
   CHECK(parse({}).sequence_length(llama) == 128);  // the model's positions, up to 1024
   CHECK_THROWS_WITH(parse({"--arch", "falcon"}), Catch::Contains("architecture \"falcon\" is not known; use gpt2, llama"));
   CHECK_THROWS_WITH(parse({"--arch", "llama", "--preset", "gpt2-124M"}),
-                    Catch::Contains("unknown llama preset \"gpt2-124M\"; use tiny or small"));
+                    Catch::Contains("unknown llama preset \"gpt2-124M\"; use tiny, small, 100M or 350M"));
   CHECK_THROWS_WITH(parse({"--model", "m", "--n-layer", "2"}),
                     Catch::Contains("--model m brings its own architecture, sizes and weights; drop --arch"));
   CHECK_THROWS_WITH(parse({"--arch", "llama", "--init", "w.safetensors"}),

@@ -327,7 +327,7 @@ TEST_CASE("bad decoder configs are refused naming the field", "[models]") {
   c = DecoderConfig::preset("llama-tiny");
   c.rope.rotary_dim = 5;
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("must be even and at most the head size 16"));
-  CHECK_THROWS_WITH(DecoderConfig::preset("llama-huge"), Catch::Contains("use llama-tiny or llama-small"));
+  CHECK_THROWS_WITH(DecoderConfig::preset("llama-huge"), Catch::Contains("use llama-tiny, llama-small, llama-100M or llama-350M"));
   const Decoder model(DecoderConfig::preset("llama-tiny"));
   CHECK_THROWS_WITH(const_cast<Decoder&>(model)(Variable(Tensor::zeros({1, 129}, DType::I64))),
                     Catch::Contains("sequence length 129 exceeds max_position_embeddings 128"));

@@ -4,7 +4,8 @@
 // stage3_param_persistence_threshold 0), ZeRO-3 built shard by shard, with parameters and
 // optimizer offloaded to the CPU, the optimizer to nvme, activation checkpointing, bf16, and
 // pipeline 2 (x tensor 2 at 4 ranks) and tensor 2 (x data 2, ZeRO 0 and 3; with and without
-// sequence parallelism; tied and untied) matches one process at stage 0 — every step's loss and every final weight, f32 within 1e-5, bf16 within 1e-2.
+// sequence parallelism; tied and untied) matches one process at stage 0 — every step's loss and
+// every final weight, f32 within 1e-5, bf16 within 1e-2.
 #include <filesystem>
 
 #include "core/allocator.h"
