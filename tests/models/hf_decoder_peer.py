@@ -1,6 +1,6 @@
 """transformers as the peer of Fathom's decoder (tests/models/test_hf_models.cpp).
 
-  hf_decoder_peer.py make KIND DIR   a random tiny KIND (llama, qwen2, mistral) saved with
+  hf_decoder_peer.py make KIND DIR   a random tiny KIND (llama, qwen2, mistral, gpt2) saved with
                                      save_pretrained into DIR, and DIR/reference.safetensors:
                                      the logits of fixed ids, the next-token loss and every
                                      parameter's gradient of it, and 100 greedily generated tokens
@@ -11,7 +11,7 @@ import sys
 
 import torch
 from safetensors.torch import save_file
-from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config
+from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, MistralConfig, Qwen2Config
 
 IDS = torch.tensor([[3, 17, 42, 5, 99, 7, 200, 1, 64, 33, 12, 250],
                     [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 255, 128]])
@@ -31,6 +31,9 @@ def config_of(kind):
         return Qwen2Config(num_key_value_heads=2, tie_word_embeddings=True, rope_theta=1e6, **common)
     if kind == "mistral":  # a window shorter than the sequence
         return MistralConfig(num_key_value_heads=1, sliding_window=5, tie_word_embeddings=False, **common)
+    if kind == "gpt2":  # GPT-2 on the same decoder: LayerNorm, learned positions, GELU, tied
+        return GPT2Config(vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=128, resid_pdrop=0.0,
+                          embd_pdrop=0.0, attn_pdrop=0.0, activation_function="gelu_new")
     raise SystemExit(f"unknown kind {kind}")
 
 

@@ -16,6 +16,11 @@
 #include "autograd/nn_functions.h"
 #include "kernels/reduction.h"
 #include "models/generation.h"
+#include "core/text_file.h"
+#include "models/gpt2_adapter.h"
+#include "models/gpt2_hf_config.h"
+#include "models/gpt_weights.h"
+#include "models/model_spec.h"
 #include "models/hf_config.h"
 #include "models/hf_weights.h"
 #include "nn/deferred_init.h"
@@ -287,4 +292,80 @@ TEST_CASE("transformers' Llama, Qwen2 and Mistral: Fathom's logits, loss, gradie
     fs::remove_all(dir);
     fs::remove_all(exported);
   }
+}
+
+TEST_CASE("GPT-2 is a configuration of the decoder: GPT's weights through the adapter give GPT's logits, and "
+          "the adapter writes GPT's file back",
+          "[models]") {
+  for (bool tied : {true, false}) {
+    INFO((tied ? "tied" : "untied"));
+    GPTConfig config = GPTConfig::preset("tiny");
+    config.tied_embeddings = tied;
+    GPT gpt(config, 3);
+    const std::string dir = temp_dir("gpt2_adapter");
+    save_gpt2_safetensors(gpt, dir + "/model.safetensors");
+    Decoder decoder(gpt2_decoder_config(config), 99);
+    load_gpt2_into_decoder(decoder, dir);
+    const Tensor ids = Tensor::from_vector<int64_t>({1, 5, 9, 200, 3, 17, 42, 8}, {2, 4});
+    CHECK(testing::mismatch(decoder(Variable(ids)).data(), gpt(Variable(ids)).data(), 1e-5, 1e-5) == "");
+    // Back to GPT-2's names and layout: the same tensors the GPT wrote.
+    const nn::SafetensorsFile file(dir + "/model.safetensors");
+    nn::NamedTensors weights;
+    for (const auto& [name, parameter] : decoder.named_parameters()) weights.emplace_back(name, parameter.data());
+    const nn::NamedTensors written = gpt2_tensors(decoder.config(), weights);
+    CHECK(written.size() == file.names().size());
+    for (const auto& [name, tensor] : written) {
+      INFO(name);
+      CHECK(testing::mismatch(tensor, file.get(name), 0, 0) == "");
+    }
+  }
+  using testing::error_of;
+  GPTConfig wider = GPTConfig::preset("tiny");
+  wider.n_embd = 128;
+  GPT gpt(GPTConfig::preset("tiny"), 3);
+  const std::string dir = temp_dir("gpt2_adapter_bad");
+  save_gpt2_safetensors(gpt, dir + "/model.safetensors");
+  Decoder decoder(gpt2_decoder_config(wider), 1);
+  CHECK_THAT(error_of([&] { load_gpt2_into_decoder(decoder, dir); }),
+             Catch::Contains("\"transformer.wte.weight\" gives model.embed_tokens.weight the shape [256, 64] but the "
+                             "config gives [256, 128]"));
+}
+
+TEST_CASE("transformers' GPT-2 through the decoder: logits, loss, gradients, 100 greedy tokens, and the folder "
+          "written back loads in GPT2LMHeadModel",
+          "[models][transformers]") {
+  if (!transformers_available()) return;
+  const std::string dir = temp_dir("peer_gpt2");
+  REQUIRE(std::system(("python3 " + peer_script() + " make gpt2 " + dir + " 2>/dev/null").c_str()) == 0);
+  const nn::SafetensorsFile reference(dir + "/reference.safetensors");
+  const ModelSpec spec = ModelSpec::from_folder(dir);
+  REQUIRE(spec.is_gpt());
+  Decoder model(gpt2_decoder_config(spec.gpt), 1);
+  load_gpt2_into_decoder(model, dir);
+  const Tensor ids = Tensor::from_vector(peer_ids(), {2, 12});
+  const Variable logits = model(Variable(ids));
+  CHECK(testing::mismatch(logits.data(), reference.get("logits"), 1e-5, 1e-5) == "");
+  const Variable loss = nn::cross_entropy(autograd::narrow(logits, 1, 0, 11), ids.narrow(1, 1, 11).contiguous());
+  CHECK(loss.data().item() == Approx(reference.get("loss").item()).epsilon(1e-6));
+  autograd::backward({loss});
+  nn::NamedTensors grads;
+  for (const auto& [name, parameter] : model.named_parameters()) grads.emplace_back(name, parameter.grad());
+  for (const auto& [name, grad] : gpt2_tensors(model.config(), grads)) {
+    INFO(name);
+    CHECK(testing::mismatch(grad, reference.get("grad." + name), 1e-6, 1e-4) == "");
+  }
+  Generator gen(0);
+  const Generated cached =
+      generate(model, Tensor::from_vector<int64_t>({5, 6, 7, 8}, {1, 4}), {.max_new_tokens = 100, .temperature = 0}, gen);
+  CHECK(cached.sequences.narrow(1, 4, 100).contiguous().to_vector<int64_t>() ==
+        reference.get("generated").to_vector<int64_t>());
+  // Written back as GPT-2's folder.
+  const std::string exported = temp_dir("export_gpt2");
+  nn::NamedTensors weights;
+  for (const auto& [name, parameter] : model.named_parameters()) weights.emplace_back(name, parameter.data());
+  nn::save_safetensors(exported + "/model.safetensors", gpt2_tensors(model.config(), weights));
+  write_text_file(exported + "/config.json", gpt2_hf_config_json(spec.gpt));
+  const std::string out = exported + "/logits.safetensors";
+  REQUIRE(std::system(("python3 " + peer_script() + " logits " + exported + " " + out + " 2>/dev/null").c_str()) == 0);
+  CHECK(testing::mismatch(nn::SafetensorsFile(out).get("logits"), logits.data(), 1e-5, 1e-5) == "");
 }
