@@ -24,8 +24,16 @@ Generated generate(GPTInference& decoder, const Tensor& prompts, const SamplingO
 }
 
 Generated generate(Decoder& model, const Tensor& prompts, const SamplingOptions& options, Generator& gen) {
-  autograd::NoGradGuard no_grad;
   KVCache cache = model.make_cache(prompts.dim() == 2 ? prompts.size(0) : 1);
+  return generate(model, cache, prompts, options, gen);
+}
+
+Generated generate(Decoder& model, KVCache& cache, const Tensor& prompts, const SamplingOptions& options,
+                   Generator& gen) {
+  FATHOM_CHECK(prompts.dim() != 2 || cache.batch() == prompts.size(0), "generate: the cache holds ", cache.batch(),
+               " rows, the prompts are ", prompts.size(0));
+  autograd::NoGradGuard no_grad;
+  cache.reset();
   const Device device = model.device();
   return sample(
       [&](const Tensor& tokens) {

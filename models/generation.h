@@ -46,6 +46,9 @@ Generated generate(const GPT& model, const Tensor& prompts, const SamplingOption
 Generated generate(GPTInference& decoder, const Tensor& prompts, const SamplingOptions& options, Generator& gen);
 // The same with a decoder of the Llama family: its own forward, continued over a KV cache.
 Generated generate(Decoder& model, const Tensor& prompts, const SamplingOptions& options, Generator& gen);
+// With the caller's cache (its batch must be the prompts'), reset first and kept for the next call.
+Generated generate(Decoder& model, KVCache& cache, const Tensor& prompts, const SamplingOptions& options,
+                   Generator& gen);
 // The sampling loop under both: `feed` takes i64 [B, n] tokens at the next n positions and returns
 // the last one's logits [B, vocab].
 Generated sample(const std::function<Tensor(const Tensor&)>& feed, int64_t max_positions, const Tensor& prompts,

@@ -14,6 +14,10 @@
 // release_inference_cache: free the cache after each generation (otherwise kept for the next of
 // the same batch size). max_out_tokens bounds prompt + generated tokens. inference_tp_size other
 // than 1 is refused when the config is read.
+//
+// The model is a models::GPT (read by GPTInference) or a decoder of the Llama family
+// (models::Decoder), which generates with its own forward over a KV cache: at ZeRO-3 its modules'
+// own gather hooks make each part whole for each forward, as pin_parameters false does.
 
 #include <memory>
 
@@ -26,7 +30,8 @@ namespace fathom {
 
 class HybridEngine {
  public:
-  // `engine`'s module must be a models::GPT (not split by tensor or pipeline parallelism).
+  // `engine`'s module must be a models::GPT or a models::Decoder (not split by tensor or pipeline
+  // parallelism).
   HybridEngine(std::shared_ptr<Engine> engine, HybridEngineConfig config);
   ~HybridEngine();
 
@@ -34,14 +39,16 @@ class HybridEngine {
   models::Generated generate(const Tensor& prompts, models::SamplingOptions sampling, Generator& gen);
 
   Engine& engine() const { return *engine_; }
-  models::GPT& model() const { return *model_; }
+
   const HybridEngineConfig& config() const { return config_; }
 
  private:
   bool pins() const { return config_.enabled && config_.pin_parameters; }
 
   std::shared_ptr<Engine> engine_;
-  models::GPT* model_;
+  models::GPT* model_ = nullptr;
+  models::Decoder* decoder_model_ = nullptr;
+  std::unique_ptr<models::KVCache> cache_;  // the decoder's, kept like decoder_
   HybridEngineConfig config_;
   std::unique_ptr<models::ParameterAccess> access_;  // stage 3: gathers part by part (when not pinning)
   std::unique_ptr<models::GPTInference> decoder_;    // kept between generations unless released

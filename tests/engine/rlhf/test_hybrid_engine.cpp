@@ -162,3 +162,30 @@ TEST_CASE("hybrid_engine config: DeepSpeed's defaults, inference_tp_size refused
   CHECK(error_of([&] { actor.hybrid->generate(prompts_of_rank(), sampling, gen); }) ==
         "hybrid_engine.max_out_tokens is 8 but 4 prompt tokens + 6 new ones need 10; raise it or generate fewer tokens");
 }
+
+TEST_CASE("hybrid engine with a Llama (the decoder's own forward over its KV cache): at ZeRO-3, pinned or not, the "
+          "unsharded model's tokens",
+          "[hybrid_engine]") {
+  models::DecoderConfig config = models::DecoderConfig::preset("llama-tiny");
+  config.max_positions = 16;
+  models::SamplingOptions sampling;
+  sampling.max_new_tokens = 6;
+  models::Decoder plain(config, kSeed);
+  Generator plain_gen(40 + runtime().world().rank());
+  const models::Generated expected = models::generate(plain, prompts_of_rank(), sampling, plain_gen);
+  for (const bool pin : {true, false}) {
+    INFO("pin_parameters " << pin << ", " << runtime().world().size() << " ranks");
+    auto model = std::make_shared<models::Decoder>(config, kSeed);
+    const Config zero3 = zero3_config(detail::concat(R"({"enabled": true, "pin_parameters": )", pin ? "true" : "false", "}"));
+    const std::shared_ptr<Engine> engine = initialize(zero3, model, nullptr, nullptr, runtime().world_ptr()).engine;
+    HybridEngine hybrid(engine, zero3.hybrid_engine);
+    for (int generation = 0; generation < 2; ++generation) {
+      Generator gen(40 + runtime().world().rank());
+      const models::Generated out = hybrid.generate(prompts_of_rank(), sampling, gen);
+      CHECK(out.sequences.to_vector<int64_t>() == expected.sequences.to_vector<int64_t>());
+      CHECK(model->named_parameters()[0].second.numel() == 0);  // released after the generation
+    }
+    train_steps(*engine, 1);  // and it trains on after generating
+    fathom::testing::require_stage3_partitioned(*engine);
+  }
+}
