@@ -78,6 +78,26 @@ std::vector<int64_t> peer_ids() {
   return {3, 17, 42, 5, 99, 7, 200, 1, 64, 33, 12, 250, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 255, 128};
 }
 
+// A random tiny `kind` made and saved by transformers in a fresh folder, with its reference
+// outputs (hf_decoder_peer.py).
+std::string make_peer(const std::string& kind) {
+  const std::string dir = temp_dir("peer_" + kind);
+  REQUIRE(std::system(("python3 " + peer_script() + " make " + kind + " " + dir + " 2>/dev/null").c_str()) == 0);
+  return dir;
+}
+
+// The model's logits of the peer's ids against transformers', then its next-token loss (position t
+// predicts token t + 1, as transformers' causal-LM loss), back-propagated; returns the logits.
+Variable check_logits_and_loss(Decoder& model, const nn::SafetensorsFile& reference) {
+  const Tensor ids = Tensor::from_vector(peer_ids(), {2, 12});
+  const Variable logits = model(Variable(ids));
+  CHECK(testing::mismatch(logits.data(), reference.get("logits"), 1e-5, 1e-5) == "");
+  const Variable loss = nn::cross_entropy(autograd::narrow(logits, 1, 0, 11), ids.narrow(1, 1, 11).contiguous());
+  CHECK(loss.data().item() == Approx(reference.get("loss").item()).epsilon(1e-6));
+  autograd::backward({loss});
+  return logits;
+}
+
 // Greedy decoding by re-running the whole prefix (the reference the cached path is checked against).
 std::vector<int64_t> greedy(Decoder& model, std::vector<int64_t> ids, int64_t new_tokens) {
   autograd::NoGradGuard no_grad;
@@ -256,20 +276,12 @@ TEST_CASE("transformers' Llama, Qwen2 and Mistral: Fathom's logits, loss, gradie
   if (!transformers_available()) return;
   for (const std::string kind : {"llama", "qwen2", "mistral"}) {
     INFO(kind);
-    const std::string dir = temp_dir("peer_" + kind);
-    REQUIRE(std::system(("python3 " + peer_script() + " make " + kind + " " + dir + " 2>/dev/null").c_str()) == 0);
+    const std::string dir = make_peer(kind);
     const nn::SafetensorsFile reference(dir + "/reference.safetensors");
     Decoder model(read_hf_config(dir), 1);
     CHECK(model.config().architecture == kind);
     load_hf_weights(model, dir);
-
-    const Tensor ids = Tensor::from_vector(peer_ids(), {2, 12});
-    const Variable logits = model(Variable(ids));
-    CHECK(testing::mismatch(logits.data(), reference.get("logits"), 1e-5, 1e-5) == "");
-    // transformers' causal-LM loss: position t predicts token t + 1.
-    const Variable loss = nn::cross_entropy(autograd::narrow(logits, 1, 0, 11), ids.narrow(1, 1, 11).contiguous());
-    CHECK(loss.data().item() == Approx(reference.get("loss").item()).epsilon(1e-6));
-    autograd::backward({loss});
+    const Variable logits = check_logits_and_loss(model, reference);
     for (const auto& [name, parameter] : model.named_parameters()) {
       INFO(name);
       CHECK(testing::mismatch(parameter.grad(), reference.get("grad." + name), 1e-6, 1e-4) == "");
@@ -335,19 +347,13 @@ TEST_CASE("transformers' GPT-2 through the decoder: logits, loss, gradients, 100
           "written back loads in GPT2LMHeadModel",
           "[models][transformers]") {
   if (!transformers_available()) return;
-  const std::string dir = temp_dir("peer_gpt2");
-  REQUIRE(std::system(("python3 " + peer_script() + " make gpt2 " + dir + " 2>/dev/null").c_str()) == 0);
+  const std::string dir = make_peer("gpt2");
   const nn::SafetensorsFile reference(dir + "/reference.safetensors");
   const ModelSpec spec = ModelSpec::from_folder(dir);
   REQUIRE(spec.is_gpt());
   Decoder model(gpt2_decoder_config(spec.gpt), 1);
   load_gpt2_into_decoder(model, dir);
-  const Tensor ids = Tensor::from_vector(peer_ids(), {2, 12});
-  const Variable logits = model(Variable(ids));
-  CHECK(testing::mismatch(logits.data(), reference.get("logits"), 1e-5, 1e-5) == "");
-  const Variable loss = nn::cross_entropy(autograd::narrow(logits, 1, 0, 11), ids.narrow(1, 1, 11).contiguous());
-  CHECK(loss.data().item() == Approx(reference.get("loss").item()).epsilon(1e-6));
-  autograd::backward({loss});
+  const Variable logits = check_logits_and_loss(model, reference);
   nn::NamedTensors grads;
   for (const auto& [name, parameter] : model.named_parameters()) grads.emplace_back(name, parameter.grad());
   for (const auto& [name, grad] : gpt2_tensors(model.config(), grads)) {
