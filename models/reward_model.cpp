@@ -8,33 +8,43 @@
 namespace fathom::models {
 
 RewardModel::RewardModel(const GPTConfig& config, uint64_t seed)
-    : backbone_(std::make_shared<GPT>(config, seed)) {
-  transformer = register_module("transformer", backbone_->transformer);
-  v_head = register_module("v_head", std::make_shared<nn::Linear>(config.n_embd, 1, /*bias=*/false, config.dtype));
-  // GPT's initialisation draws stream offsets 0 .. 2 + n_layer * (weights per block); the head
-  // takes its own seed's stream, so the backbone is exactly the GPT of this seed.
+    : RewardModel(ModelSpec{"gpt2", config, DecoderConfig{}}, seed) {}
+
+RewardModel::RewardModel(const ModelSpec& spec, uint64_t seed) : spec_(spec), backbone_(spec.build(seed)) {
+  if (auto* gpt = dynamic_cast<GPT*>(backbone_.get())) {
+    transformer = register_module("transformer", gpt->transformer);
+    final_norm_ = gpt->transformer->ln_f;
+  } else {
+    auto& decoder = static_cast<Decoder&>(*backbone_);
+    model = register_module("model", decoder.model);
+    final_norm_ = decoder.model->norm;
+  }
+  const DType dtype = spec.is_gpt() ? spec.gpt.dtype : spec.decoder.dtype;
+  v_head = register_module("v_head", std::make_shared<nn::Linear>(spec.hidden_size(), 1, /*bias=*/false, dtype));
+  // The backbone's initialisation draws its own stream offsets; the head takes its own seed's
+  // stream, so the backbone is exactly the model of this seed.
   Generator gen(seed ^ 0x7265776172640000ull);  // "reward"
   nn::init::normal_(v_head->weight, gen, 0.0, 0.02);
 }
 
 Variable RewardModel::forward(const Variable& idx) {
+  nn::LayerSequence& layers = layer_sequence(*backbone_);
   Variable x = idx;
-  for (size_t layer = 0; layer + 1 < backbone_->num_layers(); ++layer) x = backbone_->forward_layer(layer, x);
-  const Variable rewards = (*v_head)((*transformer->ln_f)(x));  // (B, T, 1)
+  for (size_t layer = 0; layer + 1 < layers.num_layers(); ++layer) x = layers.forward_layer(layer, x);
+  const Variable rewards = (*v_head)((*final_norm_)(x));  // (B, T, 1)
   return autograd::reshape(rewards, {idx.size(0), idx.size(1)});
 }
 
-void RewardModel::load_backbone(const GPT& gpt) {
-  FATHOM_CHECK(gpt.config().n_layer == config().n_layer && gpt.config().n_embd == config().n_embd &&
-                   gpt.config().vocab_size == config().vocab_size && gpt.config().block_size == config().block_size,
-               "RewardModel.load_backbone: the GPT's sizes (n_layer ", gpt.config().n_layer, ", n_embd ",
-               gpt.config().n_embd, ", vocab_size ", gpt.config().vocab_size, ", block_size ", gpt.config().block_size,
-               ") differ from the reward model's (", config().n_layer, ", ", config().n_embd, ", ", config().vocab_size,
-               ", ", config().block_size, ")");
+void RewardModel::load_backbone(const nn::Module& actor) {
   autograd::NoGradGuard no_grad;
-  const auto source = gpt.transformer->named_parameters();
-  const auto target = transformer->named_parameters();
-  for (size_t i = 0; i < target.size(); ++i) target[i].second.data().copy_(source.at(i).second.data());
+  for (const auto& [name, parameter] : named_parameters()) {
+    if (name.rfind("v_head.", 0) == 0) continue;
+    const Variable source = actor.parameter(name);  // throws naming the parameter a different model lacks
+    FATHOM_CHECK(source.sizes() == parameter.sizes(), "RewardModel.load_backbone: \"", name, "\" is ",
+                 shape_str(source.sizes()), " in the actor but ", shape_str(parameter.sizes()),
+                 " in the reward model; give it the actor's sizes (", spec_.describe(), ")");
+    parameter.data().copy_(source.data());
+  }
 }
 
 }  // namespace fathom::models

@@ -115,3 +115,37 @@ TEST_CASE("a reward model trained on the built-in pairs ranks held-out pairs by 
   CHECK(after >= 0.8);
   CHECK(after > before + 0.2);
 }
+
+TEST_CASE("the reward model takes any registered backbone: a Llama's body under its own names, a v_head, the "
+          "actor's weights by name",
+          "[models][rlhf]") {
+  models::ModelSpec spec = models::ModelSpec::preset("llama", "tiny");
+  spec.decoder.vocab_size = 32, spec.decoder.max_positions = 16;
+  models::RewardModel reward(spec, 5);
+  const models::Decoder actor(spec.decoder, 11);
+  int backbone = 0;
+  for (const auto& [name, p] : reward.named_parameters()) {
+    if (name == "v_head.weight") {
+      CHECK(p.sizes() == Shape{1, 64});
+      continue;
+    }
+    INFO(name);
+    CHECK(name.rfind("model.", 0) == 0);  // the decoder's names, no lm_head
+    CHECK(p.sizes() == actor.parameter(name).sizes());
+    ++backbone;
+  }
+  CHECK(backbone == static_cast<int>(actor.named_parameters().size()) - 1);  // all but the untied head
+  // Causal: a row's reward at its last real token ignores the padding after it.
+  const Variable padded = tokens({4, 9, 2, 0, 0, 0}, 1);
+  const double alone = reward(tokens({4, 9, 2}, 1)).data().to_vector<float>()[2];
+  CHECK(reward(padded).data().to_vector<float>()[2] == Approx(alone).epsilon(1e-5));
+  // From the actor: every backbone tensor its value.
+  reward.load_backbone(actor);
+  const std::string name = "model.layers.1.self_attn.k_proj.weight";
+  CHECK(reward.parameter(name).data().to_vector<float>() == actor.parameter(name).data().to_vector<float>());
+  models::ModelSpec wider = spec;
+  wider.decoder.hidden_size = 128;
+  CHECK_THROWS_WITH(models::RewardModel(wider, 1).load_backbone(actor),
+                    Catch::Contains("RewardModel.load_backbone: \"model.embed_tokens.weight\" is [32, 64] in the actor "
+                                    "but [32, 128] in the reward model"));
+}
