@@ -24,12 +24,9 @@ struct UnbuiltLayer final : nn::Module {
   std::string type_name() const override { return "Decoder.unbuilt_layer"; }
 };
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 bool is_norm(const std::string& name) { return name.find("norm.") != std::string::npos; }
 // Weights drawn from the seed's stream: everything but norms and biases.
-bool is_drawn(const std::string& name) { return !is_norm(name) && !ends_with(name, ".bias"); }
+bool is_drawn(const std::string& name) { return !is_norm(name) && !name.ends_with(".bias"); }
 
 std::vector<bool> every_layer(const DecoderConfig& config) {
   config.validate();
@@ -142,9 +139,8 @@ Decoder::Decoder(const DecoderConfig& config, uint64_t seed, std::vector<bool> b
 // Stream offsets in the whole model's order: embed_tokens 0, embed_positions 1, then each
 // layer's drawn weights, then an untied head, whatever else is built.
 void Decoder::init_weights(uint64_t seed) {
-  int64_t per_layer = 0;
-  for (const auto& [name, parameter] : DecoderLayer(config_, DecoderLayers()).named_parameters())
-    per_layer += is_drawn(name) ? 1 : 0;
+  // A layer's drawn weights: q, k, v, o, then the MLP's (gate,) up, down.
+  const int64_t per_layer = 4 + (config_.activation == Activation::SwiGlu ? 3 : 2);
   const std::string layers = "model.layers.";
   std::map<int64_t, int64_t> drawn_so_far;  // per layer
   // Under nn::DeferredInit the parameters were released as they were built: each records how to
@@ -156,7 +152,7 @@ void Decoder::init_weights(uint64_t seed) {
   };
   for (const auto& [name, parameter] : named_parameters()) {
     if (!is_drawn(name)) {
-      const double value = is_norm(name) && !ends_with(name, ".bias") ? 1.0 : 0.0;
+      const double value = is_norm(name) && !name.ends_with(".bias") ? 1.0 : 0.0;
       init(parameter, [value](const Variable& p) { nn::init::constant_(p, value); });
       continue;
     }
@@ -189,7 +185,8 @@ AttentionContext Decoder::context(int64_t T, Device device, int64_t cached) cons
 }
 
 KVCache Decoder::make_cache(int64_t batch, int64_t capacity) const {
-  FATHOM_CHECK(layers_->tensor_parallel_size() == 1,
+  // (Its logits would be this rank's slice of a padded vocabulary.)
+  FATHOM_CHECK(!layers_->tensor_parallel(),
                "Decoder: generation with a tensor-parallel decoder is not available yet; decode on one process");
   for (bool b : built_) FATHOM_CHECK(b, "Decoder: generation needs the whole model (this one is a pipeline stage)");
   capacity = capacity > 0 ? capacity : config_.max_positions;
@@ -211,16 +208,23 @@ Variable Decoder::forward_cached(const Variable& ids, KVCache& cache, const Tens
   const int64_t n = ids.size(1), start = cache.position;
   FATHOM_CHECK(start + n <= cache.capacity(), "Decoder: ", n, " more positions overflow the cache at ", start, " of ",
                cache.capacity(), "; reset it, or make a longer one");
-  Variable h = (*model->embed_tokens)(ids);
-  if (model->embed_positions)
-    h = autograd::add(h, (*model->embed_positions)(Variable(Tensor::arange(start + n, DType::I64, ids.device()).narrow(0, start, n))));
+  Variable h = embed(ids, start);
   AttentionContext context = this->context(n, ids.device(), start);
   context.key_padding_mask = key_padding_mask;
   for (int64_t i = 0; i < config_.n_layer; ++i)
     h = static_cast<DecoderLayer&>((*model->layers)[i]).forward(h, context, &cache.layers[i]);
   cache.position = start + n;
-  return (*lm_head)(layers_->head_input((*model->norm)(h)));
+  return head(h);
 }
+
+Variable Decoder::embed(const Variable& ids, int64_t start) {
+  const Variable tokens = (*model->embed_tokens)(ids);
+  if (!model->embed_positions) return tokens;
+  const Tensor positions = Tensor::arange(start + ids.size(1), DType::I64, ids.device()).narrow(0, start, ids.size(1));
+  return autograd::add(tokens, (*model->embed_positions)(Variable(positions)));
+}
+
+Variable Decoder::head(const Variable& x) { return (*lm_head)(layers_->head_input((*model->norm)(x))); }
 
 void Decoder::load_full(const Decoder& whole) {
   autograd::NoGradGuard no_grad;
@@ -243,12 +247,9 @@ Variable Decoder::forward_layer(size_t layer, const Variable& x) {
     const int64_t T = x.size(1);
     FATHOM_CHECK(T <= config_.max_positions, "Decoder: sequence length ", T, " exceeds max_position_embeddings ",
                  config_.max_positions);
-    Variable h = (*model->embed_tokens)(x);
-    if (model->embed_positions)
-      h = autograd::add(h, (*model->embed_positions)(Variable(Tensor::arange(T, DType::I64, x.device()))));
-    return layers_->enter((*model->dropout)(h));
+    return layers_->enter((*model->dropout)(embed(x, 0)));
   }
-  if (layer == num_layers() - 1) return (*lm_head)(layers_->head_input((*model->norm)(x)));  // -> logits
+  if (layer == num_layers() - 1) return head(x);
   auto& decoder_layer = static_cast<DecoderLayer&>((*model->layers)[layer - 1]);
   return decoder_layer.forward(x, context(layers_->sequence_length(x), x.device()));
 }

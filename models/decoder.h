@@ -151,6 +151,11 @@ class Decoder : public nn::Module, public nn::LayerSequence {
   std::shared_ptr<nn::Module> lm_head;
 
  private:
+  // Token (and learned position) embeddings of ids at positions [start, start + T).
+  Variable embed(const Variable& ids, int64_t start);
+  // The final norm and the language-model head: hidden states -> logits.
+  Variable head(const Variable& x);
+
   DecoderConfig config_;
   std::vector<bool> built_;
   std::shared_ptr<const DecoderLayers> layers_;

@@ -36,6 +36,7 @@ using autograd::Variable;
 class DecoderLayers {
  public:
   virtual ~DecoderLayers() = default;
+  virtual bool tensor_parallel() const { return false; }  // split layers, at any group size
   virtual int tensor_parallel_size() const { return 1; }
   virtual bool sequence_parallel() const { return false; }
   virtual std::shared_ptr<nn::Module> column(int64_t in, int64_t out, bool bias, DType dtype) const;
@@ -57,6 +58,7 @@ class DecoderLayers {
 class TensorParallelDecoderLayers : public DecoderLayers {
  public:
   TensorParallelDecoderLayers(std::shared_ptr<parallel::Communicator> group, bool sequence_parallel = false);
+  bool tensor_parallel() const override { return true; }
   int tensor_parallel_size() const override;
   bool sequence_parallel() const override { return sequence_parallel_; }
   std::shared_ptr<nn::Module> column(int64_t in, int64_t out, bool bias, DType dtype) const override;

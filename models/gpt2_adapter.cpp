@@ -6,6 +6,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/shape_ops.h"
+#include "models/gpt_weights.h"
 #include "nn/deferred_init.h"
 #include "nn/safetensors.h"
 
@@ -20,10 +21,6 @@ struct Source {
   int part = -1;  // 0, 1, 2: q, k, v of c_attn
 };
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 Source source_of(const std::string& name) {
   const std::string layers = "model.layers.";
   if (name == "model.embed_tokens.weight") return {"transformer.wte.weight"};
@@ -35,7 +32,7 @@ Source source_of(const std::string& name) {
   const size_t dot = name.find('.', layers.size());
   const std::string block = "transformer.h." + name.substr(layers.size(), dot - layers.size()) + ".";
   const std::string rest = name.substr(dot + 1);
-  const bool weight = ends_with(rest, ".weight");
+  const bool weight = rest.ends_with(".weight");
   const std::string kind = weight ? "weight" : "bias";
   const std::string module = rest.substr(0, rest.size() - kind.size() - 1);
   if (module == "input_layernorm") return {block + "ln_1." + kind};
@@ -56,8 +53,6 @@ Tensor decoder_view(const Tensor& stored, const Source& source) {
   const int64_t third = t.size(0) / 3;
   return t.narrow(0, source.part * third, third);
 }
-
-bool is_mask_buffer(const std::string& name) { return ends_with(name, "attn.bias") || ends_with(name, "attn.masked_bias"); }
 
 }  // namespace
 
@@ -101,7 +96,7 @@ void load_gpt2_into_decoder(Decoder& decoder, const std::string& path) {
   }
   for (const std::string& name : mapped->names()) {
     const bool tied_head = name == "lm_head.weight" && decoder.config().tied_embeddings;
-    FATHOM_CHECK(used.count(name) || is_mask_buffer(name) || tied_head, "GPT-2 weights ", file,
+    FATHOM_CHECK(used.count(name) || is_gpt2_mask_buffer(name) || tied_head, "GPT-2 weights ", file,
                  ": unexpected tensor \"", name, "\" (a different model?)");
   }
   autograd::NoGradGuard no_grad;

@@ -5,6 +5,7 @@
 
 #include "core/did_you_mean.h"
 #include "core/json_writer.h"
+#include "models/hf_fields.h"
 
 namespace fathom::models {
 
@@ -20,42 +21,24 @@ GPTConfig gpt2_config_from_hf(const JsonValue& json, const std::string& source) 
   for (const auto& [key, value] : json.as_object())
     FATHOM_CHECK(std::find(known.begin(), known.end(), key) != known.end(), source, ": the field \"", key,
                  "\" is not supported for model_type gpt2", did_you_mean(key, known));
-  const auto integer = [&](const char* key, int64_t fallback) {
-    const JsonValue* v = json.find(key);
-    if (!v || v->is_null()) return fallback;
-    FATHOM_CHECK(v->is_integer(), source, ": \"", key, "\" must be an integer");
-    return v->as_int64();
-  };
-  const auto flag = [&](const char* key, bool fallback) {
-    const JsonValue* v = json.find(key);
-    if (!v || v->is_null()) return fallback;
-    FATHOM_CHECK(v->is_bool(), source, ": \"", key, "\" must be true or false");
-    return v->as_bool();
-  };
-  const auto number = [&](const char* key, double fallback) {
-    const JsonValue* v = json.find(key);
-    if (!v || v->is_null()) return fallback;
-    FATHOM_CHECK(v->is_number(), source, ": \"", key, "\" must be a number");
-    return v->as_double();
-  };
+  const ConfigFields f(json, source);
   GPTConfig c;
-  c.n_layer = integer("n_layer", 12);
-  c.n_head = integer("n_head", 12);
-  c.n_embd = integer("n_embd", 768);
-  c.vocab_size = integer("vocab_size", 50257);
-  c.block_size = integer("n_positions", 1024);
-  const int64_t inner = integer("n_inner", 0);
+  c.n_layer = f.integer("n_layer", 12);
+  c.n_head = f.integer("n_head", 12);
+  c.n_embd = f.integer("n_embd", 768);
+  c.vocab_size = f.integer("vocab_size", 50257);
+  c.block_size = f.integer("n_positions", 1024);
+  const int64_t inner = f.integer("n_inner", 0);
   FATHOM_CHECK(inner == 0 || inner == 4 * c.n_embd, source, ": n_inner ", inner,
                " is not supported (Fathom's GPT-2 MLP is 4 x n_embd = ", 4 * c.n_embd, " wide)");
-  const JsonValue* act = json.find("activation_function");
-  const std::string activation = act && act->is_string() ? act->as_string() : "gelu_new";
+  const std::string activation = f.text("activation_function", "gelu_new");
   FATHOM_CHECK(activation == "gelu_new" || activation == "gelu_pytorch_tanh", source, ": activation_function \"",
                activation, "\" is not supported (GPT-2's is gelu_new, the tanh approximation)");
-  FATHOM_CHECK(number("layer_norm_epsilon", 1e-5) == 1e-5, source, ": layer_norm_epsilon must be GPT-2's 1e-5");
-  FATHOM_CHECK(flag("scale_attn_weights", true) && !flag("scale_attn_by_inverse_layer_idx", false), source,
+  FATHOM_CHECK(f.number("layer_norm_epsilon", 1e-5) == 1e-5, source, ": layer_norm_epsilon must be GPT-2's 1e-5");
+  FATHOM_CHECK(f.flag("scale_attn_weights", true) && !f.flag("scale_attn_by_inverse_layer_idx", false), source,
                ": attention scaled otherwise than by 1/sqrt(head size) is not supported");
-  c.dropout = number("resid_pdrop", 0.0);
-  c.tied_embeddings = flag("tie_word_embeddings", true);
+  c.dropout = f.number("resid_pdrop", 0.0);
+  c.tied_embeddings = f.flag("tie_word_embeddings", true);
   c.validate();
   return c;
 }

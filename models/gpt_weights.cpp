@@ -9,16 +9,10 @@
 #include "nn/safetensors.h"
 
 namespace fathom::models {
-namespace {
 
-bool is_mask_buffer(const std::string& name) {
-  auto ends_with = [&](const std::string& s) {
-    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
-  return ends_with("attn.bias") || ends_with("attn.masked_bias");
+bool is_gpt2_mask_buffer(const std::string& name) {
+  return name.ends_with("attn.bias") || name.ends_with("attn.masked_bias");
 }
-
-}  // namespace
 
 // Linear weights stored by GPT-2's Conv1D as [in, out].
 bool is_gpt2_conv1d_weight(const std::string& name) {
@@ -81,7 +75,7 @@ void load_gpt2_safetensors(GPT& model, const std::string& path) {
   }
   for (const std::string& name : file.names()) {
     const bool tied_head = (name == "lm_head.weight") && model.config().tied_embeddings;
-    FATHOM_CHECK(used.count(name) || is_mask_buffer(name) || tied_head, "GPT-2 weights ", path,
+    FATHOM_CHECK(used.count(name) || is_gpt2_mask_buffer(name) || tied_head, "GPT-2 weights ", path,
                  ": unexpected tensor \"", name, "\" (a different model?)");
   }
   autograd::NoGradGuard no_grad;

@@ -8,6 +8,7 @@
 #include "core/did_you_mean.h"
 #include "core/json_writer.h"
 #include "core/text_file.h"
+#include "models/hf_fields.h"
 
 namespace fathom::models {
 namespace {
@@ -50,50 +51,8 @@ const std::set<std::string> kBenignFields{
     "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
     "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "output_router_logits"};
 
-// Reads fields of one config.json, remembering which it used.
-class Fields {
- public:
-  Fields(const JsonValue& json, std::string source) : json_(json), source_(std::move(source)) {}
-  const std::string& source() const { return source_; }
-
-  const JsonValue* find(const std::string& key) const {
-    const JsonValue* value = json_.find(key);
-    return value && !value->is_null() ? value : nullptr;
-  }
-  int64_t integer(const std::string& key, int64_t fallback, bool required = false) const {
-    const JsonValue* value = find(key);
-    FATHOM_CHECK(value || !required, source_, ": the field \"", key, "\" is required");
-    if (!value) return fallback;
-    FATHOM_CHECK(value->is_integer(), source_, ": \"", key, "\" must be an integer, got ", json_kind_name(value->kind()));
-    return value->as_int64();
-  }
-  double number(const std::string& key, double fallback) const {
-    const JsonValue* value = find(key);
-    if (!value) return fallback;
-    FATHOM_CHECK(value->is_number(), source_, ": \"", key, "\" must be a number, got ", json_kind_name(value->kind()));
-    return value->as_double();
-  }
-  bool flag(const std::string& key, bool fallback) const {
-    const JsonValue* value = find(key);
-    if (!value) return fallback;
-    FATHOM_CHECK(value->is_bool(), source_, ": \"", key, "\" must be true or false, got ",
-                 json_kind_name(value->kind()));
-    return value->as_bool();
-  }
-  std::string text(const std::string& key, const std::string& fallback) const {
-    const JsonValue* value = find(key);
-    if (!value) return fallback;
-    FATHOM_CHECK(value->is_string(), source_, ": \"", key, "\" must be a string, got ", json_kind_name(value->kind()));
-    return value->as_string();
-  }
-
- private:
-  const JsonValue& json_;
-  std::string source_;
-};
-
 // Rotary settings from v5's rope_parameters or v4's rope_theta + rope_scaling.
-nn::RopeConfig read_rope(const Fields& f) {
+nn::RopeConfig read_rope(const ConfigFields& f) {
   nn::RopeConfig rope;
   rope.theta = f.number("rope_theta", 10000.0);
   const JsonValue* parameters = f.find("rope_parameters");
@@ -101,7 +60,7 @@ nn::RopeConfig read_rope(const Fields& f) {
   if (!scaling) return rope;
   const std::string where = f.source() + ": " + (parameters ? "rope_parameters" : "rope_scaling");
   FATHOM_CHECK(scaling->is_object(), where, " must be an object, got ", json_kind_name(scaling->kind()));
-  const Fields s(*scaling, where);
+  const ConfigFields s(*scaling, where);
   static const std::vector<std::string> known{"rope_type",        "type",
                                               "rope_theta",       "factor",
                                               "low_freq_factor",  "high_freq_factor",
@@ -125,7 +84,7 @@ nn::RopeConfig read_rope(const Fields& f) {
 }
 
 // bos/eos ids: an integer, a list of them, or null.
-std::vector<int64_t> token_ids(const Fields& f, const std::string& key) {
+std::vector<int64_t> token_ids(const ConfigFields& f, const std::string& key) {
   const JsonValue* value = f.find(key);
   if (!value) return {};
   if (value->is_integer()) return {value->as_int64()};
@@ -139,7 +98,7 @@ std::vector<int64_t> token_ids(const Fields& f, const std::string& key) {
 }
 
 // Qwen2's window: none, or the same on every layer (Fathom's decoder has one window).
-int64_t qwen2_window(const Fields& f, int64_t n_layer) {
+int64_t qwen2_window(const ConfigFields& f, int64_t n_layer) {
   if (!f.flag("use_sliding_window", false)) return 0;
   const int64_t window = f.integer("sliding_window", 0, true);
   const int64_t full_layers = std::min(f.integer("max_window_layers", 0), n_layer);
@@ -150,7 +109,7 @@ int64_t qwen2_window(const Fields& f, int64_t n_layer) {
   return full_layers == n_layer ? 0 : window;
 }
 
-void check_layer_types(const Fields& f, int64_t window) {
+void check_layer_types(const ConfigFields& f, int64_t window) {
   const JsonValue* types = f.find("layer_types");
   if (!types) return;
   FATHOM_CHECK(types->is_array(), f.source(), ": \"layer_types\" must be a list");
@@ -183,7 +142,7 @@ const std::vector<std::string>& hf_model_types() {
 
 DecoderConfig decoder_config_from_hf(const JsonValue& json, const std::string& source) {
   FATHOM_CHECK(json.is_object(), source, ": expected a JSON object");
-  const Fields f(json, source);
+  const ConfigFields f(json, source);
   const std::string model_type = f.text("model_type", "");
   FATHOM_CHECK(!model_type.empty(), source,
                ": no \"model_type\"; is this a Hugging Face model's config.json? (supported: llama, qwen2, mistral)");

@@ -29,10 +29,7 @@ std::string listing(const std::vector<std::string>& names) {
 }
 
 // Buffers some savers wrote beside the weights; they are recomputed, never loaded.
-bool is_ignored_buffer(const std::string& name) {
-  const std::string buffer = "rotary_emb.inv_freq";
-  return name.size() >= buffer.size() && name.compare(name.size() - buffer.size(), buffer.size(), buffer) == 0;
-}
+bool is_ignored_buffer(const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); }
 
 }  // namespace
 
@@ -147,7 +144,7 @@ std::vector<std::string> save_hf_model(const DecoderConfig& config, const nn::Na
     if (name == "lm_head.weight" && config.tied_embeddings) continue;
     const int64_t bytes = tensor.numel() * static_cast<int64_t>(element_size(options.dtype));
     if (shard_bytes > 0 && shard_bytes + bytes > options.max_shard_bytes) shards.emplace_back(), shard_bytes = 0;
-    shards.back().emplace_back(name, tensor.dtype() == options.dtype ? tensor : tensor.to(options.dtype));
+    shards.back().emplace_back(name, tensor);
     shard_bytes += bytes;
     total_bytes += bytes;
   }
@@ -158,10 +155,16 @@ std::vector<std::string> save_hf_model(const DecoderConfig& config, const nn::Na
         (file.rfind("model-", 0) == 0 && entry.path().extension() == ".safetensors"))
       fs::remove(entry.path());
   }
-  const std::map<std::string, std::string> metadata{{"format", "pt"}};
+  // Each shard converted to the stored dtype as it is written: one shard's copy at a time.
+  const auto write_shard = [&](const std::string& path, const nn::NamedTensors& shard) {
+    nn::NamedTensors stored;
+    for (const auto& [name, tensor] : shard)
+      stored.emplace_back(name, tensor.dtype() == options.dtype ? tensor : tensor.to(options.dtype));
+    nn::save_safetensors(path, stored, {{"format", "pt"}});
+  };
   if (shards.size() == 1) {
     written.push_back((dir / kSingleFile).string());
-    nn::save_safetensors(written.back(), shards.front(), metadata);
+    write_shard(written.back(), shards.front());
     return written;
   }
   JsonWriter index;
@@ -173,7 +176,7 @@ std::vector<std::string> save_hf_model(const DecoderConfig& config, const nn::Na
     char file[64];
     std::snprintf(file, sizeof file, "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
     written.push_back((dir / file).string());
-    nn::save_safetensors(written.back(), shards[k], metadata);
+    write_shard(written.back(), shards[k]);
     for (const auto& [name, tensor] : shards[k]) index.member(name, file);
   }
   index.end_object().end_object();

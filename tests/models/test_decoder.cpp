@@ -14,6 +14,7 @@
 #include "core/generator.h"
 #include "models/decoder.h"
 #include "nn/deferred_init.h"
+#include "parallel/local_communicator.h"
 #include "test_util.h"
 
 using namespace fathom;
@@ -331,4 +332,18 @@ TEST_CASE("bad decoder configs are refused naming the field", "[models]") {
   const Decoder model(DecoderConfig::preset("llama-tiny"));
   CHECK_THROWS_WITH(const_cast<Decoder&>(model)(Variable(Tensor::zeros({1, 129}, DType::I64))),
                     Catch::Contains("sequence length 129 exceeds max_position_embeddings 128"));
+}
+
+TEST_CASE("the decoder refuses dropout under sequence parallelism and generation split over ranks, by name",
+          "[models]") {
+  DecoderConfig config = DecoderConfig::preset("llama-tiny");
+  const std::vector<bool> every(config.n_layer + 2, true);
+  // One rank's local group: the tensor-parallel layers over a group of one.
+  const auto group = std::make_shared<parallel::LocalCommunicator>();
+  config.dropout = 0.1;
+  CHECK_THROWS_WITH(Decoder(config, 1, every, std::make_shared<TensorParallelDecoderLayers>(group, true)),
+                    Catch::Contains("dropout 0.1 with sequence parallelism is not supported"));
+  config.dropout = 0;
+  const Decoder split(config, 1, every, std::make_shared<TensorParallelDecoderLayers>(group));
+  CHECK_THROWS_WITH(split.make_cache(1), Catch::Contains("generation with a tensor-parallel decoder is not available"));
 }

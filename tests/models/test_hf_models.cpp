@@ -375,3 +375,36 @@ TEST_CASE("transformers' GPT-2 through the decoder: logits, loss, gradients, 100
   REQUIRE(std::system(("python3 " + peer_script() + " logits " + exported + " " + out + " 2>/dev/null").c_str()) == 0);
   CHECK(testing::mismatch(nn::SafetensorsFile(out).get("logits"), logits.data(), 1e-5, 1e-5) == "");
 }
+
+TEST_CASE("what a config.json cannot say is refused on writing; GPT-2's reader refuses what GPT cannot compute",
+          "[models]") {
+  using testing::error_of;
+  DecoderConfig llama = config_of(kLlamaV5);
+  llama.sliding_window = 8;
+  CHECK_THAT(error_of([&] { hf_config_json(llama); }), Catch::Contains("the llama config.json has no sliding window"));
+  DecoderConfig qwen2 = config_of(kLlamaV5);
+  qwen2.architecture = "qwen2";  // Qwen2 always has q/k/v biases
+  CHECK_THAT(error_of([&] { hf_config_json(qwen2); }), Catch::Contains("cannot express these attention biases"));
+  DecoderConfig partial = config_of(kLlamaV5);
+  partial.rope.rotary_dim = 8;
+  CHECK_THAT(error_of([&] { hf_config_json(partial); }), Catch::Contains("rotates the whole head"));
+  DecoderConfig gpt_like = config_of(kLlamaV5);
+  gpt_like.norm = Norm::LayerNorm;
+  CHECK_THAT(error_of([&] { hf_config_json(gpt_like); }),
+             Catch::Contains("describes RMSNorm, rotary positions and a gated SiLU MLP"));
+  // A Qwen2 layer_types list that disagrees with the window settings.
+  const std::string qwen2_json = R"({"model_type": "qwen2", "vocab_size": 256, "hidden_size": 64,
+      "intermediate_size": 176, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "layer_types": ["full_attention", "sliding_attention"]})";
+  CHECK_THAT(error_of([&] { config_of(qwen2_json); }), Catch::Contains("layer_types mixes attention types"));
+  const auto gpt2 = [](const std::string& extra) {
+    return ModelSpec::from_json(R"({"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_embd": 64)" + extra + "}",
+                                "config.json");
+  };
+  CHECK(gpt2("").gpt.n_embd == 64);
+  CHECK_THAT(error_of([&] { gpt2(R"(, "n_inner": 100)"); }), Catch::Contains("n_inner 100 is not supported"));
+  CHECK_THAT(error_of([&] { gpt2(R"(, "activation_function": "relu")"); }),
+             Catch::Contains("activation_function \"relu\" is not supported"));
+  CHECK_THAT(error_of([&] { gpt2(R"(, "n_emdb": 64)"); }),
+             Catch::Contains("the field \"n_emdb\" is not supported for model_type gpt2 (did you mean \"n_embd\"?)"));
+}
