@@ -24,8 +24,7 @@
 #include "core/threads.h"
 #include "apps/job_errors.h"
 #include "apps/train/train_options.h"
-#include "autograd/grad_mode.h"
-#include "models/decoder.h"
+#include "models/generation.h"
 #include "models/model_spec.h"
 #include "models/gpt_inference.h"
 #include "models/gpt_tensor_parallel_inference.h"
@@ -229,10 +228,7 @@ class TokenFeed {
   int64_t block_size() const { return block_; }
   Tensor feed(const Tensor& tokens) {
     if (!decoder_) return single_ ? single_->feed(tokens) : parallel_->feed(tokens);
-    autograd::NoGradGuard no_grad;
-    const Device device = decoder_->device();
-    const Tensor logits = decoder_->forward_cached(autograd::Variable(tokens.to(device)), cache_).data();
-    return logits.select(1, logits.size(1) - 1);
+    return models::next_token_logits(*decoder_, cache_, tokens);
   }
   int64_t position() const {
     return decoder_ ? cache_.position : single_ ? single_->position() : parallel_->position();

@@ -32,15 +32,15 @@ Generated generate(Decoder& model, KVCache& cache, const Tensor& prompts, const 
                    Generator& gen) {
   FATHOM_CHECK(prompts.dim() != 2 || cache.batch() == prompts.size(0), "generate: the cache holds ", cache.batch(),
                " rows, the prompts are ", prompts.size(0));
-  autograd::NoGradGuard no_grad;
   cache.reset();
-  const Device device = model.device();
-  return sample(
-      [&](const Tensor& tokens) {
-        const Tensor logits = model.forward_cached(Variable(tokens.to(device)), cache).data();
-        return logits.select(1, logits.size(1) - 1);
-      },
-      model.config().max_positions, prompts, options, gen);
+  return sample([&](const Tensor& tokens) { return next_token_logits(model, cache, tokens); },
+                model.config().max_positions, prompts, options, gen);
+}
+
+Tensor next_token_logits(Decoder& model, KVCache& cache, const Tensor& tokens) {
+  autograd::NoGradGuard no_grad;
+  const Tensor logits = model.forward_cached(Variable(tokens.to(model.device())), cache).data();
+  return logits.select(1, logits.size(1) - 1);
 }
 
 Generated sample(const std::function<Tensor(const Tensor&)>& feed, int64_t max_positions, const Tensor& prompts,

@@ -46,6 +46,9 @@ Generated generate(const GPT& model, const Tensor& prompts, const SamplingOption
 Generated generate(GPTInference& decoder, const Tensor& prompts, const SamplingOptions& options, Generator& gen);
 // The same with a decoder of the Llama family: its own forward, continued over a KV cache.
 Generated generate(Decoder& model, const Tensor& prompts, const SamplingOptions& options, Generator& gen);
+// The decoder fed `tokens` (i64 [B, n], any device) at its cache's next n positions: the last
+// one's logits [B, vocab]. No graph is recorded.
+Tensor next_token_logits(Decoder& model, KVCache& cache, const Tensor& tokens);
 // With the caller's cache (its batch must be the prompts'), reset first and kept for the next call.
 Generated generate(Decoder& model, KVCache& cache, const Tensor& prompts, const SamplingOptions& options,
                    Generator& gen);
