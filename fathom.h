@@ -62,7 +62,6 @@
 // models
 #include "models/gpt.h"
 #include "models/gpt_weights.h"
-#include "models/gpt_inference.h"
 // parallel
 #include "parallel/backend_info.h"
 #include "parallel/communicator.h"

@@ -1,6 +1,6 @@
 // fathom-generate: samples text from a model — a Hugging Face model folder (Llama, Qwen2, Mistral,
 // GPT-2: what fathom-train writes, or transformers' save_pretrained), or a GPT-2-layout
-// model.safetensors of fathom-train — one position per new token (key/value cache).
+// .safetensors file of fathom-export — one position per new token (key/value cache).
 //
 //   fathom-generate --model runs/latest --prompt "int main(" --max-tokens 200
 //
@@ -8,7 +8,7 @@
 // token ids ("--prompt 464,3290,318") and print ids, until a GPT-2 BPE tokenizer arrives.
 // Under `mpirun -np N` the model is tensor parallel over the N ranks (each holds its heads and
 // their key/value cache, its MLP features and vocabulary rows) and prints what one process prints;
-// rank 0 writes the text (GPT-2 only so far; the Llama family decodes on one process).
+// rank 0 writes the text.
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -26,9 +26,6 @@
 #include "apps/train/train_options.h"
 #include "models/generation.h"
 #include "models/model_spec.h"
-#include "models/gpt_inference.h"
-#include "models/gpt_tensor_parallel_inference.h"
-#include "models/gpt_weights.h"
 #include "nn/safetensors.h"
 #include "parallel/runtime.h"
 
@@ -120,46 +117,44 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// The model the file's metadata describes, checked against the tensors the file holds before
-// anything is allocated: a damaged or hand-edited header ("n_layer": "99999999999") is an error
-// naming the key, not a model that grows until the machine runs out of memory.
-models::GPTConfig config_from_metadata(const std::string& path) {
+// The GPT-2 a single .safetensors file's metadata describes (what fathom-export writes), checked
+// against the tensors the file holds before anything is allocated: a damaged or hand-edited
+// header ("n_layer": "99999999999") is an error naming the key, not a model that grows until the
+// machine runs out of memory.
+models::ModelSpec spec_from_metadata(const std::string& path) {
   const nn::SafetensorsFile file(path);
   const auto& meta = file.metadata();
   auto get = [&](const char* key) {
     FATHOM_CHECK(meta.count(key), path, ": no \"", key,
-                 "\" in the file's metadata; fathom-generate reads models "
-                 "written by fathom-train (or save_gpt2_safetensors)");
+                 "\" in the file's metadata; fathom-generate reads a Hugging Face model folder, or a GPT-2 file "
+                 "written by fathom-export");
     const std::string& text = meta.at(key);
     int64_t value = 0;
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
     FATHOM_CHECK(error == std::errc() && end == text.data() + text.size() && value >= 1, path, ": metadata \"", key,
                  "\" is \"", text,
-                 "\", not a whole number >= 1; the file is damaged or was not written by fathom-train");
+                 "\", not a whole number >= 1; the file is damaged or was not written by fathom-export");
     return value;
   };
-  models::GPTConfig c;
-  c.n_layer = get("n_layer"), c.n_head = get("n_head"), c.n_embd = get("n_embd");
-  c.vocab_size = get("vocab_size"), c.block_size = get("block_size");
-  c.tied_embeddings = !file.contains("lm_head.weight");
+  const int64_t layers = get("n_layer"), width = get("n_embd"), vocab = get("vocab_size"), block = get("block_size");
   const auto expect = [&](const std::string& name, const Shape& shape) {
-    FATHOM_CHECK(file.contains(name), path, ": the metadata describes a GPT with ", c.n_layer,
-                 " layers, but the file "
-                 "has no tensor ",
-                 name, "; the metadata does not match the weights");
+    FATHOM_CHECK(file.contains(name), path, ": the metadata describes a GPT with ", layers,
+                 " layers, but the file has no tensor ", name, "; the metadata does not match the weights");
     FATHOM_CHECK(file.info(name).shape == shape, path, ": tensor ", name, " is ", shape_str(file.info(name).shape),
-                 ", but the metadata (n_embd ", c.n_embd, ", vocab_size ", c.vocab_size, ", block_size ", c.block_size,
-                 ") makes it ", shape_str(shape), "; the metadata does not match the weights");
+                 ", but the metadata (n_embd ", width, ", vocab_size ", vocab, ", block_size ", block, ") makes it ",
+                 shape_str(shape), "; the metadata does not match the weights");
   };
-  expect("transformer.wte.weight", {c.vocab_size, c.n_embd});
-  expect("transformer.wpe.weight", {c.block_size, c.n_embd});
-  expect("transformer.h." + std::to_string(c.n_layer - 1) + ".ln_1.weight", {c.n_embd});
-  FATHOM_CHECK(!file.contains("transformer.h." + std::to_string(c.n_layer) + ".ln_1.weight"), path,
-               ": the file holds more than the ", c.n_layer,
-               " layers its metadata says; the metadata does not match "
+  expect("transformer.wte.weight", {vocab, width});
+  expect("transformer.wpe.weight", {block, width});
+  expect("transformer.h." + std::to_string(layers - 1) + ".ln_1.weight", {width});
+  FATHOM_CHECK(!file.contains("transformer.h." + std::to_string(layers) + ".ln_1.weight"), path,
+               ": the file holds more than the ", layers, " layers its metadata says; the metadata does not match "
                "the weights");
-  c.validate();
-  return c;
+  models::ModelSpec spec;
+  spec.decoder = models::DecoderConfig::gpt2(layers, get("n_head"), width, vocab, block);
+  spec.decoder.tied_embeddings = !file.contains("lm_head.weight");
+  spec.validate();
+  return spec;
 }
 
 std::vector<int64_t> prompt_tokens(const std::string& prompt, int64_t vocab) {
@@ -183,66 +178,41 @@ std::vector<int64_t> prompt_tokens(const std::string& prompt, int64_t vocab) {
   return tokens;
 }
 
-// Feeds tokens and returns the next position's logits: for GPT-2 GPTInference on one process, its
-// tensor-parallel twin under mpirun (each rank decodes its shards of the one model); for the Llama
-// family the model's own forward over its KV cache.
+// Feeds tokens and returns the next position's logits: the model's own forward over its KV
+// cache, on one process, or under mpirun split over every rank (tensor parallelism: each rank
+// decodes its heads and its rows of the vocabulary, the logits gathered).
 class TokenFeed {
  public:
   TokenFeed(const std::string& path, const parallel::Runtime& runtime, Device device) {
-    const bool folder = std::filesystem::is_directory(path);
-    const models::ModelSpec spec = folder ? models::ModelSpec::from_folder(path) : models::ModelSpec{};
-    if (!spec.is_gpt()) {
-      FATHOM_CHECK(runtime.size() == 1, "fathom-generate: ", spec.architecture,
-                   " decodes on one process (tensor-parallel generation is GPT-2's so far); run it without mpirun");
-      decoder_ = std::make_unique<models::Decoder>(spec.decoder);
-      spec.load(*decoder_, path);
-      decoder_->to(device);
-      decoder_->eval();
-      cache_ = decoder_->make_cache(1);
-      vocab_ = spec.vocab_size(), block_ = spec.max_positions();
-      return;
+    const models::ModelSpec spec = std::filesystem::is_directory(path) ? models::ModelSpec::from_folder(path)
+                                                                       : spec_from_metadata(path);
+    auto whole = std::make_shared<models::Decoder>(spec.decoder);
+    spec.load(*whole, path);
+    model_ = whole;
+    if (runtime.size() > 1) {
+      // Every rank is a tensor-parallel rank; NCCL carries device tensors when each rank has a GPU.
+      const std::shared_ptr<parallel::Communicator> group =
+          runtime.groups(/*pipeline=*/1, runtime.size()).for_device(parallel::Axis::Tensor, device);
+      model_ = std::make_shared<models::Decoder>(spec.decoder, kDefaultSeed,
+                                                 std::vector<bool>(spec.layers().size(), true),
+                                                 std::make_shared<models::TensorParallelDecoderLayers>(group));
+      model_->load_full(*whole);  // this rank's shards; the whole model is dropped here
     }
-    auto full = std::make_unique<models::GPT>(folder ? spec.gpt : config_from_metadata(path));
-    spec.load(*full, path);
-    vocab_ = full->config().vocab_size, block_ = full->config().block_size;
-    if (runtime.size() == 1) {
-      whole_ = std::move(full);
-      whole_->to(device);
-      whole_->eval();
-      single_ = std::make_unique<models::GPTInference>(*whole_);
-      return;
-    }
-    const models::GPTConfig& c = full->config();
-    FATHOM_CHECK(c.n_head % runtime.size() == 0, path, ": its ", c.n_head, " attention heads do not split over ",
-                 runtime.size(), " tensor-parallel ranks; run at a number of ranks that divides ", c.n_head);
-    // Every rank is a tensor-parallel rank; NCCL carries device tensors when each rank has a GPU.
-    const std::shared_ptr<parallel::Communicator> group =
-        runtime.groups(/*pipeline=*/1, runtime.size()).for_device(parallel::Axis::Tensor, device);
-    split_ = std::make_unique<models::TensorParallelGPT>(c, group);
-    split_->load_full(*full);  // this rank's shards; the whole model is dropped here
-    split_->to(device);
-    split_->eval();
-    parallel_ = std::make_unique<models::TensorParallelGPTInference>(*split_, group);
+    model_->to(device);
+    model_->eval();
+    cache_ = model_->make_cache(1);
+    vocab_ = spec.vocab_size(), block_ = spec.max_positions();
   }
   int64_t vocab_size() const { return vocab_; }
   int64_t block_size() const { return block_; }
-  Tensor feed(const Tensor& tokens) {
-    if (!decoder_) return single_ ? single_->feed(tokens) : parallel_->feed(tokens);
-    return models::next_token_logits(*decoder_, cache_, tokens);
-  }
-  int64_t position() const {
-    return decoder_ ? cache_.position : single_ ? single_->position() : parallel_->position();
-  }
-  void reset() { decoder_ ? cache_.reset() : single_ ? single_->reset() : parallel_->reset(); }
+  Tensor feed(const Tensor& tokens) { return models::next_token_logits(*model_, cache_, tokens); }
+  int64_t position() const { return cache_.position; }
+  void reset() { cache_.reset(); }
 
  private:
   int64_t vocab_ = 0, block_ = 0;
-  std::unique_ptr<models::Decoder> decoder_;  // the Llama family
+  std::shared_ptr<models::Decoder> model_;
   models::KVCache cache_;
-  std::unique_ptr<models::GPT> whole_;
-  std::unique_ptr<models::GPTInference> single_;
-  std::unique_ptr<models::TensorParallelGPT> split_;
-  std::unique_ptr<models::TensorParallelGPTInference> parallel_;
 };
 
 int run(const Options& o, const parallel::Runtime& runtime) {

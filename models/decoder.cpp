@@ -1,5 +1,6 @@
 #include "models/decoder.h"
 
+#include <cmath>
 #include <map>
 
 #include "autograd/functions.h"
@@ -38,8 +39,9 @@ std::vector<bool> every_layer(const DecoderConfig& config) {
 DecoderAttention::DecoderAttention(const DecoderConfig& c, const DecoderLayers& layers) : config_(c) {
   const int64_t HD = c.resolved_head_dim(), tp = layers.tensor_parallel_size();
   FATHOM_CHECK(c.n_head % tp == 0 && c.n_kv_head % tp == 0, "the ", c.architecture, " model's ", c.n_head,
-               " query heads and ", c.n_kv_head, " key/value heads must both divide over tensor_parallel.autotp_size ",
-               tp, " (each rank holds whole heads); use a tensor-parallel size that divides ", c.n_kv_head);
+               " query heads and ", c.n_kv_head, " key/value heads do not split over ", tp,
+               " tensor-parallel ranks (tensor_parallel.autotp_size; each rank holds whole heads); use a "
+               "tensor-parallel size that divides ", c.n_kv_head);
   heads_ = c.n_head / tp, kv_heads_ = c.n_kv_head / tp;
   q_proj = register_module("q_proj", layers.column(c.hidden_size, c.n_head * HD, c.qkv_bias, c.dtype));
   k_proj = register_module("k_proj", layers.column(c.hidden_size, c.n_kv_head * HD, c.qkv_bias, c.dtype));
@@ -165,7 +167,11 @@ void Decoder::init_weights(uint64_t seed) {
     } else if (name == "lm_head.weight") {
       offset = static_cast<uint64_t>(2 + config_.n_layer * per_layer);
     }
-    init(parameter, [seed, offset, std = config_.init_std](const Variable& p) {
+    const bool residual = name.ends_with("o_proj.weight") || name.ends_with("down_proj.weight");
+    const double std = config_.init_std / (residual && config_.scaled_residual_init
+                                               ? std::sqrt(2.0 * static_cast<double>(config_.n_layer))
+                                               : 1.0);
+    init(parameter, [seed, offset, std](const Variable& p) {
       Generator gen(seed, offset);
       nn::init::normal_(p, gen, 0.0, std);
     });
@@ -185,9 +191,9 @@ AttentionContext Decoder::context(int64_t T, Device device, int64_t cached) cons
 }
 
 KVCache Decoder::make_cache(int64_t batch, int64_t capacity) const {
-  // (Its logits would be this rank's slice of a padded vocabulary.)
-  FATHOM_CHECK(!layers_->tensor_parallel(),
-               "Decoder: generation with a tensor-parallel decoder is not available yet; decode on one process");
+  // One new token cannot be split over the ranks' sequence parts.
+  FATHOM_CHECK(!layers_->sequence_parallel(),
+               "Decoder: generation with sequence parallelism is not supported; build the decoder without it");
   for (bool b : built_) FATHOM_CHECK(b, "Decoder: generation needs the whole model (this one is a pipeline stage)");
   capacity = capacity > 0 ? capacity : config_.max_positions;
   FATHOM_CHECK(batch > 0 && capacity <= config_.max_positions, "Decoder: a cache of ", batch, " rows and ", capacity,
@@ -195,7 +201,8 @@ KVCache Decoder::make_cache(int64_t batch, int64_t capacity) const {
   const Tensor weight = model->embed_tokens->parameter("weight").data();
   KVCache cache;
   for (int64_t i = 0; i < config_.n_layer; ++i) {
-    const Shape shape{batch, config_.n_kv_head, capacity, config_.resolved_head_dim()};
+    const Shape shape{batch, config_.n_kv_head / layers_->tensor_parallel_size(), capacity,
+                      config_.resolved_head_dim()};  // this rank's heads
     cache.layers.push_back({Tensor::zeros(shape, weight.dtype(), weight.device()),
                             Tensor::zeros(shape, weight.dtype(), weight.device())});
   }
@@ -214,7 +221,7 @@ Variable Decoder::forward_cached(const Variable& ids, KVCache& cache, const Tens
   for (int64_t i = 0; i < config_.n_layer; ++i)
     h = static_cast<DecoderLayer&>((*model->layers)[i]).forward(h, context, &cache.layers[i]);
   cache.position = start + n;
-  return head(h);
+  return Variable(layers_->full_logits(head(h).data()));
 }
 
 Variable Decoder::embed(const Variable& ids, int64_t start) {

@@ -124,9 +124,12 @@ class Decoder : public nn::Module, public nn::LayerSequence {
   AttentionContext context(int64_t T, Device device, int64_t cached = 0) const;
 
   // An empty cache for `batch` rows of up to `capacity` positions (0: max_positions), on the
-  // weights' device and in their dtype. Needs the whole model built.
+  // weights' device and in their dtype: this rank's key/value heads under tensor parallelism
+  // (each rank decodes its heads; the logits are gathered). Needs the whole model built and no
+  // sequence parallelism.
   KVCache make_cache(int64_t batch, int64_t capacity = 0) const;
-  // ids (B, n) at the cache's next n positions -> logits (B, n, vocab_size), the cache advanced.
+  // ids (B, n) at the cache's next n positions -> logits (B, n, vocab_size) (the whole
+  // vocabulary on every rank, also under tensor parallelism), the cache advanced.
   // key_padding_mask: optional (B, cache.position + n), 0 on padding (left-padded prompts).
   // Throws when the cache would overflow. Call it under autograd::NoGradGuard.
   Variable forward_cached(const Variable& ids, KVCache& cache, const Tensor& key_padding_mask = {});

@@ -2,7 +2,25 @@
 
 namespace fathom::models {
 
+DecoderConfig DecoderConfig::gpt2(int64_t n_layer, int64_t n_head, int64_t width, int64_t vocab_size,
+                                  int64_t positions) {
+  DecoderConfig c;
+  c.architecture = "gpt2";
+  c.n_layer = n_layer, c.hidden_size = width, c.n_head = c.n_kv_head = n_head, c.intermediate_size = 4 * width;
+  c.vocab_size = vocab_size, c.max_positions = positions;
+  c.norm = Norm::LayerNorm, c.norm_eps = 1e-5;
+  c.positions = Positions::Learned;
+  c.activation = Activation::GeluTanh;
+  c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  c.tied_embeddings = true;
+  c.scaled_residual_init = true;
+  return c;
+}
+
 DecoderConfig DecoderConfig::preset(const std::string& name) {
+  if (name == "gpt2-tiny") return gpt2(2, 2, 64, 256, 64);
+  if (name == "gpt2-small") return gpt2(4, 4, 256, 512, 128);
+  if (name == "gpt2-124M") return gpt2(12, 12, 768, 50257, 1024);  // 124,439,808 parameters
   DecoderConfig c;
   if (name == "llama-tiny") {
     c.n_layer = 2, c.hidden_size = 64, c.n_head = 4, c.n_kv_head = 2, c.intermediate_size = 176;
@@ -17,7 +35,8 @@ DecoderConfig DecoderConfig::preset(const std::string& name) {
     c.n_layer = 24, c.hidden_size = 1024, c.n_head = 16, c.n_kv_head = 4, c.intermediate_size = 2816;
     c.vocab_size = 32000, c.max_positions = 2048;
   } else {
-    FATHOM_FAIL("unknown decoder preset \"", name, "\"; use llama-tiny, llama-small, llama-100M or llama-350M");
+    FATHOM_FAIL("unknown decoder preset \"", name, "\"; use llama-tiny, llama-small, llama-100M, llama-350M, "
+                "gpt2-tiny, gpt2-small or gpt2-124M");
   }
   return c;
 }

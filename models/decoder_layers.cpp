@@ -103,4 +103,9 @@ Variable TensorParallelDecoderLayers::loss(const Variable& logits, const Tensor&
   return parallel::vocab_parallel_cross_entropy(logits, targets, {local.offset, real}, group_, normaliser);
 }
 
+Tensor TensorParallelDecoderLayers::full_logits(const Tensor& logits) const {
+  const int64_t padded = parallel::padded_vocab_size(vocab_, group_->size());
+  return parallel::gather_along(logits, -1, padded, *group_).narrow(-1, 0, vocab_).contiguous();
+}
+
 }  // namespace fathom::models

@@ -53,6 +53,8 @@ class DecoderLayers {
   virtual Variable head_input(const Variable& x) const { return x; }
   // The mean cross-entropy of the head's output against `targets`, the same on every rank.
   virtual Variable loss(const Variable& logits, const Tensor& targets, std::optional<double> normaliser) const;
+  // The head's output over the whole vocabulary (generation samples from it), the same on every rank.
+  virtual Tensor full_logits(const Tensor& logits) const { return logits; }
 };
 
 class TensorParallelDecoderLayers : public DecoderLayers {
@@ -70,6 +72,7 @@ class TensorParallelDecoderLayers : public DecoderLayers {
   int64_t sequence_length(const Variable& x) const override;
   Variable head_input(const Variable& x) const override;
   Variable loss(const Variable& logits, const Tensor& targets, std::optional<double> normaliser) const override;
+  Tensor full_logits(const Tensor& logits) const override;  // all-gathered, the padding dropped
 
  private:
   std::shared_ptr<parallel::Communicator> group_;

@@ -1,27 +1,46 @@
 #include "models/generation.h"
 
 #include <algorithm>
+#include <numeric>
+#include <cmath>
 #include <vector>
 
 #include "autograd/grad_mode.h"
 #include "core/error.h"
-#include "models/gpt_inference.h"
 
 namespace fathom::models {
 
-Generated generate(const GPT& model, const Tensor& prompts, const SamplingOptions& options, Generator& gen) {
-  GPTInference decoder(model, prompts.dim() == 2 ? prompts.size(0) : 1);
-  return generate(decoder, prompts, options, gen);
+int64_t sample_token(const Tensor& logits, double temperature, int64_t top_k, Generator& gen, double top_p) {
+  FATHOM_CHECK(top_p > 0 && top_p <= 1, "sample_token: top_p ", top_p,
+               " must be in (0, 1] (1 keeps every token; 0.9 keeps the most likely ones that make up 90%)");
+  std::vector<float> values = logits.to_vector<float>();
+  const int64_t V = static_cast<int64_t>(values.size());
+  if (temperature <= 0) return std::max_element(values.begin(), values.end()) - values.begin();
+  std::vector<int64_t> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  int64_t k = top_k > 0 ? std::min(top_k, V) : V;
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int64_t a, int64_t b) { return values[a] > values[b]; });
+  const double top = values[order[0]];
+  std::vector<double> weights(k);
+  double total = 0;
+  for (int64_t i = 0; i < k; ++i) total += weights[i] = std::exp((values[order[i]] - top) / temperature);
+  if (top_p < 1) {  // nucleus: the fewest most likely tokens whose probability reaches top_p
+    double kept = 0;
+    for (int64_t i = 0; i < k; ++i)
+      if ((kept += weights[i]) >= top_p * total) {
+        k = i + 1;
+        total = kept;
+        break;
+      }
+  }
+  const double u = uniform({1}, gen, 0.0, 1.0, DType::F64).item() * total;
+  double acc = 0;
+  for (int64_t i = 0; i < k; ++i)
+    if ((acc += weights[i]) >= u) return order[i];
+  return order[k - 1];
 }
 
-Generated generate(GPTInference& decoder, const Tensor& prompts, const SamplingOptions& options, Generator& gen) {
-  FATHOM_CHECK(prompts.dim() != 2 || decoder.batch() == prompts.size(0), "generate: the decoder decodes ",
-               decoder.batch(), " rows, the prompts are ", prompts.size(0));
-  decoder.reset();
-  return sample(
-      [&](const Tensor& tokens) { return decoder.feed(tokens); }, decoder.model().config().block_size, prompts, options,
-      gen);
-}
 
 Generated generate(Decoder& model, const Tensor& prompts, const SamplingOptions& options, Generator& gen) {
   KVCache cache = model.make_cache(prompts.dim() == 2 ? prompts.size(0) : 1);

@@ -7,12 +7,10 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/generator.h"
 #include <functional>
 
+#include "core/generator.h"
 #include "models/decoder.h"
-#include "models/gpt.h"
-#include "models/gpt_inference.h"
 
 namespace fathom::models {
 
@@ -38,13 +36,9 @@ struct Generated {
 // is where DeepSpeed-Chat reads a response's reward-model score.
 Tensor last_token_values(const Tensor& values, const Generated& generated, int64_t prompt_length);
 
-// prompts: i64 [B, P], P >= 1, P + max_new_tokens <= block_size. Row b draws from `gen` in
-// row order at each position, so a batch is reproducible from its seed.
-Generated generate(const GPT& model, const Tensor& prompts, const SamplingOptions& options, Generator& gen);
-// The same with the caller's decoder, reset first (its batch must be the prompts'): its cache is
-// reused, and its ParameterAccess says where the parameters come from.
-Generated generate(GPTInference& decoder, const Tensor& prompts, const SamplingOptions& options, Generator& gen);
-// The same with a decoder of the Llama family: its own forward, continued over a KV cache.
+// prompts: i64 [B, P], P >= 1, P + max_new_tokens <= max_positions. Row b draws from `gen` in
+// row order at each position, so a batch is reproducible from its seed. The model's own
+// forward, continued over a KV cache (any architecture, any tensor-parallel size).
 Generated generate(Decoder& model, const Tensor& prompts, const SamplingOptions& options, Generator& gen);
 // The decoder fed `tokens` (i64 [B, n], any device) at its cache's next n positions: the last
 // one's logits [B, vocab]. No graph is recorded.
@@ -52,7 +46,11 @@ Tensor next_token_logits(Decoder& model, KVCache& cache, const Tensor& tokens);
 // With the caller's cache (its batch must be the prompts'), reset first and kept for the next call.
 Generated generate(Decoder& model, KVCache& cache, const Tensor& prompts, const SamplingOptions& options,
                    Generator& gen);
-// The sampling loop under both: `feed` takes i64 [B, n] tokens at the next n positions and returns
+// Draws the next token from logits [vocab] (f32): temperature 0 means greedy; top_k 0 means all;
+// top_p < 1 keeps the fewest most likely tokens (after top_k) whose probability reaches top_p.
+int64_t sample_token(const Tensor& logits, double temperature, int64_t top_k, Generator& gen, double top_p = 1.0);
+
+// The sampling loop under them: `feed` takes i64 [B, n] tokens at the next n positions and returns
 // the last one's logits [B, vocab].
 Generated sample(const std::function<Tensor(const Tensor&)>& feed, int64_t max_positions, const Tensor& prompts,
                  const SamplingOptions& options, Generator& gen);

@@ -6,7 +6,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/shape_ops.h"
-#include "models/gpt_weights.h"
+#include "models/hf_weights.h"
 #include "nn/deferred_init.h"
 #include "nn/safetensors.h"
 
@@ -56,15 +56,28 @@ Tensor decoder_view(const Tensor& stored, const Source& source) {
 
 }  // namespace
 
+bool is_gpt2_mask_buffer(const std::string& name) {
+  return name.ends_with("attn.bias") || name.ends_with("attn.masked_bias");
+}
+
+bool is_gpt2_conv1d_weight(const std::string& name) {
+  for (const char* suffix : {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"})
+    if (name.ends_with(suffix)) return true;
+  return false;
+}
+
+std::map<std::string, std::string> gpt2_safetensors_metadata(const DecoderConfig& c) {
+  return {{"fathom.model", "gpt"},
+          {"n_layer", std::to_string(c.n_layer)},
+          {"n_head", std::to_string(c.n_head)},
+          {"n_embd", std::to_string(c.hidden_size)},
+          {"vocab_size", std::to_string(c.vocab_size)},
+          {"block_size", std::to_string(c.max_positions)}};
+}
+
 DecoderConfig gpt2_decoder_config(const GPTConfig& g) {
   g.validate();
-  DecoderConfig c;
-  c.architecture = "gpt2";
-  c.n_layer = g.n_layer, c.hidden_size = g.n_embd, c.n_head = g.n_head, c.n_kv_head = g.n_head;
-  c.intermediate_size = 4 * g.n_embd, c.vocab_size = g.vocab_size, c.max_positions = g.block_size;
-  c.norm = Norm::LayerNorm, c.norm_eps = 1e-5;
-  c.positions = Positions::Learned;
-  c.activation = Activation::GeluTanh;
+  DecoderConfig c = DecoderConfig::gpt2(g.n_layer, g.n_head, g.n_embd, g.vocab_size, g.block_size);
   c.qkv_bias = c.o_bias = c.mlp_bias = g.bias;
   c.tied_embeddings = g.tied_embeddings;
   c.dropout = g.dropout, c.dtype = g.dtype, c.attention = g.attention;
@@ -72,15 +85,13 @@ DecoderConfig gpt2_decoder_config(const GPTConfig& g) {
 }
 
 void load_gpt2_into_decoder(Decoder& decoder, const std::string& path) {
-  const std::string file =
-      std::filesystem::is_directory(path) ? (std::filesystem::path(path) / "model.safetensors").string() : path;
-  const auto mapped = std::make_shared<const nn::SafetensorsFile>(file);
+  const auto mapped = std::make_shared<const HfWeights>(path);
   // The file's name for a tensor: prefixed, or the hub checkpoint's bare form.
   const auto stored_name = [&](const std::string& name) -> std::string {
     if (mapped->contains(name)) return name;
     const std::string prefix = "transformer.";
     if (name.rfind(prefix, 0) == 0 && mapped->contains(name.substr(prefix.size()))) return name.substr(prefix.size());
-    FATHOM_FAIL("GPT-2 weights ", file, ": no tensor \"", name, "\" (looked with and without the \"transformer.\" prefix)");
+    FATHOM_FAIL("GPT-2 weights ", path, ": no tensor \"", name, "\" (looked with and without the \"transformer.\" prefix)");
   };
   std::set<std::string> used;
   std::vector<std::pair<autograd::Variable, std::pair<std::string, Source>>> reads;
@@ -88,7 +99,7 @@ void load_gpt2_into_decoder(Decoder& decoder, const std::string& path) {
     const Source source = source_of(name);
     const std::string stored = stored_name(source.name);
     const Tensor view = decoder_view(mapped->get(stored), source);
-    FATHOM_CHECK(view.sizes() == parameter.sizes(), "GPT-2 weights ", file, ": \"", stored, "\" gives ",
+    FATHOM_CHECK(view.sizes() == parameter.sizes(), "GPT-2 weights ", path, ": \"", stored, "\" gives ",
                  name, " the shape ", shape_str(view.sizes()), " but the config gives ", shape_str(parameter.sizes()),
                  " (is config.json this checkpoint's?)");
     used.insert(stored);
@@ -96,7 +107,7 @@ void load_gpt2_into_decoder(Decoder& decoder, const std::string& path) {
   }
   for (const std::string& name : mapped->names()) {
     const bool tied_head = name == "lm_head.weight" && decoder.config().tied_embeddings;
-    FATHOM_CHECK(used.count(name) || is_gpt2_mask_buffer(name) || tied_head, "GPT-2 weights ", file,
+    FATHOM_CHECK(used.count(name) || is_gpt2_mask_buffer(name) || tied_head, "GPT-2 weights ", path,
                  ": unexpected tensor \"", name, "\" (a different model?)");
   }
   autograd::NoGradGuard no_grad;

@@ -9,6 +9,7 @@
 // checkpoint's bare ones and ignores the attention-mask buffers; writing gives what
 // save_pretrained writes, so GPT2LMHeadModel loads it.
 
+#include <map>
 #include <string>
 
 #include "models/decoder.h"
@@ -17,6 +18,14 @@
 namespace fathom::models {
 
 DecoderConfig gpt2_decoder_config(const GPTConfig& gpt);
+
+// Linear weights GPT-2's Conv1D stores as [in, out] (attn.c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj).
+bool is_gpt2_conv1d_weight(const std::string& name);
+// The attention-mask buffers (attn.bias, attn.masked_bias) older GPT-2 files hold: never loaded.
+bool is_gpt2_mask_buffer(const std::string& name);
+// What a single GPT-2 .safetensors file of fathom-export carries beside the tensors: the model's
+// sizes, so fathom-generate can read it without a config.json.
+std::map<std::string, std::string> gpt2_safetensors_metadata(const DecoderConfig& config);
 
 // Fills `decoder` (a gpt2_decoder_config model) from GPT-2 safetensors: a file, or a folder's
 // model.safetensors. Under nn::DeferredInit each parameter records its read instead.

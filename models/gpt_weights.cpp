@@ -6,30 +6,13 @@
 
 #include "autograd/grad_mode.h"
 #include "nn/deferred_init.h"
+#include "models/gpt2_adapter.h"
 #include "nn/safetensors.h"
 
 namespace fathom::models {
 
-bool is_gpt2_mask_buffer(const std::string& name) {
-  return name.ends_with("attn.bias") || name.ends_with("attn.masked_bias");
-}
-
-// Linear weights stored by GPT-2's Conv1D as [in, out].
-bool is_gpt2_conv1d_weight(const std::string& name) {
-  for (const char* suffix : {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"}) {
-    const std::string s(suffix);
-    if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0) return true;
-  }
-  return false;
-}
-
 std::map<std::string, std::string> gpt2_safetensors_metadata(const GPTConfig& c) {
-  return {{"fathom.model", "gpt"},
-          {"n_layer", std::to_string(c.n_layer)},
-          {"n_head", std::to_string(c.n_head)},
-          {"n_embd", std::to_string(c.n_embd)},
-          {"vocab_size", std::to_string(c.vocab_size)},
-          {"block_size", std::to_string(c.block_size)}};
+  return gpt2_safetensors_metadata(gpt2_decoder_config(c));
 }
 
 void save_gpt2_safetensors(const GPT& model, const std::string& path) {

@@ -15,11 +15,7 @@
 
 namespace fathom::models {
 
-// What the save writes beyond the model's own tensors (fathom-export writes the same from a
-// checkpoint): which weights are stored transposed, and the file's metadata.
-bool is_gpt2_conv1d_weight(const std::string& name);
-// The attention-mask buffers (attn.bias, attn.masked_bias) older GPT-2 files hold: never loaded.
-bool is_gpt2_mask_buffer(const std::string& name);
+// The file's metadata (models/gpt2_adapter.h's, for the config's decoder).
 std::map<std::string, std::string> gpt2_safetensors_metadata(const GPTConfig& config);
 
 void save_gpt2_safetensors(const GPT& model, const std::string& path);

@@ -8,6 +8,7 @@
 #include "core/did_you_mean.h"
 #include "core/json_writer.h"
 #include "core/text_file.h"
+#include "models/gpt2_hf_config.h"
 #include "models/hf_fields.h"
 
 namespace fathom::models {
@@ -83,20 +84,6 @@ nn::RopeConfig read_rope(const ConfigFields& f) {
   return rope;
 }
 
-// bos/eos ids: an integer, a list of them, or null.
-std::vector<int64_t> token_ids(const ConfigFields& f, const std::string& key) {
-  const JsonValue* value = f.find(key);
-  if (!value) return {};
-  if (value->is_integer()) return {value->as_int64()};
-  FATHOM_CHECK(value->is_array(), f.source(), ": \"", key, "\" must be a token id or a list of them");
-  std::vector<int64_t> ids;
-  for (const JsonValue& id : value->as_array()) {
-    FATHOM_CHECK(id.is_integer(), f.source(), ": \"", key, "\" must hold integer token ids");
-    ids.push_back(id.as_int64());
-  }
-  return ids;
-}
-
 // Qwen2's window: none, or the same on every layer (Fathom's decoder has one window).
 int64_t qwen2_window(const ConfigFields& f, int64_t n_layer) {
   if (!f.flag("use_sliding_window", false)) return 0;
@@ -120,36 +107,19 @@ void check_layer_types(const ConfigFields& f, int64_t window) {
                  " where the other settings give \"", expected, "\"); Fathom's decoder has one for every layer");
 }
 
-const char* dtype_hf_name(DType dtype) {
-  switch (dtype) {
-    case DType::BF16: return "bfloat16";
-    case DType::F16: return "float16";
-    case DType::F64: return "float64";
-    default: return "float32";
-  }
-}
-
 }  // namespace
-
-const std::vector<std::string>& hf_model_types() {
-  static const std::vector<std::string> types = [] {
-    std::vector<std::string> out;
-    for (const HfArchitecture& a : architectures()) out.push_back(a.model_type);
-    return out;
-  }();
-  return types;
-}
 
 DecoderConfig decoder_config_from_hf(const JsonValue& json, const std::string& source) {
   FATHOM_CHECK(json.is_object(), source, ": expected a JSON object");
   const ConfigFields f(json, source);
   const std::string model_type = f.text("model_type", "");
   FATHOM_CHECK(!model_type.empty(), source,
-               ": no \"model_type\"; is this a Hugging Face model's config.json? (supported: llama, qwen2, mistral)");
+               ": no \"model_type\"; is this a Hugging Face model's config.json? (supported: gpt2, llama, qwen2, mistral)");
+  if (model_type == "gpt2") return gpt2_config_from_hf(json, source);
   const auto arch = std::find_if(architectures().begin(), architectures().end(),
                                  [&](const HfArchitecture& a) { return a.model_type == model_type; });
   FATHOM_CHECK(arch != architectures().end(), source, ": model_type \"", model_type,
-               "\" is not supported (supported: llama, qwen2, mistral)");
+               "\" is not supported (supported: gpt2, llama, qwen2, mistral)");
   // Every field is known before any is used.
   std::vector<std::string> known = kCommonFields;
   known.insert(known.end(), arch->fields.begin(), arch->fields.end());
@@ -189,8 +159,8 @@ DecoderConfig decoder_config_from_hf(const JsonValue& json, const std::string& s
   const double attention_dropout = f.number("attention_dropout", 0.0);
   FATHOM_CHECK(attention_dropout == 0.0, source, ": attention_dropout ", attention_dropout,
                " is not supported (the fused attention has no dropout); set it to 0.0");
-  c.bos_token_id = token_ids(f, "bos_token_id");
-  c.eos_token_id = token_ids(f, "eos_token_id");
+  c.bos_token_id = f.token_ids("bos_token_id");
+  c.eos_token_id = f.token_ids("eos_token_id");
   if (model_type == "llama") {
     c.qkv_bias = c.o_bias = f.flag("attention_bias", false);
     c.mlp_bias = f.flag("mlp_bias", false);
@@ -215,10 +185,11 @@ DecoderConfig read_hf_config(const std::string& path) {
 
 std::string hf_config_json(const DecoderConfig& c) {
   c.validate();
+  if (c.architecture == "gpt2") return gpt2_hf_config_json(c);
   const auto arch = std::find_if(architectures().begin(), architectures().end(),
                                  [&](const HfArchitecture& a) { return a.model_type == c.architecture; });
   FATHOM_CHECK(arch != architectures().end(), "cannot write a Hugging Face config for architecture \"",
-               c.architecture, "\" (supported: llama, qwen2, mistral)");
+               c.architecture, "\" (supported: gpt2, llama, qwen2, mistral)");
   FATHOM_CHECK(c.norm == Norm::RMSNorm && c.positions == Positions::Rotary && c.activation == Activation::SwiGlu,
                "a ", c.architecture, " config.json describes RMSNorm, rotary positions and a gated SiLU MLP");
   const bool llama = c.architecture == "llama";
@@ -258,15 +229,8 @@ std::string hf_config_json(const DecoderConfig& c) {
     w.end_object();
   }
   w.member("attention_dropout", 0.0);
-  const auto ids = [&](const char* key, const std::vector<int64_t>& v) {
-    if (v.empty()) return void(w.key(key).null());
-    if (v.size() == 1) return void(w.member(key, static_cast<long long>(v[0])));
-    w.key(key).begin_array(JsonWriter::Layout::Inline);
-    for (int64_t id : v) w.value(static_cast<long long>(id));
-    w.end_array();
-  };
-  ids("bos_token_id", c.bos_token_id);
-  ids("eos_token_id", c.eos_token_id);
+  write_token_ids(w, "bos_token_id", c.bos_token_id);
+  write_token_ids(w, "eos_token_id", c.eos_token_id);
   if (llama) w.member("attention_bias", c.qkv_bias).member("mlp_bias", c.mlp_bias);
   if (c.architecture == "qwen2") {
     w.member("use_sliding_window", c.sliding_window > 0);

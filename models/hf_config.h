@@ -1,7 +1,7 @@
 #pragma once
-// A Hugging Face config.json as a DecoderConfig and back, for the Llama family: model_type
-// "llama", "qwen2" and "mistral" (transformers' LlamaForCausalLM, Qwen2ForCausalLM,
-// MistralForCausalLM). Both layouts of rotary settings are read: transformers v4's top-level
+// A Hugging Face config.json as a DecoderConfig and back: model_type "llama", "qwen2" and
+// "mistral" (transformers' LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM) here, and
+// "gpt2" (GPT2LMHeadModel) through models/gpt2_hf_config.h. Both layouts of rotary settings are read: transformers v4's top-level
 // rope_theta with rope_scaling {"type" or "rope_type", "factor", ...}, and v5's
 // rope_parameters {"rope_type", "rope_theta", ...}.
 //
@@ -20,9 +20,6 @@
 #include "models/decoder_config.h"
 
 namespace fathom::models {
-
-// The architectures this reader knows, by model_type.
-const std::vector<std::string>& hf_model_types();
 
 // `source` names the text in messages (the file's path).
 DecoderConfig decoder_config_from_hf(const JsonValue& json, const std::string& source);

@@ -8,6 +8,7 @@
 #include "core/json.h"
 #include "core/json_writer.h"
 #include "core/text_file.h"
+#include "models/gpt2_adapter.h"
 #include "models/hf_config.h"
 #include "nn/deferred_init.h"
 
@@ -35,6 +36,12 @@ bool is_ignored_buffer(const std::string& name) { return name.ends_with("rotary_
 
 HfWeights::HfWeights(const std::string& folder) : folder_(folder) {
   const fs::path dir(folder);
+  if (fs::is_regular_file(dir)) {  // one .safetensors file
+    const auto file = std::make_shared<const nn::SafetensorsFile>(folder);
+    for (const std::string& name : file->names()) files_[name] = file;
+    num_files_ = 1;
+    return;
+  }
   FATHOM_CHECK(fs::is_directory(dir), "model folder ", folder, " does not exist");
   if (fs::exists(dir / kIndex)) {
     const std::string index_path = (dir / kIndex).string();
@@ -65,9 +72,8 @@ HfWeights::HfWeights(const std::string& folder) : folder_(folder) {
                fs::exists(dir / "pytorch_model.bin") ? " (pytorch_model.bin is a pickle Fathom does not read; "
                                                        "save the model with safe_serialization=True)"
                                                      : "");
-  const auto file = std::make_shared<const nn::SafetensorsFile>(single.string());
-  for (const std::string& name : file->names()) files_[name] = file;
-  num_files_ = 1;
+  *this = HfWeights(single.string());
+  folder_ = folder;
 }
 
 std::vector<std::string> HfWeights::names() const {
@@ -87,6 +93,7 @@ Tensor HfWeights::get(const std::string& name) const { return file(name).get(nam
 const std::string& HfWeights::file_of(const std::string& name) const { return file(name).path(); }
 
 void load_hf_weights(Decoder& model, const std::string& folder) {
+  if (model.config().architecture == "gpt2") return load_gpt2_into_decoder(model, folder);  // its own names
   const auto weights = std::make_shared<const HfWeights>(folder);
   const DecoderConfig& config = model.config();
   std::set<std::string> used;
@@ -140,7 +147,7 @@ std::vector<std::string> save_hf_model(const DecoderConfig& config, const nn::Na
   // Shards in the model's order, a new one when the next tensor would overflow the bound.
   std::vector<nn::NamedTensors> shards(1);
   int64_t shard_bytes = 0, total_bytes = 0;
-  for (const auto& [name, tensor] : weights) {
+  for (const auto& [name, tensor] : config.architecture == "gpt2" ? gpt2_tensors(config, weights) : weights) {
     if (name == "lm_head.weight" && config.tied_embeddings) continue;
     const int64_t bytes = tensor.numel() * static_cast<int64_t>(element_size(options.dtype));
     if (shard_bytes > 0 && shard_bytes + bytes > options.max_shard_bytes) shards.emplace_back(), shard_bytes = 0;
@@ -155,12 +162,16 @@ std::vector<std::string> save_hf_model(const DecoderConfig& config, const nn::Na
         (file.rfind("model-", 0) == 0 && entry.path().extension() == ".safetensors"))
       fs::remove(entry.path());
   }
+  // transformers reads "format"; a GPT-2 file also carries its sizes, so fathom-generate reads
+  // the file alone.
+  std::map<std::string, std::string> metadata{{"format", "pt"}};
+  if (config.architecture == "gpt2") metadata.merge(gpt2_safetensors_metadata(config));
   // Each shard converted to the stored dtype as it is written: one shard's copy at a time.
   const auto write_shard = [&](const std::string& path, const nn::NamedTensors& shard) {
     nn::NamedTensors stored;
     for (const auto& [name, tensor] : shard)
       stored.emplace_back(name, tensor.dtype() == options.dtype ? tensor : tensor.to(options.dtype));
-    nn::save_safetensors(path, stored, {{"format", "pt"}});
+    nn::save_safetensors(path, stored, metadata);
   };
   if (shards.size() == 1) {
     written.push_back((dir / kSingleFile).string());

@@ -26,8 +26,8 @@ namespace fathom::models {
 
 class HfWeights {
  public:
-  // `folder`: the model folder. Throws naming the folder when it holds no weights, and the
-  // index and file when the index names a shard that is not there.
+  // `folder`: the model folder (or one .safetensors file). Throws naming the folder when it holds
+  // no weights, and the index and file when the index names a shard that is not there.
   explicit HfWeights(const std::string& folder);
   const std::string& folder() const { return folder_; }
   std::vector<std::string> names() const;  // sorted
@@ -45,7 +45,8 @@ class HfWeights {
   size_t num_files_ = 0;
 };
 
-// Fills `model` (or records deferred reads) from the folder's weights, converting dtypes.
+// Fills `model` (or records deferred reads) from the folder's weights, converting dtypes; a gpt2
+// model reads GPT-2's own names and layout (models/gpt2_adapter.h).
 void load_hf_weights(Decoder& model, const std::string& folder);
 
 struct HfSaveOptions {
@@ -54,7 +55,8 @@ struct HfSaveOptions {
 };
 
 // `weights` in the model's names and order (Decoder::state_dict, or an engine's consolidated
-// state dict). Returns the files written, config.json first.
+// state dict); a gpt2 model's are written in GPT-2's names and layout. Returns the files
+// written, config.json first.
 std::vector<std::string> save_hf_model(const DecoderConfig& config, const nn::NamedTensors& weights,
                                        const std::string& folder, const HfSaveOptions& options = {});
 

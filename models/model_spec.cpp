@@ -5,8 +5,6 @@
 
 #include "core/text_file.h"
 #include "models/decoder.h"
-#include "models/gpt2_hf_config.h"
-#include "models/gpt_weights.h"
 #include "models/hf_config.h"
 #include "models/hf_weights.h"
 
@@ -22,7 +20,9 @@ ModelSpec ModelSpec::preset(const std::string& architecture, const std::string& 
   ModelSpec spec;
   spec.architecture = architecture;
   if (architecture == "gpt2") {
-    spec.gpt = GPTConfig::preset(name);
+    FATHOM_CHECK(name == "tiny" || name == "small" || name == "gpt2-124M", "unknown gpt2 preset \"", name,
+                 "\"; use tiny, small or gpt2-124M");
+    spec.decoder = DecoderConfig::preset(name == "gpt2-124M" ? name : "gpt2-" + name);
     return spec;
   }
   FATHOM_CHECK(architecture == "llama" || architecture == "qwen2" || architecture == "mistral", "architecture \"",
@@ -39,12 +39,7 @@ ModelSpec ModelSpec::preset(const std::string& architecture, const std::string& 
 ModelSpec ModelSpec::from_json(const std::string& json, const std::string& source) {
   const JsonValue value = parse_json(json, source);
   FATHOM_CHECK(value.is_object(), source, ": expected a JSON object");
-  const JsonValue* type = value.find("model_type");
   ModelSpec spec;
-  if (type && type->is_string() && type->as_string() == "gpt2") {
-    spec.gpt = gpt2_config_from_hf(value, source);
-    return spec;
-  }
   spec.decoder = decoder_config_from_hf(value, source);
   spec.architecture = spec.decoder.architecture;
   return spec;
@@ -58,63 +53,43 @@ ModelSpec ModelSpec::from_folder(const std::string& folder) {
   return from_json(read_text_file(config), config);
 }
 
-void ModelSpec::validate() const {
-  if (is_gpt()) return gpt.validate();
-  decoder.validate();
-}
-
-int64_t ModelSpec::parameter_count() const { return is_gpt() ? gpt.parameter_count() : decoder.parameter_count(); }
-int64_t ModelSpec::vocab_size() const { return is_gpt() ? gpt.vocab_size : decoder.vocab_size; }
-void ModelSpec::set_vocab_size(int64_t v) { (is_gpt() ? gpt.vocab_size : decoder.vocab_size) = v; }
-int64_t ModelSpec::hidden_size() const { return is_gpt() ? gpt.n_embd : decoder.hidden_size; }
-int64_t ModelSpec::max_positions() const { return is_gpt() ? gpt.block_size : decoder.max_positions; }
-void ModelSpec::set_attention(nn::AttentionKernel kernel) { (is_gpt() ? gpt.attention : decoder.attention) = kernel; }
-std::vector<nn::LayerDescription> ModelSpec::layers() const { return is_gpt() ? gpt.layers() : decoder.layers(); }
-std::string ModelSpec::block_type() const { return is_gpt() ? "TransformerBlock" : "DecoderLayer"; }
+void ModelSpec::validate() const { decoder.validate(); }
+int64_t ModelSpec::parameter_count() const { return decoder.parameter_count(); }
+int64_t ModelSpec::vocab_size() const { return decoder.vocab_size; }
+void ModelSpec::set_vocab_size(int64_t v) { decoder.vocab_size = v; }
+int64_t ModelSpec::hidden_size() const { return decoder.hidden_size; }
+int64_t ModelSpec::max_positions() const { return decoder.max_positions; }
+void ModelSpec::set_attention(nn::AttentionKernel kernel) { decoder.attention = kernel; }
+std::vector<nn::LayerDescription> ModelSpec::layers() const { return decoder.layers(); }
+std::string ModelSpec::block_type() const { return "DecoderLayer"; }
 
 std::string ModelSpec::describe(bool with_vocab) const {
   std::ostringstream out;
   const std::string vocab = with_vocab ? ", vocab " + std::to_string(vocab_size()) : "";
-  if (is_gpt()) {
-    out << "gpt2: " << gpt.n_layer << " layers, " << gpt.n_head << " heads, " << gpt.n_embd << " wide" << vocab
-        << ", block " << gpt.block_size;
-    return out.str();
-  }
   const DecoderConfig& d = decoder;
-  out << architecture << ": " << d.n_layer << " layers, " << d.n_head << " heads (" << d.n_kv_head << " kv), "
-      << d.hidden_size << " wide" << vocab << ", " << d.max_positions << " positions";
+  out << architecture << ": " << d.n_layer << " layers, " << d.n_head << " heads";
+  if (d.n_kv_head != d.n_head) out << " (" << d.n_kv_head << " kv)";
+  out << ", " << d.hidden_size << " wide" << vocab << ", " << d.max_positions << " positions";
   if (d.sliding_window > 0) out << ", window " << d.sliding_window;
   return out.str();
 }
 
 std::shared_ptr<nn::Module> ModelSpec::build(uint64_t seed, std::optional<std::vector<bool>> built) const {
-  if (is_gpt()) return built ? std::make_shared<GPT>(gpt, seed, *built) : std::make_shared<GPT>(gpt, seed);
   return built ? std::make_shared<Decoder>(decoder, seed, *built) : std::make_shared<Decoder>(decoder, seed);
 }
 
 void ModelSpec::load(nn::Module& model, const std::string& path) const {
-  if (is_gpt()) {
-    const bool folder = fs::is_directory(path);
-    return load_gpt2_safetensors(dynamic_cast<GPT&>(model),
-                                 folder ? (fs::path(path) / "model.safetensors").string() : path);
-  }
-  FATHOM_CHECK(fs::is_directory(path), architecture, " weights are read from a Hugging Face model folder (config.json ",
-               "and .safetensors); ", path, " is not a folder");
-  load_hf_weights(dynamic_cast<Decoder&>(model), path);
+  FATHOM_CHECK(fs::is_directory(path) || architecture == "gpt2", architecture,
+               " weights are read from a Hugging Face model folder (config.json and .safetensors); ", path,
+               " is not a folder");
+  load_hf_weights(dynamic_cast<Decoder&>(model), path);  // gpt2's also from one GPT-2-layout file
 }
 
 std::string ModelSpec::save(const nn::NamedTensors& weights, const std::string& folder) const {
-  fs::create_directories(folder);
-  if (is_gpt()) {
-    write_text_file((fs::path(folder) / "config.json").string(), gpt2_hf_config_json(gpt));
-    const std::string path = (fs::path(folder) / "model.safetensors").string();
-    save_gpt2_safetensors(gpt, weights, path);
-    return path;
-  }
   return save_hf_model(decoder, weights, folder).back();
 }
 
-std::string ModelSpec::to_json() const { return is_gpt() ? gpt2_hf_config_json(gpt) : hf_config_json(decoder); }
+std::string ModelSpec::to_json() const { return hf_config_json(decoder); }
 
 nn::LayerSequence& layer_sequence(nn::Module& model) {
   auto* layers = dynamic_cast<nn::LayerSequence*>(&model);

@@ -1,7 +1,7 @@
 #pragma once
 // A model by architecture name, with what every program needs from it whatever the architecture:
-// GPT-2 (models::GPT) or a decoder of the Llama family — llama, qwen2, mistral (models::Decoder).
-// A program holds a ModelSpec, never a GPTConfig: it builds the model (whole, one pipeline
+// gpt2, llama, qwen2 or mistral, each a configuration of the one decoder (models::Decoder).
+// A program holds a ModelSpec, never a model class: it builds the model (whole, one pipeline
 // stage's layers, or under deferred init), lists its layers for a pipeline's cuts, counts its
 // parameters for the memory check, loads a Hugging Face folder or file into it, and writes the
 // folder back (config.json and safetensors that transformers' from_pretrained loads).
@@ -12,25 +12,23 @@
 #include <vector>
 
 #include "models/decoder_config.h"
-#include "models/gpt.h"
+#include "nn/module.h"
 
 namespace fathom::models {
 
 struct ModelSpec {
-  std::string architecture = "gpt2";  // gpt2, llama, qwen2, mistral
-  GPTConfig gpt;                      // architecture gpt2
-  DecoderConfig decoder;              // the others
+  std::string architecture = "gpt2";  // gpt2, llama, qwen2, mistral (decoder.architecture too)
+  DecoderConfig decoder = DecoderConfig::preset("gpt2-small");
 
   // The architectures a spec can name.
   static const std::vector<std::string>& architectures();
-  // `architecture`'s preset: gpt2 tiny|small|gpt2-124M; llama|qwen2|mistral tiny|small|100M|350M
-  // (DecoderConfig's llama-* shapes with the architecture's defaults: qwen2's q/k/v biases,
-  // mistral's window). Throws naming the choices.
+  // `architecture`'s preset: gpt2 tiny|small|gpt2-124M (DecoderConfig's gpt2-* shapes);
+  // llama|qwen2|mistral tiny|small|100M|350M (its llama-* shapes with the architecture's
+  // defaults: qwen2's q/k/v biases, mistral's window). Throws naming the choices.
   static ModelSpec preset(const std::string& architecture, const std::string& name);
   // A Hugging Face model folder's config.json (model_type picks the architecture).
   static ModelSpec from_folder(const std::string& folder);
 
-  bool is_gpt() const { return architecture == "gpt2"; }
   void validate() const;
   int64_t parameter_count() const;
   int64_t vocab_size() const;

@@ -7,19 +7,10 @@
 
 namespace fathom::models {
 
-RewardModel::RewardModel(const GPTConfig& config, uint64_t seed)
-    : RewardModel(ModelSpec{"gpt2", config, DecoderConfig{}}, seed) {}
-
-RewardModel::RewardModel(const ModelSpec& spec, uint64_t seed) : spec_(spec), backbone_(spec.build(seed)) {
-  if (auto* gpt = dynamic_cast<GPT*>(backbone_.get())) {
-    transformer = register_module("transformer", gpt->transformer);
-    final_norm_ = gpt->transformer->ln_f;
-  } else {
-    auto& decoder = static_cast<Decoder&>(*backbone_);
-    model = register_module("model", decoder.model);
-    final_norm_ = decoder.model->norm;
-  }
-  const DType dtype = spec.is_gpt() ? spec.gpt.dtype : spec.decoder.dtype;
+RewardModel::RewardModel(const ModelSpec& spec, uint64_t seed)
+    : spec_(spec), backbone_(std::static_pointer_cast<Decoder>(spec.build(seed))) {
+  model = register_module("model", backbone_->model);
+  const DType dtype = spec.decoder.dtype;
   v_head = register_module("v_head", std::make_shared<nn::Linear>(spec.hidden_size(), 1, /*bias=*/false, dtype));
   // The backbone's initialisation draws its own stream offsets; the head takes its own seed's
   // stream, so the backbone is exactly the model of this seed.
@@ -28,10 +19,9 @@ RewardModel::RewardModel(const ModelSpec& spec, uint64_t seed) : spec_(spec), ba
 }
 
 Variable RewardModel::forward(const Variable& idx) {
-  nn::LayerSequence& layers = layer_sequence(*backbone_);
   Variable x = idx;
-  for (size_t layer = 0; layer + 1 < layers.num_layers(); ++layer) x = layers.forward_layer(layer, x);
-  const Variable rewards = (*v_head)((*final_norm_)(x));  // (B, T, 1)
+  for (size_t layer = 0; layer + 1 < backbone_->num_layers(); ++layer) x = backbone_->forward_layer(layer, x);
+  const Variable rewards = (*v_head)((*model->norm)(x));  // (B, T, 1)
   return autograd::reshape(rewards, {idx.size(0), idx.size(1)});
 }
 

@@ -109,6 +109,7 @@ void ParameterGatherer::release(size_t s) {
 }
 
 void ParameterGatherer::release_full_parameters() {
+  full_ = false;
   for (size_t s = 0; s < gathered_.size(); ++s) release(s);
   if (!order_.empty()) recording_ = false;  // the first step's order is known
   cursor_ = 0;
@@ -119,6 +120,7 @@ void ParameterGatherer::release_full_parameters() {
 
 void ParameterGatherer::gather_full_parameters() {
   for (size_t s = 0; s < gathered_.size(); ++s) finish_gather(s);
+  full_ = true;
 }
 
 std::vector<size_t> ParameterGatherer::slots_of(const nn::Module& part) const {
@@ -186,6 +188,7 @@ void ParameterGatherer::on_module_forward(size_t m, bool start) {
   // segment's backward reads their parameters: gather and keep them (each is released when its
   // gradient is final, as in any backward). The recorded path and prefetch follow the first
   // forward only.
+  if (full_) return;
   if (autograd::is_recomputing()) {
     if (start)
       for (size_t s : module_slots_[m]) finish_gather(s);

@@ -104,6 +104,9 @@ class ParameterGatherer final : public ParameterResidency {
   size_t position_ = 0;                            // order_ index of the module running (or size)
   size_t backward_position_ = 0;                   // order_ index backward reached last (or size)
   bool recording_ = true;
+  // Between gather_full_parameters and release_full_parameters every parameter stays whole: the
+  // modules' forwards (a pinned generation's) neither gather, release nor count as the path.
+  bool full_ = false;
   int64_t gathered_elements_ = 0, peak_gathered_elements_ = 0;
   int64_t in_flight_elements_ = 0;  // gathers started and not yet installed
   int64_t gathers_issued_ = 0;

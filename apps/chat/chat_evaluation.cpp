@@ -13,11 +13,11 @@
 
 namespace fathom::apps {
 
-PolicyEvaluation evaluate_policy(const models::GPT& actor, models::RewardModel* reward,
+PolicyEvaluation evaluate_policy(models::Decoder& actor, models::RewardModel* reward,
                                  const std::vector<PreferencePair>& held_out, const models::SamplingOptions& sampling,
                                  uint64_t seed, bool builtin_task) {
   autograd::NoGradGuard no_grad;
-  const int64_t max_prompt = actor.config().block_size - sampling.max_new_tokens;
+  const int64_t max_prompt = actor.config().max_positions - sampling.max_new_tokens;
   double score = 0, sorted = 0, kept = 0;
   int64_t count = 0;
   Generator gen(seed);
@@ -47,8 +47,8 @@ PolicyEvaluation evaluate_policy(const models::GPT& actor, models::RewardModel* 
     }
     count += static_cast<int64_t>(pairs.size());
   }
-  FATHOM_CHECK(count > 0, "fathom-chat: no held-out prompt fits the model's block_size ", actor.config().block_size,
-               " with ", sampling.max_new_tokens, " new tokens; lower --max-new-tokens");
+  FATHOM_CHECK(count > 0, "fathom-chat: no held-out prompt fits the model's ", actor.config().max_positions,
+               " positions with ", sampling.max_new_tokens, " new tokens; lower --max-new-tokens");
   PolicyEvaluation e;
   if (reward) e.score = score / count;
   if (builtin_task) e.sortedness = sorted / count, e.digits_kept = kept / count;

@@ -21,7 +21,7 @@ struct PolicyEvaluation {
 
 // Responses of `actor` to the held-out prompts (sampled as in PPO, from `seed`), scored by
 // `reward` (when given) and, on the built-in task, by the rule itself.
-PolicyEvaluation evaluate_policy(const models::GPT& actor, models::RewardModel* reward,
+PolicyEvaluation evaluate_policy(models::Decoder& actor, models::RewardModel* reward,
                                  const std::vector<PreferencePair>& held_out, const models::SamplingOptions& sampling,
                                  uint64_t seed, bool builtin_task);
 

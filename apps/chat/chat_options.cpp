@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "launcher/text_parsing.h"
+#include "models/model_spec.h"
 
 namespace fathom::apps {
 
@@ -59,6 +60,7 @@ ChatOptions parse_chat_options(int argc, const char* const* argv) {
       {"--out", text(o.out_dir)},
       {"--data", text(o.data_path)},
       {"--data-split", [&](const std::string&, const std::string& v) { o.data_split = parse_split(v); }},
+      {"--arch", text(o.arch)},
       {"--preset", text(o.preset)},
       {"--vocab-size", integer(o.vocab_size, 2)},
       {"--seed", integer(seed, 0)},
@@ -110,13 +112,15 @@ ChatOptions parse_chat_options(int argc, const char* const* argv) {
   o.seed = static_cast<uint64_t>(seed);
   o.threads = static_cast<int>(threads);
   o.ppo.ppo_epochs = static_cast<int>(ppo_epochs);
+  models::ModelSpec::preset(o.arch, o.preset);  // validates the names
   return o;
 }
 
 std::string chat_usage() {
-  return R"(fathom-chat: RLHF in one command, DeepSpeed-Chat's three steps on a GPT.
+  return R"(fathom-chat: RLHF in one command, DeepSpeed-Chat's three steps on a decoder of
+any architecture (GPT-2 by default).
   1. supervised fine-tuning (SFT) of the actor on prompt -> response pairs
-  2. a reward model (the GPT with a scalar value head) on chosen vs rejected responses
+  2. a reward model (the same decoder with a scalar value head) on chosen vs rejected responses
   3. PPO: the actor generates, the reward model scores, actor and critic learn
 With no arguments it runs all three on the built-in task (sort four digits; the preference
 rule, ascending order, is hidden from the models) and prints what each step achieved.
@@ -127,9 +131,11 @@ usage: fathom-chat [options]            (under mpirun -np N: data parallel on N 
   --data FILE            JSON Lines {"prompt", "chosen", "rejected"}: text, or arrays of token ids
                          (default: the built-in task)
   --data-split A,B,C     each step's share of --data (2,4,4); the last --eval-prompts pairs are held out
-  --preset NAME          model sizes: tiny (default), small, gpt2-124M
+  --arch NAME            gpt2 (default), llama, qwen2 or mistral (docs/models.md)
+  --preset NAME          model sizes: tiny (default), small; gpt2 also gpt2-124M, the others 100M, 350M
   --vocab-size N         the vocabulary (default the preset's); token-id data pads with its last id
-  --actor-init FILE      GPT-2-layout safetensors the SFT starts from (default: the seed's weights)
+  --actor-init PATH      weights the SFT starts from: a Hugging Face model folder of the architecture
+                         (gpt2 also a GPT-2-layout .safetensors file); default: the seed's weights
   --sft-config F, --reward-config F, --actor-config F, --critic-config F
                          each step's ds_config (defaults built in; gradient_accumulation_steps 1 in
                          step 3). The reference runs under the actor's, the reward model under the critic's.

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <type_traits>
 
 #include "autograd/nn_functions.h"
 #include "core/json.h"
@@ -9,7 +10,6 @@
 #include "core/shape_ops.h"
 #include "engine/initialize.h"
 #include "engine/rlhf/batches.h"
-#include "models/gpt_weights.h"
 #include "nn/loss.h"
 #include "nn/rlhf_loss.h"
 #include "nn/safetensors.h"
@@ -76,25 +76,28 @@ void train_steps(const ChatRun& run, Engine& engine, const Config& config, int64
   }
 }
 
-std::shared_ptr<models::GPT> load_actor(const models::GPTConfig& config, uint64_t seed, const std::string& path) {
-  auto gpt = std::make_shared<models::GPT>(config, seed);
-  models::load_gpt2_safetensors(*gpt, path);
-  return gpt;
+// The actor (an SFT or PPO result): a Hugging Face model folder of the run's architecture.
+std::shared_ptr<models::Decoder> load_actor(const models::ModelSpec& spec, uint64_t seed, const std::string& path) {
+  auto actor = std::static_pointer_cast<models::Decoder>(spec.build(seed));
+  spec.load(*actor, path);
+  return actor;
 }
 
 template <typename Model>
-std::shared_ptr<Model> from_weights(const models::GPTConfig& config, uint64_t seed, const nn::NamedTensors& weights) {
-  auto model = std::make_shared<Model>(config, seed);
+std::shared_ptr<Model> from_weights(const models::ModelSpec& spec, uint64_t seed, const nn::NamedTensors& weights) {
+  std::shared_ptr<Model> model;
+  if constexpr (std::is_same_v<Model, models::Decoder>) model = std::static_pointer_cast<Model>(spec.build(seed));
+  else model = std::make_shared<Model>(spec, seed);
   model->load_state_dict(weights);
   return model;
 }
 
-// Step 2's file (Fathom's names: transformer.* and v_head.weight).
-std::shared_ptr<models::RewardModel> load_reward_model(const models::GPTConfig& config, uint64_t seed,
+// Step 2's file (Fathom's names: the backbone's model.* and v_head.weight).
+std::shared_ptr<models::RewardModel> load_reward_model(const models::ModelSpec& spec, uint64_t seed,
                                                        const std::string& path) {
   nn::NamedTensors weights;
   for (auto& [name, tensor] : nn::load_safetensors(path)) weights.emplace_back(name, tensor);
-  return from_weights<models::RewardModel>(config, seed, weights);
+  return from_weights<models::RewardModel>(spec, seed, weights);
 }
 
 void record_policy(ChatRun& run, const std::string& step, const PolicyEvaluation& e) {
@@ -128,8 +131,8 @@ void run_sft(ChatRun& run) {
   const ChatOptions& o = run.options;
   const Config& config = run.configs.sft;
   const fs::path dir = run.out / "step1";
-  auto actor = std::make_shared<models::GPT>(run.model, o.seed);
-  if (!o.actor_init.empty()) models::load_gpt2_safetensors(*actor, o.actor_init);
+  auto actor = std::static_pointer_cast<models::Decoder>(run.model.build(o.seed));
+  if (!o.actor_init.empty()) run.model.load(*actor, o.actor_init);
   const auto engine = initialize(config, actor, nullptr, nullptr, run.runtime.world_ptr()).engine;
   say(run, "step 1 (SFT): " + std::to_string(o.sft_steps) + " steps of " +
                std::to_string(config.batch.train_batch_size) + " prompt -> response pairs");
@@ -139,23 +142,22 @@ void run_sft(ChatRun& run) {
   });
   const nn::NamedTensors weights = engine->consolidated_state_dict();
   if (run.runtime.is_main_process()) {
-    fs::create_directories(dir);
-    models::save_gpt2_safetensors(run.model, weights, (dir / "actor.safetensors").string());
+    run.model.save(weights, (dir / "actor").string());
   }
-  const PolicyEvaluation e = evaluate_policy(*from_weights<models::GPT>(run.model, o.seed, weights), nullptr,
+  const PolicyEvaluation e = evaluate_policy(*from_weights<models::Decoder>(run.model, o.seed, weights), nullptr,
                                              run.data.held_out, o.ppo.sampling, o.seed + 4, o.builtin_data());
   run.summary.set("step1.loss", engine->last_report().loss);
   record_policy(run, "step1", e);
   say(run, "step 1 done: loss " + fixed(engine->last_report().loss) +
                (o.builtin_data() ? "; held-out " + describe(e) : std::string()) + "; wrote " +
-               (dir / "actor.safetensors").string());
+               (dir / "actor").string());
 }
 
 void run_reward_model(ChatRun& run) {
   const ChatOptions& o = run.options;
   const Config& config = run.configs.reward;
   const fs::path dir = run.out / "step2";
-  const std::string sft_path = require_file(run.out / "step1" / "actor.safetensors", "step 1's actor");
+  const std::string sft_path = require_file(run.out / "step1" / "actor", "step 1's actor");
   const auto sft = load_actor(run.model, o.seed, sft_path);
   auto reward = std::make_shared<models::RewardModel>(run.model, o.seed + 1);
   reward->load_backbone(*sft);
@@ -193,7 +195,7 @@ void run_ppo(ChatRun& run) {
   const fs::path saved = dir / "actor_checkpoints";
   FATHOM_CHECK(!o.resume || fs::exists(saved / "latest"), "fathom-chat --resume: no checkpoint in ", saved.string(),
                " (its \"latest\" file is missing); run step 3 without --resume first");
-  const std::string actor_path = require_file(run.out / "step1" / "actor.safetensors", "step 1's actor");
+  const std::string actor_path = require_file(run.out / "step1" / "actor", "step 1's actor");
   const std::string reward_path = require_file(run.out / "step2" / "reward_model.safetensors", "step 2's reward model");
   const auto groups = parallel::ProcessGroups::data_parallel(run.runtime.world_ptr());
   const auto actor_engine = initialize(run.configs.actor, load_actor(run.model, o.seed, actor_path), nullptr, nullptr, groups).engine;
@@ -209,9 +211,9 @@ void run_ppo(ChatRun& run) {
   FATHOM_CHECK(run.configs.critic.batch.train_micro_batch_size_per_gpu == mb, "fathom-chat: the actor's and the "
                "critic's configs must have the same train_micro_batch_size_per_gpu (they train on the same "
                "experience), got ", mb, " and ", run.configs.critic.batch.train_micro_batch_size_per_gpu);
-  const auto batches = same_length_batches(run.data.ppo, mb, run.model.block_size - o.ppo.sampling.max_new_tokens);
+  const auto batches = same_length_batches(run.data.ppo, mb, run.model.max_positions() - o.ppo.sampling.max_new_tokens);
   FATHOM_CHECK(!batches.empty(), "fathom-chat: step 3 has no batch of ", mb, " prompts of one length that leave room "
-               "for ", o.ppo.sampling.max_new_tokens, " new tokens in block_size ", run.model.block_size,
+               "for ", o.ppo.sampling.max_new_tokens, " new tokens in the model's ", run.model.max_positions(), " positions",
                "; lower train_micro_batch_size_per_gpu or --max-new-tokens, or give more prompts");
 
   int64_t start = 0;
@@ -251,11 +253,11 @@ void run_ppo(ChatRun& run) {
   const nn::NamedTensors critic_weights = critic_engine->consolidated_state_dict();
   if (run.runtime.is_main_process()) {
     fs::create_directories(dir);
-    models::save_gpt2_safetensors(run.model, actor_weights, (dir / "actor.safetensors").string());
+    run.model.save(actor_weights, (dir / "actor").string());
     nn::save_safetensors((dir / "critic.safetensors").string(), critic_weights);
   }
   const auto judge = load_reward_model(run.model, o.seed + 1, reward_path);
-  const PolicyEvaluation e = evaluate_policy(*from_weights<models::GPT>(run.model, o.seed, actor_weights), judge.get(),
+  const PolicyEvaluation e = evaluate_policy(*from_weights<models::Decoder>(run.model, o.seed, actor_weights), judge.get(),
                                              run.data.held_out, o.ppo.sampling, o.seed + 4, o.builtin_data());
   record_policy(run, "step3", e);
   const int64_t ran = o.ppo_iterations - start;
@@ -265,7 +267,7 @@ void run_ppo(ChatRun& run) {
     run.summary.set("step3.generation_s", generation_seconds / ran);
     run.summary.set("step3.training_s", training_seconds / ran);
   }
-  say(run, "step 3 done: held-out " + describe(e) + "; wrote " + (dir / "actor.safetensors").string() + " and critic.safetensors");
+  say(run, "step 3 done: held-out " + describe(e) + "; wrote " + (dir / "actor").string() + " and critic.safetensors");
 }
 
 }  // namespace fathom::apps

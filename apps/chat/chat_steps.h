@@ -2,9 +2,9 @@
 // fathom-chat's three steps (DeepSpeed-Chat's): each trains through DeepSpeed engines built from
 // its own config, checkpoints under DIR/stepN, writes its model as safetensors for the next and
 // records what it achieved on the held-out data in the summary.
-//   step 1: DIR/step1/actor.safetensors (GPT-2 layout)
-//   step 2: DIR/step2/reward_model.safetensors (the GPT backbone's names plus v_head.weight)
-//   step 3: DIR/step3/actor.safetensors and critic.safetensors; resumable (--resume)
+//   step 1: DIR/step1/actor/ (a Hugging Face model folder of the chosen architecture)
+//   step 2: DIR/step2/reward_model.safetensors (the backbone's names plus v_head.weight)
+//   step 3: DIR/step3/actor/ and critic.safetensors; resumable (--resume)
 
 #include <filesystem>
 
@@ -12,6 +12,7 @@
 #include "apps/chat/chat_data.h"
 #include "apps/chat/chat_evaluation.h"
 #include "apps/chat/chat_options.h"
+#include "models/model_spec.h"
 #include "parallel/runtime.h"
 
 namespace fathom::apps {
@@ -25,13 +26,13 @@ ChatConfigs load_chat_configs(const ChatOptions& options, int world);
 struct ChatRun {
   const ChatOptions& options;
   const parallel::Runtime& runtime;
-  models::GPTConfig model;
+  models::ModelSpec model;
   ChatConfigs configs;
   ChatData data;
   ChatSummary& summary;
   std::filesystem::path out;
   int64_t pad;  // the pad token: 0 (NUL) for text, the vocabulary's last id for token ids
-  int64_t max_length() const { return options.max_length ? options.max_length : model.block_size; }
+  int64_t max_length() const { return options.max_length ? options.max_length : model.max_positions(); }
 };
 
 void run_sft(ChatRun& run);

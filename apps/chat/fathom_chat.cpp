@@ -1,5 +1,6 @@
-// fathom-chat: RLHF in one command — DeepSpeed-Chat's three steps (SFT, reward model, PPO) on a
-// GPT. With no arguments it runs all three on the built-in task and prints what each achieved:
+// fathom-chat: RLHF in one command — DeepSpeed-Chat's three steps (SFT, reward model, PPO) on
+// any registered architecture (--arch gpt2|llama|qwen2|mistral, --preset). With no arguments it
+// runs all three on the built-in task and prints what each achieved:
 //
 //   fathom-chat [--step 1|2|3|all] [--data pairs.jsonl] [--out DIR] [--ppo-iterations N] ...
 //
@@ -24,8 +25,8 @@ int run(const apps::ChatOptions& given, const parallel::Runtime& runtime) {
   if (options.ppo.sampling.max_new_tokens == 0) options.ppo.sampling.max_new_tokens = options.builtin_data() ? 5 : 64;
   if (options.builtin_data()) options.ppo.sampling.end_token = '\n';
 
-  models::GPTConfig model = models::GPTConfig::preset(options.preset);
-  if (options.vocab_size) model.vocab_size = options.vocab_size;
+  models::ModelSpec model = models::ModelSpec::preset(options.arch, options.preset);
+  if (options.vocab_size) model.set_vocab_size(options.vocab_size);
   apps::ChatConfigs configs = apps::load_chat_configs(options, runtime.size());
   apps::StepSizes needed;
   needed.sft = options.sft_steps * configs.sft.batch.train_batch_size +
@@ -34,7 +35,7 @@ int run(const apps::ChatOptions& given, const parallel::Runtime& runtime) {
   needed.ppo = options.ppo_iterations * configs.actor.batch.train_batch_size;
   apps::ChatSummary summary((std::filesystem::path(options.out_dir) / "summary.json").string());
   apps::ChatData data = apps::load_chat_data(options, needed);
-  const int64_t pad = apps::pad_token(data, model.vocab_size);
+  const int64_t pad = apps::pad_token(data, model.vocab_size());
   options.ppo.sampling.pad_token = pad;
   apps::ChatRun chat{options, runtime, model, std::move(configs), std::move(data), summary, options.out_dir, pad};
   if (options.runs(1)) apps::run_sft(chat);

@@ -77,7 +77,7 @@ int run(const apps::TrainOptions& command_line, const parallel::Runtime& runtime
   const std::string start_from = plan->resume ? "" : !opt.model_dir.empty() ? opt.model_dir : opt.init_path;
   const apps::TrainModel model(
       model_spec, config.seed.value_or(kDefaultSeed), start_from, shard_by_shard, groups,
-      {.sequence_parallel = config.sequence_parallel}, device,
+      config.sequence_parallel, device,
       {.partition = config.pipeline.partition,
        .chunks = static_cast<int>(config.pipeline.virtual_stages),
        .activation_checkpoint_interval = static_cast<int>(config.pipeline.activation_checkpoint_interval)});

@@ -7,9 +7,9 @@
 namespace fathom::apps {
 
 TrainModel::TrainModel(const models::ModelSpec& spec, uint64_t seed, const std::string& init_path,
-                       bool shard_by_shard, const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options, Device device,
+                       bool shard_by_shard, const parallel::ProcessGroups& groups, bool sequence_parallel, Device device,
                        parallel::PipelineOptions pipeline)
-    : spec_(spec), sequence_parallel_(options.sequence_parallel) {
+    : spec_(spec), sequence_parallel_(sequence_parallel) {
   parameter_count_ = spec.parameter_count();
   if (groups.pipeline().size() > 1 && groups.tensor().size() == 1 && init_path.empty()) {
     // Each stage builds only its own layers.
@@ -36,25 +36,15 @@ TrainModel::TrainModel(const models::ModelSpec& spec, uint64_t seed, const std::
   module_ = spec.build(seed);
   if (!init_path.empty()) spec.load(*module_, init_path);
   layers_ = &models::layer_sequence(*module_);
-  if (groups.tensor().size() > 1 && !spec.is_gpt()) {
+  if (groups.tensor().size() > 1) {
     // The same decoder with its layers split over the group, from the whole one's weights.
     tensor_group_ = groups.for_device(parallel::Axis::Tensor, device);
     decoder_ = std::make_shared<models::Decoder>(
         spec.decoder, seed, std::vector<bool>(spec.layers().size(), true),
-        std::make_shared<models::TensorParallelDecoderLayers>(tensor_group_, options.sequence_parallel));
+        std::make_shared<models::TensorParallelDecoderLayers>(tensor_group_, sequence_parallel));
     decoder_->load_full(static_cast<const models::Decoder&>(*module_));
     module_ = decoder_;
     layers_ = decoder_.get();
-  } else if (groups.tensor().size() > 1) {
-    const models::GPTConfig& config = spec.gpt;
-    FATHOM_CHECK(config.n_head % groups.tensor().size() == 0, "tensor_parallel.autotp_size ", groups.tensor().size(),
-                 " does not divide the model's ", config.n_head, " attention heads; use a tensor-parallel size that "
-                 "divides ", config.n_head);
-    tensor_group_ = groups.for_device(parallel::Axis::Tensor, device);
-    tensor_parallel_ = std::make_shared<models::TensorParallelGPT>(config, tensor_group_, options);
-    tensor_parallel_->load_full(static_cast<models::GPT&>(*module_));
-    module_ = tensor_parallel_;
-    layers_ = tensor_parallel_.get();
   }
   if (groups.pipeline().size() > 1) {  // the model, or its tensor-parallel form (3D), cut into stages
     pipeline_ = std::make_shared<parallel::PipelineModule>(module_, groups, pipeline);
@@ -71,7 +61,6 @@ void TrainModel::checkpoint_blocks(bool synchronize_boundary, bool partition_act
 
 autograd::Variable TrainModel::loss(const autograd::Variable& output, const Tensor& targets,
                                     std::optional<double> normaliser) const {
-  if (tensor_parallel_) return tensor_parallel_->loss_of_logits(output, targets, normaliser);
   if (decoder_) return decoder_->loss(output, targets, normaliser);
   return nn::cross_entropy(output, targets, normaliser);
 }

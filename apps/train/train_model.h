@@ -1,16 +1,15 @@
 #pragma once
-// The model fathom-train trains, as its models::ModelSpec builds it (GPT-2, or a decoder of the
-// Llama family); with tensor parallelism (tensor_parallel.autotp_size > 1) a GPT-2 becomes a
-// models::TensorParallelGPT over the tensor-parallel group, a decoder the same decoder with its
-// layers split (models/decoder_layers.h); with pipeline parallelism
-// (pipeline.stages > 1) this rank builds its stage's layers (parallel::PipelineModule); and the
-// loss of what the model returns (all logits, or this rank's vocabulary slice of them).
+// The model fathom-train trains, as its models::ModelSpec builds it (the one decoder, configured
+// as GPT-2, Llama, Qwen2 or Mistral); with tensor parallelism (tensor_parallel.autotp_size > 1)
+// the same decoder with its layers split over the tensor-parallel group
+// (models/decoder_layers.h); with pipeline parallelism (pipeline.stages > 1) this rank builds its
+// stage's layers (parallel::PipelineModule); and the loss of what the model returns (all logits,
+// or this rank's vocabulary slice of them).
 //
-// The tensor-parallel model starts from the very weights the unsplit GPT of the same seed (or
-// --init file) has: every rank builds that GPT on the host once and keeps its shards, so one
+// The tensor-parallel model starts from the very weights the unsplit model of the same seed (or
+// start file) has: every rank builds that model on the host once and keeps its shards, so one
 // command trains the same model at every tensor-parallel size. (At start a rank holds the whole
-// model for a moment; a program that cannot afford that builds TensorParallelGPT directly.) A
-// pipeline stage of the GPT from the seed builds only its own layers.
+// model for a moment.) A pipeline stage of the model from the seed builds only its own layers.
 
 #include <cstdint>
 #include <memory>
@@ -18,7 +17,6 @@
 #include <string>
 
 #include "models/decoder.h"
-#include "models/gpt_tensor_parallel.h"
 #include "models/model_spec.h"
 #include "parallel/pipeline_module.h"
 #include "parallel/topology.h"
@@ -31,10 +29,10 @@ class TrainModel {
   // initialisation). `shard_by_shard`: build the model under nn::DeferredInit (ZeRO stage 3 makes
   // each parameter — from the seed, or read from `init_path` — when it shards it; without tensor
   // or pipeline parallelism).
-  // `options`: the tensor-parallel model's (sequence parallelism);
+  // `sequence_parallel`: Megatron's sequence parallelism for the tensor-parallel model;
   // `device`: where it will train, whose tensor-parallel communicator its layers use (NCCL on GPUs).
   TrainModel(const models::ModelSpec& spec, uint64_t seed, const std::string& init_path, bool shard_by_shard,
-             const parallel::ProcessGroups& groups, models::TensorParallelGPTOptions options = {},
+             const parallel::ProcessGroups& groups, bool sequence_parallel = false,
              Device device = kCPU, parallel::PipelineOptions pipeline = {});
 
   const std::shared_ptr<nn::Module>& module() const { return module_; }
@@ -52,8 +50,7 @@ class TrainModel {
 
  private:
   models::ModelSpec spec_;
-  std::shared_ptr<models::TensorParallelGPT> tensor_parallel_;  // GPT-2's, null without tensor parallelism
-  std::shared_ptr<models::Decoder> decoder_;  // the Llama family's split over the tensor group, or null
+  std::shared_ptr<models::Decoder> decoder_;  // split over the tensor group, or null
   std::shared_ptr<parallel::PipelineModule> pipeline_;          // null without pipeline parallelism
   std::shared_ptr<nn::Module> module_;
   nn::LayerSequence* layers_ = nullptr;  // the model's layers (this stage's, under a pipeline)

@@ -20,22 +20,14 @@ models::ModelSpec TrainOptions::model_spec() const {
 
 void TrainOptions::apply_sizes(models::ModelSpec& spec) const {
   spec.set_attention(attention);
-  if (spec.is_gpt()) {
-    models::GPTConfig& c = spec.gpt;
-    if (n_layer) c.n_layer = n_layer;
-    if (n_head) c.n_head = n_head;
-    if (n_embd) c.n_embd = n_embd;
-    if (block_size) c.block_size = block_size;
-    if (vocab_size) c.vocab_size = vocab_size;
-  } else {
-    models::DecoderConfig& c = spec.decoder;
-    if (n_layer) c.n_layer = n_layer;
-    if (n_head) c.n_head = n_head, c.n_kv_head = c.n_head % c.n_kv_head == 0 ? c.n_kv_head : c.n_head;
-    if (n_kv_head) c.n_kv_head = n_kv_head;
-    if (n_embd) c.hidden_size = n_embd, c.intermediate_size = (8 * n_embd / 3 + 15) / 16 * 16;  // Llama's ~8/3 x
-    if (block_size && model_dir.empty()) c.max_positions = block_size;
-    if (vocab_size) c.vocab_size = vocab_size;
-  }
+  models::DecoderConfig& c = spec.decoder;
+  const bool gpt2 = spec.architecture == "gpt2";  // as many key/value heads as query heads, a 4 x MLP
+  if (n_layer) c.n_layer = n_layer;
+  if (n_head) c.n_head = n_head, c.n_kv_head = gpt2 || c.n_head % c.n_kv_head != 0 ? c.n_head : c.n_kv_head;
+  if (n_kv_head) c.n_kv_head = n_kv_head;
+  if (n_embd) c.hidden_size = n_embd, c.intermediate_size = gpt2 ? 4 * n_embd : (8 * n_embd / 3 + 15) / 16 * 16;  // Llama's ~8/3 x
+  if (block_size && model_dir.empty()) c.max_positions = block_size;
+  if (vocab_size) c.vocab_size = vocab_size;
   spec.validate();
 }
 

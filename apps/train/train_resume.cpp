@@ -1,5 +1,6 @@
 #include "apps/train/train_resume.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -27,17 +28,14 @@ std::optional<TrainRun> train_run_of(const std::string& client_state, const std:
   if (model.is_string()) {  // the model's config.json
     out.model = models::ModelSpec::from_json(model.as_string(), source + " (model)");
   } else {  // a GPT's sizes, as checkpoints before the architectures wrote them
-    out.model = models::ModelSpec::preset("gpt2", out.preset);
-    out.model.gpt.n_layer = model.at("n_layer").as_int64();
-    out.model.gpt.n_head = model.at("n_head").as_int64();
-    out.model.gpt.n_embd = model.at("n_embd").as_int64();
-    out.model.gpt.block_size = model.at("block_size").as_int64();
-    out.model.gpt.vocab_size = model.at("vocab_size").as_int64();
+    out.model.decoder = models::DecoderConfig::gpt2(model.at("n_layer").as_int64(), model.at("n_head").as_int64(),
+                                                    model.at("n_embd").as_int64(), model.at("vocab_size").as_int64(),
+                                                    model.at("block_size").as_int64());
   }
   out.data_path = run->at("data").as_string();
   out.val_data_path = run->at("val_data").as_string();
   out.steps = run->at("steps").as_int64();
-  out.sequence_length = model.is_string() ? run->at("sequence_length").as_int64() : out.model.gpt.block_size;
+  out.sequence_length = model.is_string() ? run->at("sequence_length").as_int64() : out.model.max_positions();
   if (const JsonValue* save_every = run->find("save_every")) out.save_every = save_every->as_int64();
   if (const JsonValue* format = run->find("data_format")) out.data_format = parse_data_format(format->as_string());
   return out;
@@ -87,6 +85,8 @@ ResumePoint open_resume_point(const std::string& resume_dir, const std::string& 
   point.run = train_run_of(index.at("client_state").as_string(), reader.index_path() + " (client_state)");
   point.tensor_size = reader.tensor_parallel_size();
   point.pipeline_size = reader.pipeline_parallel_size();
+  const std::vector<std::string> names = reader.parameter_names();
+  point.legacy_gpt2 = std::find(names.begin(), names.end(), "transformer.wte.weight") != names.end();
   return point;
 }
 
@@ -103,6 +103,11 @@ std::string ResumePoint::layout() const {
 TrainOptions resumed_options(const TrainOptions& given, const ResumePoint& point, std::vector<std::string>* log) {
   TrainOptions o = given;
   std::string taken;
+  FATHOM_CHECK(!point.legacy_gpt2, "--resume: the checkpoint ", point.dir, "/", point.tag,
+               " holds a GPT-2 in the layout of Fathom before its one decoder (transformer.h.N.attn.c_attn), "
+               "which fathom-train no longer builds; convert its weights with `fathom-export ", point.dir,
+               " --out FOLDER` and continue from them with `fathom-train --model FOLDER` (the optimizer state "
+               "starts afresh)");
   if (point.run) {
     const TrainRun& run = *point.run;
     if (given.model_flags_given()) {

@@ -290,12 +290,12 @@ std::string markdown(const Setup& s, const std::vector<Row>& rows, const std::st
          "fathom::initialize, world size 1, batch "
       << o.batch << " x " << o.seq << " tokens requested (the batch column says what ran; random tokens, one batch reused), wall clock between device synchronizations\n";
   // The shape of one layer's queries decides auto's choice (a broadcast view: nothing allocated).
-  const int64_t heads = m.is_gpt() ? m.gpt.n_head : m.decoder.n_head;
+  const int64_t heads = m.decoder.n_head;
   const Tensor query_like =
       Tensor::zeros({1, 1, 1, 1}, DType::BF16).expand({o.batch, heads, o.seq, m.hidden_size() / heads});
   out << "attention kernel: "
       << nn::attention_kernel_name(
-             nn::resolve_attention_kernel(m.is_gpt() ? m.gpt.attention : m.decoder.attention, query_like))
+             nn::resolve_attention_kernel(m.decoder.attention, query_like))
       << " (nn/attention_kernel.h; --attention or FATHOM_ATTENTION to choose)\n";
   out << "flops: 6N + 6*L*C*T = " << fixed(s.flops_per_token / 1e6, 1) << " MFLOP per token; MFU against "
       << (o.peak_tflops > 0 ? fixed(o.peak_tflops, 0) + " TFLOP/s (dense bf16, H100/H200 SXM)" : std::string("no peak (cpu)"))
@@ -368,7 +368,7 @@ int run(const Options& options) {
   s.model = models::ModelSpec::preset(options.arch, options.preset);
   s.model.set_attention(options.attention);
   // Built in bf16, so no f32 copy of the model ever exists.
-  (s.model.is_gpt() ? s.model.gpt.dtype : s.model.decoder.dtype) = DType::BF16;
+  s.model.decoder.dtype = DType::BF16;
   FATHOM_CHECK(options.seq <= s.model.max_positions(), "fathom_gpt2_bench: --seq ", options.seq,
                " is longer than the model's ", s.model.max_positions(), " positions");
   // Counted from the config rather than from a model built for the purpose (a 124M-parameter
@@ -376,7 +376,7 @@ int run(const Options& options) {
   s.parameters = s.model.parameter_count();
   const int64_t layers = s.model.layers().size() - 2;
   // An untied input table is a lookup, not a matmul: not counted.
-  const int64_t lookup = !s.model.is_gpt() && !s.model.decoder.tied_embeddings
+  const int64_t lookup = !s.model.decoder.tied_embeddings
                              ? s.model.vocab_size() * s.model.hidden_size() : 0;
   s.flops_per_token = 6.0 * static_cast<double>(s.parameters - lookup) +
                       6.0 * static_cast<double>(layers * s.model.hidden_size() * options.seq);

@@ -1,6 +1,6 @@
 // Fathom's PPO iteration on the CPU, for the same shapes and hyperparameters as the TRL peer
 // (trl_ppo.py): DeepSpeed-Chat's four engines (actor through the hybrid engine, reference,
-// critic, reward model; randomly initialised GPTs), prompts of random bytes, exactly
+// critic, reward model; randomly initialised GPT-2-shaped decoders), prompts of random bytes, exactly
 // --response-len new tokens per prompt. Reports the means over --iterations timed iterations
 // (after --warmup) of generation and training (experience forwards, GAE, the epochs) seconds,
 // and generated tokens/s with the key/value cache (the hybrid engine's generation) and without
@@ -20,7 +20,7 @@
 #include "core/threads.h"
 #include "engine/initialize.h"
 #include "engine/rlhf/ppo_iteration.h"
-#include "models/gpt_inference.h"
+#include "models/generation.h"
 #include "models/reward_model.h"
 #include "parallel/local_communicator.h"
 
@@ -40,7 +40,7 @@ Config engine_config(double lr) {
 }
 
 // Sampling without a cache: every new token a forward over the whole sequence so far.
-double tokens_per_second_without_cache(models::GPT& model, const Tensor& prompts, int64_t new_tokens, Generator& gen) {
+double tokens_per_second_without_cache(models::Decoder& model, const Tensor& prompts, int64_t new_tokens, Generator& gen) {
   autograd::NoGradGuard no_grad;
   const int64_t B = prompts.size(0);
   Tensor sequences = prompts;
@@ -73,18 +73,18 @@ int main(int argc, char** argv) {
     else return std::fprintf(stderr, "fathom_rlhf_bench: unknown or incomplete option %s\n", arg.c_str()), 2;
   }
   set_num_threads(static_cast<int>(a["--threads"]));
-  models::GPTConfig c;
-  c.n_layer = static_cast<int64_t>(a["--n-layer"]), c.n_head = static_cast<int64_t>(a["--n-head"]);
-  c.n_embd = static_cast<int64_t>(a["--n-embd"]), c.vocab_size = static_cast<int64_t>(a["--vocab"]);
-  c.block_size = static_cast<int64_t>(a["--block-size"]);
+  models::ModelSpec c;  // GPT-2's configuration of the decoder
+  c.decoder = models::DecoderConfig::gpt2(static_cast<int64_t>(a["--n-layer"]), static_cast<int64_t>(a["--n-head"]),
+                                          static_cast<int64_t>(a["--n-embd"]), static_cast<int64_t>(a["--vocab"]),
+                                          static_cast<int64_t>(a["--block-size"]));
   const int64_t B = static_cast<int64_t>(a["--batch"]), P = static_cast<int64_t>(a["--prompt-len"]);
   const int64_t L = static_cast<int64_t>(a["--response-len"]);
   const int iterations = static_cast<int>(a["--iterations"]), warmup = static_cast<int>(a["--warmup"]);
 
   const auto groups = parallel::ProcessGroups::data_parallel(std::make_shared<parallel::LocalCommunicator>());
-  auto actor = std::make_shared<models::GPT>(c, 1);
+  auto actor = std::make_shared<models::Decoder>(c.decoder, 1);
   HybridEngine hybrid(initialize(engine_config(a["--lr-actor"]), actor).engine, engine_config(0).hybrid_engine);
-  const auto reference = initialize_for_evaluation(engine_config(0), std::make_shared<models::GPT>(c, 1), groups);
+  const auto reference = initialize_for_evaluation(engine_config(0), std::make_shared<models::Decoder>(c.decoder, 1), groups);
   const auto critic = initialize(engine_config(a["--lr-critic"]), std::make_shared<models::RewardModel>(c, 2)).engine;
   const auto reward = initialize_for_evaluation(engine_config(0), std::make_shared<models::RewardModel>(c, 2), groups);
   PpoEngines engines{hybrid, *reference, *critic, *reward};
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
   Generator data(7), gen(8);
   double generation = 0, training = 0, total = 0;
   for (int i = 0; i < warmup + iterations; ++i) {
-    const Tensor prompts = randint({B, P}, data, 1, c.vocab_size);
+    const Tensor prompts = randint({B, P}, data, 1, c.vocab_size());
     const Clock::time_point start = Clock::now();
     const PpoIterationStats stats = ppo_iteration(engines, prompts, options, gen);
     const double seconds = seconds_since(start);
@@ -104,12 +104,12 @@ int main(int argc, char** argv) {
     generation += stats.generation_seconds / iterations, training += stats.training_seconds / iterations;
     total += seconds / iterations;
   }
-  const Tensor prompts = randint({B, P}, data, 1, c.vocab_size);
+  const Tensor prompts = randint({B, P}, data, 1, c.vocab_size());
   const double no_cache = tokens_per_second_without_cache(*actor, prompts, L, gen);
   const double with_cache = static_cast<double>(B * L) / generation;
   std::fprintf(stderr, "Fathom PPO iteration (%lld layers, %lld wide, batch %lld, %lld + %lld tokens, %d epoch(s)): "
                "generation %.1f ms, training %.1f ms, iteration %.1f ms; %.0f tokens/s with the cache, %.0f without\n",
-               static_cast<long long>(c.n_layer), static_cast<long long>(c.n_embd), static_cast<long long>(B),
+               static_cast<long long>(c.decoder.n_layer), static_cast<long long>(c.hidden_size()), static_cast<long long>(B),
                static_cast<long long>(P), static_cast<long long>(L), options.ppo_epochs, generation * 1e3,
                training * 1e3, total * 1e3, with_cache, no_cache);
   if (json)

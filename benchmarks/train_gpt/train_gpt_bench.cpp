@@ -53,10 +53,8 @@ constexpr ModelShape kShapes[] = {{"small", 4, 4, 256, 512},
 
 models::ModelSpec spec_of(const ModelShape& shape, int64_t seq) {
   if (shape.kv_heads == 0) {
-    models::ModelSpec spec = models::ModelSpec::preset("gpt2", "small");
-    models::GPTConfig& c = spec.gpt;
-    c.n_layer = shape.layers, c.n_head = shape.heads, c.n_embd = shape.width;
-    c.vocab_size = shape.vocab, c.block_size = seq;
+    models::ModelSpec spec;
+    spec.decoder = models::DecoderConfig::gpt2(shape.layers, shape.heads, shape.width, shape.vocab, seq);
     return spec;
   }
   models::ModelSpec spec = models::ModelSpec::preset("llama", "small");
@@ -146,7 +144,7 @@ Result run(const ModelShape& shape, int64_t batch, int64_t seq, const std::strin
   std::sort(times.begin(), times.end());
   Result r;
   r.parameters = static_cast<double>(model->parameter_count());
-  const double lookup = spec.is_gpt() ? 0.0 : static_cast<double>(shape.vocab * shape.width);  // untied input table
+  const double lookup = spec.decoder.tied_embeddings ? 0.0 : static_cast<double>(shape.vocab * shape.width);  // untied input table
   r.ms = times[times.size() / 2];
   r.rss_gib = peak_rss_gib();
   r.gemm_gflops = gemm_gflops(precision == "bf16");

@@ -7,17 +7,6 @@
 namespace fathom {
 namespace {
 
-// Each part of the model whole while a feed reads it (stage 3 gathers).
-class PartByPartAccess final : public models::ParameterAccess {
- public:
-  explicit PartByPartAccess(zero::ParameterResidency& residency) : residency_(residency) {}
-  void acquire(const nn::Module& part) override { residency_.gather_parameters_of(part); }
-  void release(const nn::Module& part) override { residency_.release_parameters_of(part); }
-
- private:
-  zero::ParameterResidency& residency_;
-};
-
 // pin_parameters: every parameter whole for the scope (one gather each at stage 3), released
 // however the generation ends.
 class PinnedParameters {
@@ -40,16 +29,11 @@ class PinnedParameters {
 HybridEngine::HybridEngine(std::shared_ptr<Engine> engine, HybridEngineConfig config)
     : engine_(std::move(engine)), config_(config) {
   FATHOM_CHECK(engine_, "HybridEngine: no engine");
-  model_ = dynamic_cast<models::GPT*>(&engine_->module());
-  decoder_model_ = dynamic_cast<models::Decoder*>(&engine_->module());
-  FATHOM_CHECK(model_ || decoder_model_, "HybridEngine: the engine's model is a ", engine_->module().type_name(),
-               "; generation needs a whole models::GPT or models::Decoder (not split by tensor or pipeline "
-               "parallelism)");
+  model_ = dynamic_cast<models::Decoder*>(&engine_->module());
+  FATHOM_CHECK(model_, "HybridEngine: the engine's model is a ", engine_->module().type_name(),
+               "; generation needs a whole models::Decoder (not split by tensor or pipeline parallelism)");
   FATHOM_CHECK(config_.inference_tp_size == 1, "hybrid_engine.inference_tp_size ", config_.inference_tp_size,
                " is not supported; set 1");
-  // Below stage 3 the parameters are always whole: the feeds read them as they are.
-  if (zero::ParameterResidency* residency = engine_->training_state().residency())
-    access_ = std::make_unique<PartByPartAccess>(*residency);
 }
 
 HybridEngine::~HybridEngine() = default;
@@ -62,27 +46,18 @@ models::Generated HybridEngine::generate(const Tensor& prompts, models::Sampling
                " new ones need ", tokens, "; raise it or generate fewer tokens");
   const int64_t batch = prompts.size(0);
   zero::ParameterResidency* residency = engine_->training_state().residency();
-  if (decoder_model_) {
-    // Its modules' hooks gather each part for each forward: every rank feeds every position.
-    if (residency && residency->gathers_collectively()) sampling.stop_when_all_ended = false;
-    if (!cache_ || cache_->batch() != batch)
-      cache_ = std::make_unique<models::KVCache>(
-          decoder_model_->make_cache(batch, std::min(config_.max_out_tokens, decoder_model_->config().max_positions)));
-    models::Generated out = models::generate(*decoder_model_, *cache_, prompts, sampling, gen);
-    if (!config_.enabled || config_.release_inference_cache) cache_.reset();
-    return out;
-  }
-  // Ranks gathering part by part together must all feed every position.
+  // Without pinning, the modules' own hooks gather each part for each forward: ranks doing that
+  // together must all feed every position.
   if (!pins() && residency && residency->gathers_collectively()) sampling.stop_when_all_ended = false;
-  if (!decoder_ || decoder_->batch() != batch)
-    decoder_ = std::make_unique<models::GPTInference>(*model_, batch, pins() ? nullptr : access_.get());
-
+  if (!cache_ || cache_->batch() != batch)
+    cache_ = std::make_unique<models::KVCache>(
+        model_->make_cache(batch, std::min(config_.max_out_tokens, model_->config().max_positions)));
   models::Generated out;
   {
     const PinnedParameters pinned(residency, pins());
-    out = models::generate(*decoder_, prompts, sampling, gen);
+    out = models::generate(*model_, *cache_, prompts, sampling, gen);
   }
-  if (!config_.enabled || config_.release_inference_cache) decoder_.reset();
+  if (!config_.enabled || config_.release_inference_cache) cache_.reset();
   return out;
 }
 

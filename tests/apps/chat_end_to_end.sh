@@ -25,11 +25,11 @@ awk -v a="$(figure step2.accuracy)" 'BEGIN { exit !(a >= 0.8) }' ||
   { echo "the reward model's held-out accuracy is $(figure step2.accuracy), expected >= 0.8"; exit 1; }
 
 run --step 3 --ppo-iterations 6 >"$work/uninterrupted.log"
-cp "$work/out/step3/actor.safetensors" "$work/uninterrupted.safetensors"
+cp "$work/out/step3/actor/model.safetensors" "$work/uninterrupted.safetensors"
 run --step 3 --ppo-iterations 3 >"$work/first_half.log"
 run --step 3 --ppo-iterations 6 --resume >"$work/resumed.log"
 grep -q "step 3 resumes after iteration 3" "$work/resumed.log" || { cat "$work/resumed.log"; exit 1; }
-cmp "$work/uninterrupted.safetensors" "$work/out/step3/actor.safetensors" ||
+cmp "$work/uninterrupted.safetensors" "$work/out/step3/actor/model.safetensors" ||
   { echo "step 3 resumed at iteration 3 of 6 ends with other weights than the uninterrupted run"; exit 1; }
 echo "step 3 resumed at iteration 3: the uninterrupted run's weights"
 

@@ -21,6 +21,6 @@ done
 if "$mpiexec" --oversubscribe -np 3 "$generate" --model "$model" --max-tokens 4 >/dev/null 2>"$work/three.err"; then
   echo "3 ranks generated from a 2-head model"; exit 1
 fi
-grep -q "its 2 attention heads do not split over 3 tensor-parallel ranks" "$work/three.err" ||
+grep -q "2 query heads and 2 key/value heads do not split over 3 tensor-parallel ranks" "$work/three.err" ||
   { echo "3 ranks failed without naming the heads:"; cat "$work/three.err"; exit 1; }
 echo "tensor parallel generation at 2 ranks prints what one process prints ($(wc -c <"$work/one.txt") bytes)"

@@ -89,7 +89,7 @@ echo "$(final "$work/pretrained.log") $(final "$work/sp.log")" |
   { echo "sequence parallel: $(final "$work/sp.log"), one process: $(final "$work/pretrained.log")"; exit 1; }
 if "$mpiexec" --oversubscribe -np 2 "$train" --arch llama --preset tiny --n-kv-head 1 --steps 1 --config "$work/tp.json" \
   --out "$work/kv" >"$work/kv.log" 2>&1; then fail kv "one key/value head at tensor 2 was not refused"; fi
-grep -q "must both divide over tensor_parallel.autotp_size 2" "$work/kv.log" || fail kv "the refusal does not name the heads"
+grep -q "key/value heads do not split over 2 tensor-parallel ranks" "$work/kv.log" || fail kv "the refusal does not name the heads"
 if "$train" --model "$work/nowhere" --out "$work/x" >"$work/missing.log" 2>&1; then fail missing "a missing folder was accepted"; fi
 grep -q "model folder $work/nowhere does not exist" "$work/missing.log" || fail missing "the error does not name the folder"
 mkdir -p "$work/empty"

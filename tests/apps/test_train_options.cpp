@@ -1,10 +1,16 @@
-// fathom-train's command line: the device and attention-kernel choices.
+// fathom-train's command line: the device and attention-kernel choices, the model flags, and the
+// refusal of a checkpoint of the model before the one decoder.
 #include <catch2/catch.hpp>
+#include <unistd.h>
 
+#include <filesystem>
 #include <vector>
 
 #include "core/cuda/cuda_runtime.h"
 #include "apps/train/train_options.h"
+#include "apps/train/train_resume.h"
+#include "engine/initialize.h"
+#include "models/gpt.h"
 #include "test_util.h"
 
 using namespace fathom;
@@ -34,9 +40,9 @@ TEST_CASE("fathom-train --device: auto takes the runtime's device, cpu forces th
 TEST_CASE("fathom-train --attention sets the model's attention kernel", "[launcher]") {
   models::ModelSpec spec = models::ModelSpec::preset("gpt2", "tiny");
   parse({"--attention", "gemm"}).apply_sizes(spec);
-  CHECK(spec.gpt.attention == nn::AttentionKernel::Gemm);
+  CHECK(spec.decoder.attention == nn::AttentionKernel::Gemm);
   parse({}).apply_sizes(spec);
-  CHECK(spec.gpt.attention == nn::AttentionKernel::Auto);
+  CHECK(spec.decoder.attention == nn::AttentionKernel::Auto);
   CHECK_THROWS_WITH(parse({"--attention", "flash"}),
                     Catch::Contains("--attention: unknown attention kernel \"flash\"; use \"auto\", \"fused\" or \"gemm\""));
 }
@@ -77,4 +83,34 @@ TEST_CASE("train options: --tag picks the checkpoint to resume from, and needs -
 TEST_CASE("train options: --deepspeed_config is DeepSpeed's name for --config", "[launcher]") {
   CHECK(parse({"--deepspeed_config", "ds_config.json"}).config_path == "ds_config.json");
   CHECK(parse({"--config", "ds_config.json"}).config_path == "ds_config.json");
+}
+
+TEST_CASE("a GPT-2 checkpoint of the model before the one decoder is recognised and refused by --resume, with the "
+          "way on",
+          "[launcher]") {
+  // What fathom-train wrote before GPT-2 ran on the decoder: models::GPT's parameter names.
+  const std::string dir = (std::filesystem::temp_directory_path() / ("fathom_legacy_gpt2_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  models::GPTConfig config = models::GPTConfig::preset("tiny");
+  const auto legacy = std::make_shared<models::GPT>(config, 1);
+  const Config ds = Config::from_string(R"({"train_batch_size": 1, "optimizer": {"type": "SGD", "params": {"lr": 0.1}}})");
+  apps::TrainRun run;
+  run.preset = "tiny";
+  run.model = models::ModelSpec::preset("gpt2", "tiny");
+  run.sequence_length = 64;
+  initialize(ds, legacy).engine->save_checkpoint(dir, "", apps::train_run_client_state(run));
+
+  const apps::ResumePoint point = apps::open_resume_point(dir, "");
+  CHECK(point.legacy_gpt2);
+  CHECK_THROWS_WITH(apps::resumed_options(parse({}), point, nullptr),
+                    Catch::Contains("holds a GPT-2 in the layout of Fathom before its one decoder") &&
+                        Catch::Contains("fathom-export " + point.dir + " --out FOLDER") &&
+                        Catch::Contains("fathom-train --model FOLDER"));
+  // A checkpoint of the decoder is not taken for one.
+  const std::string current = dir + "_decoder";
+  std::filesystem::remove_all(current);
+  initialize(ds, run.model.build(1)).engine->save_checkpoint(current, "", apps::train_run_client_state(run));
+  CHECK_FALSE(apps::open_resume_point(current, "").legacy_gpt2);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(current);
 }

@@ -5,7 +5,7 @@
 # at data 2, whose validation micro-batches are smaller) — at tensor 2 x data 2
 # (mpirun -np 4) and on one process with activation checkpointing, each in f32, in bf16 and with
 # parameters and optimizer offloaded to the CPU. Both once crashed in step 1 as soon as parameters
-# were partitioned. Each run must say that stage 3 partitioned all 28 parameters.
+# were partitioned. Each run must say that stage 3 partitioned all 36 parameters.
 #   zero3_train.sh FATHOM_TRAIN MPIEXEC WORK_DIR
 set -eu
 train=$1 mpiexec=$2 work=$3
@@ -40,7 +40,7 @@ close() {  # BOUND "TRAIN VAL" "TRAIN VAL"
 }
 for name in tp_f32 tp_bf16 tp_offload ac_f32 ac_bf16 ac_offload; do
   ranks="over 1 data-parallel rank "; case $name in tp_*) ranks="over 2 data-parallel ranks " ;; esac
-  grep -q "ZeRO stage 3: 28 of 28 parameters partitioned $ranks" "$work/$name.log" ||
+  grep -q "ZeRO stage 3: 36 of 36 parameters partitioned $ranks" "$work/$name.log" ||
     { cat "$work/$name.log"; echo "$name: stage 3 did not partition every parameter $ranks"; exit 1; }
   case $name in *bf16) one=one_bf16 bound=1e-2 ;; *) one=one_f32 bound=2e-3 ;; esac
   mine=$(final "$work/$name.log") alone=$(final "$work/$one.log")

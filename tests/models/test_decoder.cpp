@@ -328,14 +328,13 @@ TEST_CASE("bad decoder configs are refused naming the field", "[models]") {
   c = DecoderConfig::preset("llama-tiny");
   c.rope.rotary_dim = 5;
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("must be even and at most the head size 16"));
-  CHECK_THROWS_WITH(DecoderConfig::preset("llama-huge"), Catch::Contains("use llama-tiny, llama-small, llama-100M or llama-350M"));
+  CHECK_THROWS_WITH(DecoderConfig::preset("llama-huge"), Catch::Contains("use llama-tiny, llama-small, llama-100M, llama-350M, gpt2-tiny, gpt2-small or gpt2-124M"));
   const Decoder model(DecoderConfig::preset("llama-tiny"));
   CHECK_THROWS_WITH(const_cast<Decoder&>(model)(Variable(Tensor::zeros({1, 129}, DType::I64))),
                     Catch::Contains("sequence length 129 exceeds max_position_embeddings 128"));
 }
 
-TEST_CASE("the decoder refuses dropout under sequence parallelism and generation split over ranks, by name",
-          "[models]") {
+TEST_CASE("the decoder refuses dropout under sequence parallelism, and generation under it, by name", "[models]") {
   DecoderConfig config = DecoderConfig::preset("llama-tiny");
   const std::vector<bool> every(config.n_layer + 2, true);
   // One rank's local group: the tensor-parallel layers over a group of one.
@@ -344,6 +343,6 @@ TEST_CASE("the decoder refuses dropout under sequence parallelism and generation
   CHECK_THROWS_WITH(Decoder(config, 1, every, std::make_shared<TensorParallelDecoderLayers>(group, true)),
                     Catch::Contains("dropout 0.1 with sequence parallelism is not supported"));
   config.dropout = 0;
-  const Decoder split(config, 1, every, std::make_shared<TensorParallelDecoderLayers>(group));
-  CHECK_THROWS_WITH(split.make_cache(1), Catch::Contains("generation with a tensor-parallel decoder is not available"));
+  const Decoder split(config, 1, every, std::make_shared<TensorParallelDecoderLayers>(group, true));
+  CHECK_THROWS_WITH(split.make_cache(1), Catch::Contains("generation with sequence parallelism is not supported"));
 }

@@ -7,15 +7,16 @@
 using namespace fathom;
 
 namespace {
-models::GPTConfig tiny() {
-  models::GPTConfig c = models::GPTConfig::preset("tiny");
+// GPT-2's configuration of the decoder (the Llama family's generation is tested in test_decoder).
+models::DecoderConfig tiny() {
+  models::DecoderConfig c = models::DecoderConfig::preset("gpt2-tiny");
   c.vocab_size = 32;
-  c.block_size = 24;
+  c.max_positions = 24;
   return c;
 }
 
 // Greedy decoding by full forwards over the growing sequence: the reference for the cache.
-std::vector<int64_t> greedy_by_full_forward(models::GPT& model, std::vector<int64_t> ids, int64_t steps) {
+std::vector<int64_t> greedy_by_full_forward(models::Decoder& model, std::vector<int64_t> ids, int64_t steps) {
   for (int64_t s = 0; s < steps; ++s) {
     const int64_t T = static_cast<int64_t>(ids.size());
     const auto logits = model(autograd::Variable(Tensor::from_vector(ids, {1, T}))).data().to_vector<float>();
@@ -30,7 +31,7 @@ std::vector<int64_t> greedy_by_full_forward(models::GPT& model, std::vector<int6
 }  // namespace
 
 TEST_CASE("batched greedy generation equals each row decoded alone by full forwards", "[models][rlhf]") {
-  models::GPT model(tiny(), 3);
+  models::Decoder model(tiny(), 3);
   const std::vector<std::vector<int64_t>> prompts = {{1, 2, 3}, {7, 7, 9}, {30, 4, 12}};
   std::vector<int64_t> flat;
   for (const auto& p : prompts) flat.insert(flat.end(), p.begin(), p.end());
@@ -49,7 +50,7 @@ TEST_CASE("batched greedy generation equals each row decoded alone by full forwa
 }
 
 TEST_CASE("a row that generates the end token stops there, padded and masked after it", "[models][rlhf]") {
-  models::GPT model(tiny(), 3);
+  models::Decoder model(tiny(), 3);
   const Tensor prompts = Tensor::from_vector<int64_t>({1, 2, 3, 7, 7, 9}, {2, 3});
   models::SamplingOptions options;
   options.max_new_tokens = 5;
@@ -76,7 +77,7 @@ TEST_CASE("a row that generates the end token stops there, padded and masked aft
 }
 
 TEST_CASE("sampled generation is reproducible from its seed, and refuses an overflowing length", "[models][rlhf]") {
-  models::GPT model(tiny(), 3);
+  models::Decoder model(tiny(), 3);
   const Tensor prompts = Tensor::from_vector<int64_t>({1, 2, 3, 4}, {2, 2});
   models::SamplingOptions options;
   options.max_new_tokens = 8;

@@ -12,7 +12,8 @@
 #include "autograd/functions.h"
 #include "autograd/grad_mode.h"
 #include "models/gpt.h"
-#include "models/gpt_inference.h"
+#include "models/decoder.h"
+#include "models/generation.h"
 #include "models/gpt_weights.h"
 #include "nn/safetensors.h"
 #include "test_util.h"
@@ -199,25 +200,27 @@ TEST_CASE("transformers' GPT2LMHeadModel loads Fathom's file and gives the same 
   std::remove(logits_path.c_str());
 }
 
-TEST_CASE("KV-cache logits equal the full-prefix forward", "[models]") {
-  GPTConfig config = GPTConfig::preset("tiny");
-  GPT gpt(config, 11);
-  gpt.eval();
+TEST_CASE("KV-cache logits equal the full-prefix forward (GPT-2's configuration of the decoder)", "[models]") {
+  const DecoderConfig config = DecoderConfig::preset("gpt2-tiny");
+  Decoder model(config, 11);
+  model.eval();
   const std::vector<int64_t> prompt = {5, 17, 200, 3, 3, 99, 42};
   const int64_t T = static_cast<int64_t>(prompt.size());
-  const Tensor full = gpt(Variable(Tensor::from_vector<int64_t>(prompt, {1, T}))).data();  // [1, T, V]
+  const Tensor full = model(Variable(Tensor::from_vector<int64_t>(prompt, {1, T}))).data();  // [1, T, V]
 
-  GPTInference one_by_one(gpt), prefix_then_one(gpt);
-  prefix_then_one.feed(Tensor::from_vector<int64_t>(std::vector<int64_t>(prompt.begin(), prompt.end() - 1), {1, T - 1}));
-  const Tensor last = prefix_then_one.feed(Tensor::from_vector<int64_t>({prompt.back()}, {1, 1}));
+  KVCache one_by_one = model.make_cache(1), prefix_then_one = model.make_cache(1);
+  next_token_logits(model, prefix_then_one,
+                    Tensor::from_vector<int64_t>(std::vector<int64_t>(prompt.begin(), prompt.end() - 1), {1, T - 1}));
+  const Tensor last = next_token_logits(model, prefix_then_one, Tensor::from_vector<int64_t>({prompt.back()}, {1, 1}));
   for (int64_t t = 0; t < T; ++t) {
-    const Tensor step = one_by_one.feed(Tensor::from_vector<int64_t>({prompt[t]}, {1, 1}));
+    const Tensor step = next_token_logits(model, one_by_one, Tensor::from_vector<int64_t>({prompt[t]}, {1, 1}));
     INFO("position " << t);
     CHECK(fathom::testing::mismatch(step.reshape({config.vocab_size}), full.select(0, 0).select(0, t), 1e-5, 1e-5) == "");
   }
   CHECK(fathom::testing::mismatch(last.reshape({config.vocab_size}), full.select(0, 0).select(0, T - 1), 1e-5, 1e-5) == "");
-  CHECK(one_by_one.position() == T);
-  CHECK_THROWS_WITH(one_by_one.feed(Tensor::zeros({1, 60}, DType::I64)), Catch::Contains("67 positions exceed the model's block_size 64"));
+  CHECK(one_by_one.position == T);
+  CHECK_THROWS_WITH(next_token_logits(model, one_by_one, Tensor::zeros({1, 60}, DType::I64)),
+                    Catch::Contains("60 more positions overflow the cache at 7 of 64"));
 
   Generator gen(1);
   const Tensor logits = Tensor::from_vector<float>({0.1f, 3.0f, 0.2f});

@@ -154,7 +154,7 @@ TEST_CASE("config.json: transformers v5's rope_parameters and v4's rope_theta/ro
 TEST_CASE("config.json errors name the field and what is supported", "[models]") {
   using testing::error_of;
   CHECK_THAT(error_of([&] { config_of(replace(kLlamaV5, R"("model_type": "llama")", R"("model_type": "gemma")")); }),
-             Catch::Contains("model_type \"gemma\" is not supported (supported: llama, qwen2, mistral)"));
+             Catch::Contains("model_type \"gemma\" is not supported (supported: gpt2, llama, qwen2, mistral)"));
   CHECK_THAT(error_of([&] { config_of(replace(kLlamaV5, R"("mlp_bias": false)", R"("mlp_bais": false)")); }),
              Catch::Contains("the field \"mlp_bais\" is not supported for model_type llama (did you mean \"mlp_bias\"?)"));
   CHECK_THAT(error_of([&] { config_of(replace(kLlamaV5, R"("rope_type": "llama3")", R"("rope_type": "yarn")")); }),
@@ -350,9 +350,9 @@ TEST_CASE("transformers' GPT-2 through the decoder: logits, loss, gradients, 100
   const std::string dir = make_peer("gpt2");
   const nn::SafetensorsFile reference(dir + "/reference.safetensors");
   const ModelSpec spec = ModelSpec::from_folder(dir);
-  REQUIRE(spec.is_gpt());
-  Decoder model(gpt2_decoder_config(spec.gpt), 1);
-  load_gpt2_into_decoder(model, dir);
+  REQUIRE(spec.architecture == "gpt2");
+  Decoder model(spec.decoder, 1);
+  spec.load(model, dir);
   const Variable logits = check_logits_and_loss(model, reference);
   nn::NamedTensors grads;
   for (const auto& [name, parameter] : model.named_parameters()) grads.emplace_back(name, parameter.grad());
@@ -365,12 +365,9 @@ TEST_CASE("transformers' GPT-2 through the decoder: logits, loss, gradients, 100
       generate(model, Tensor::from_vector<int64_t>({5, 6, 7, 8}, {1, 4}), {.max_new_tokens = 100, .temperature = 0}, gen);
   CHECK(cached.sequences.narrow(1, 4, 100).contiguous().to_vector<int64_t>() ==
         reference.get("generated").to_vector<int64_t>());
-  // Written back as GPT-2's folder.
+  // Written back as GPT-2's folder, as every program writes it.
   const std::string exported = temp_dir("export_gpt2");
-  nn::NamedTensors weights;
-  for (const auto& [name, parameter] : model.named_parameters()) weights.emplace_back(name, parameter.data());
-  nn::save_safetensors(exported + "/model.safetensors", gpt2_tensors(model.config(), weights));
-  write_text_file(exported + "/config.json", gpt2_hf_config_json(spec.gpt));
+  spec.save(model.state_dict(), exported);
   const std::string out = exported + "/logits.safetensors";
   REQUIRE(std::system(("python3 " + peer_script() + " logits " + exported + " " + out + " 2>/dev/null").c_str()) == 0);
   CHECK(testing::mismatch(nn::SafetensorsFile(out).get("logits"), logits.data(), 1e-5, 1e-5) == "");
@@ -401,7 +398,12 @@ TEST_CASE("what a config.json cannot say is refused on writing; GPT-2's reader r
     return ModelSpec::from_json(R"({"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_embd": 64)" + extra + "}",
                                 "config.json");
   };
-  CHECK(gpt2("").gpt.n_embd == 64);
+  CHECK(gpt2("").decoder.hidden_size == 64);
+  CHECK(gpt2("").decoder.scaled_residual_init);
+  DecoderConfig grouped = gpt2("").decoder;
+  grouped.n_kv_head = 1;
+  CHECK_THAT(error_of([&] { hf_config_json(grouped); }),
+             Catch::Contains("a gpt2 config.json (GPT2Config) describes LayerNorm, learned positions"));
   CHECK_THAT(error_of([&] { gpt2(R"(, "n_inner": 100)"); }), Catch::Contains("n_inner 100 is not supported"));
   CHECK_THAT(error_of([&] { gpt2(R"(, "activation_function": "relu")"); }),
              Catch::Contains("activation_function \"relu\" is not supported"));

@@ -14,31 +14,31 @@ using namespace fathom;
 using autograd::Variable;
 
 namespace {
-models::GPTConfig tiny() {
-  models::GPTConfig c = models::GPTConfig::preset("tiny");
-  c.vocab_size = 32;
-  c.block_size = 16;
-  return c;
+// GPT-2's configuration of the decoder (tied embeddings, learned positions).
+models::ModelSpec tiny() {
+  models::ModelSpec spec = models::ModelSpec::preset("gpt2", "tiny");
+  spec.decoder.vocab_size = 32, spec.decoder.max_positions = 16;
+  return spec;
 }
 Variable tokens(const std::vector<int64_t>& ids, int64_t rows) {
   return Variable(Tensor::from_vector(ids, {rows, static_cast<int64_t>(ids.size()) / rows}));
 }
 }  // namespace
 
-TEST_CASE("the reward model is the GPT of its seed with a bias-free scalar head named v_head", "[models][rlhf]") {
-  const models::GPTConfig config = tiny();
-  models::RewardModel reward(config, 5);
-  models::GPT gpt(config, 5);
+TEST_CASE("the reward model is the decoder of its seed with a bias-free scalar head named v_head", "[models][rlhf]") {
+  const models::ModelSpec spec = tiny();
+  models::RewardModel reward(spec, 5);
+  models::Decoder gpt(spec.decoder, 5);
   std::map<std::string, Tensor> gpt_params;
   for (const auto& [name, p] : gpt.named_parameters()) gpt_params.emplace(name, p.data());
   int backbone = 0;
   for (const auto& [name, p] : reward.named_parameters()) {
     if (name == "v_head.weight") {
-      CHECK(p.sizes() == Shape{1, config.n_embd});
+      CHECK(p.sizes() == Shape{1, spec.hidden_size()});
       continue;
     }
     INFO(name);
-    REQUIRE(gpt_params.count(name) == 1);  // GPT's names: its checkpoints load by name
+    REQUIRE(gpt_params.count(name) == 1);  // the decoder's names: its checkpoints load by name
     CHECK(p.data().to_vector<float>() == gpt_params.at(name).to_vector<float>());
     ++backbone;
   }
@@ -73,7 +73,7 @@ TEST_CASE("the reward loss trains both the head and the backbone", "[models][rlh
       nn::reward_pair_loss(reward(Variable(chosen)), reward(Variable(rejected)), chosen, rejected, 0);
   out.loss.backward();
   for (const auto& [name, p] : reward.named_parameters()) {
-    if (name.find(".h.") == std::string::npos && name.find("v_head") == std::string::npos) continue;
+    if (name.find(".layers.") == std::string::npos && name.find("v_head") == std::string::npos) continue;
     INFO(name);
     REQUIRE(p.grad().defined());
     CHECK(autograd::sum(autograd::abs(Variable(p.grad()))).data().item() > 0);
@@ -84,9 +84,9 @@ TEST_CASE("a reward model trained on the built-in pairs ranks held-out pairs by 
   // Step 2 in miniature: the tiny preset, byte-level, AdamW on reward_pair_loss. The rule
   // (sorted digits are preferred) is never shown; held-out accuracy on the pairs that reject an
   // unsorted answer must beat chance clearly.
-  models::GPTConfig config = models::GPTConfig::preset("tiny");
-  config.block_size = 16;
-  models::RewardModel reward(config, 3);
+  models::ModelSpec spec = models::ModelSpec::preset("gpt2", "tiny");
+  spec.decoder.max_positions = 16;
+  models::RewardModel reward(spec, 3);
   auto optimizer = nn::make_optimizer("AdamW", {{"lr", 3e-3}, {"weight_decay", 0.0}}, reward.named_parameters());
   const auto train = sorting_preference_pairs(16 * 240, 1), held_out = sorting_preference_pairs(256, 2);
   auto accuracy = [&] {

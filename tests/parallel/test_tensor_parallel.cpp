@@ -10,9 +10,9 @@
 #include "core/generator.h"
 #include "kernels/elementwise.h"
 #include "models/gpt.h"
-#include "models/gpt_inference.h"
+#include "models/decoder.h"
+#include "models/generation.h"
 #include "models/gpt_tensor_parallel.h"
-#include "models/gpt_tensor_parallel_inference.h"
 #include "models/gpt_weights.h"
 #include "mpi_test_util.h"
 #include "nn/dropout.h"
@@ -510,29 +510,38 @@ TEST_CASE("tensor parallel: GPT with tensor parallelism equals GPT, loss and eve
   }
 }
 
-TEST_CASE("tensor parallel: decoding with each rank's heads in its cache gives GPTInference's logits", "[parallel]") {
+TEST_CASE("tensor parallel: the decoder decoding with each rank's heads in its cache gives the whole one's logits",
+          "[parallel]") {
   const std::shared_ptr<Communicator>& group = runtime().world_ptr();
-  const models::GPTConfig config = small_gpt();
-  models::GPT full(config, /*seed=*/9);
-  models::TensorParallelGPT parallel(config, group);
-  parallel.load_full(full);
-  full.eval();
-  parallel.eval();
-  models::GPTInference expected(full);
-  models::TensorParallelGPTInference decoded(parallel, group);
-  const Tensor prompt = Tensor::from_vector<int64_t>({5, 17, 299, 3}, {1, 4});
-  const Tensor first = decoded.feed(prompt);
-  REQUIRE(first.sizes() == Shape{1, 300});
-  CHECK(mismatch(first, expected.feed(prompt), 1e-5, 1e-5) == "");
-  for (int64_t token : {42, 7, 250}) {
-    const Tensor next = Tensor::from_vector<int64_t>({token}, {1, 1});
-    CHECK(mismatch(decoded.feed(next), expected.feed(next), 1e-5, 1e-5) == "");
+  // Heads and widths that divide over 2 and 3 ranks, a vocabulary padded per rank.
+  const models::DecoderConfig gpt2 = models::DecoderConfig::gpt2(2, 6, 96, 300, 32);
+  models::DecoderConfig llama = models::DecoderConfig::preset("llama-tiny");  // RoPE, SwiGLU, untied
+  llama.n_head = 12, llama.n_kv_head = 6, llama.hidden_size = 96, llama.intermediate_size = 192;  // GQA 12:6
+  llama.vocab_size = 300;
+  for (const models::DecoderConfig& config : {gpt2, llama}) {
+    INFO(config.architecture);
+    models::Decoder whole(config, /*seed=*/9);
+    const std::vector<bool> every(config.n_layer + 2, true);
+    models::Decoder split(config, 9, every, std::make_shared<models::TensorParallelDecoderLayers>(group));
+    split.load_full(whole);
+    whole.eval();
+    split.eval();
+    models::KVCache expected = whole.make_cache(1), decoded = split.make_cache(1);
+    CHECK(decoded.layers.front().keys.size(1) == config.n_kv_head / group->size());  // this rank's heads only
+    const Tensor prompt = Tensor::from_vector<int64_t>({5, 17, 299, 3}, {1, 4});
+    const Tensor first = models::next_token_logits(split, decoded, prompt);
+    REQUIRE(first.sizes() == Shape{1, 300});
+    CHECK(mismatch(first, models::next_token_logits(whole, expected, prompt), 1e-5, 1e-5) == "");
+    for (int64_t token : {42, 7, 250}) {
+      const Tensor next = Tensor::from_vector<int64_t>({token}, {1, 1});
+      CHECK(mismatch(models::next_token_logits(split, decoded, next), models::next_token_logits(whole, expected, next),
+                     1e-5, 1e-5) == "");
+    }
+    CHECK(decoded.position == 7);
+    models::Decoder sequence_split(config, 9, every, std::make_shared<models::TensorParallelDecoderLayers>(group, true));
+    CHECK(error_of([&] { sequence_split.make_cache(1); }) ==
+          "Decoder: generation with sequence parallelism is not supported; build the decoder without it");
   }
-  CHECK(decoded.position() == 7);
-  models::TensorParallelGPT sequence_split(config, group, {.sequence_parallel = true});
-  CHECK(error_of([&] { models::TensorParallelGPTInference(sequence_split, group); }) ==
-        "TensorParallelGPTInference: build the model without sequence parallelism for decoding (it feeds one position "
-        "at a time)");
 }
 
 TEST_CASE("tensor parallel: Hugging Face GPT-2 weights loaded at any tp give the unsplit logits", "[parallel]") {

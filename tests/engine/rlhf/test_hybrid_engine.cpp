@@ -20,9 +20,10 @@ namespace {
 
 constexpr uint64_t kSeed = 3;
 
-models::GPTConfig tiny() {
-  models::GPTConfig c = models::GPTConfig::preset("tiny");
-  c.block_size = 16;
+// GPT-2's configuration of the decoder (tied embeddings: the head gathers the table again).
+models::DecoderConfig tiny() {
+  models::DecoderConfig c = models::DecoderConfig::preset("gpt2-tiny");
+  c.max_positions = 16;
   return c;
 }
 
@@ -34,7 +35,7 @@ Config zero3_config(const std::string& hybrid) {
 }
 
 struct Actor {
-  std::shared_ptr<models::GPT> model = std::make_shared<models::GPT>(tiny(), kSeed);
+  std::shared_ptr<models::Decoder> model = std::make_shared<models::Decoder>(tiny(), kSeed);
   Config config;
   std::shared_ptr<Engine> engine;
   std::unique_ptr<HybridEngine> hybrid;
@@ -70,7 +71,7 @@ TEST_CASE("hybrid engine at ZeRO-3: pinned, one gather per parameter per generat
           "[hybrid_engine]") {
   models::SamplingOptions sampling;
   sampling.max_new_tokens = 6;
-  const models::GPT plain(tiny(), kSeed);
+  models::Decoder plain(tiny(), kSeed);
   Generator plain_gen(40 + runtime().world().rank());
   const models::Generated expected = models::generate(plain, prompts_of_rank(), sampling, plain_gen);
 
@@ -98,7 +99,7 @@ TEST_CASE("hybrid engine: rows ending at different steps on different ranks stil
           "[hybrid_engine]") {
   models::SamplingOptions sampling;
   sampling.max_new_tokens = 8;
-  const models::GPT plain(tiny(), kSeed);
+  models::Decoder plain(tiny(), kSeed);
   // An end token the first rank's rows are likely to draw early: the most likely next token of
   // its first prompt.
   Generator probe(1);
@@ -163,8 +164,7 @@ TEST_CASE("hybrid_engine config: DeepSpeed's defaults, inference_tp_size refused
         "hybrid_engine.max_out_tokens is 8 but 4 prompt tokens + 6 new ones need 10; raise it or generate fewer tokens");
 }
 
-TEST_CASE("hybrid engine with a Llama (the decoder's own forward over its KV cache): at ZeRO-3, pinned or not, the "
-          "unsharded model's tokens",
+TEST_CASE("hybrid engine with a Llama (GQA, RoPE, untied): at ZeRO-3, pinned or not, the unsharded model's tokens",
           "[hybrid_engine]") {
   models::DecoderConfig config = models::DecoderConfig::preset("llama-tiny");
   config.max_positions = 16;

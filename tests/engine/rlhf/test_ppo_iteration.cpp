@@ -21,13 +21,14 @@ using autograd::Variable;
 
 namespace {
 
-models::GPTConfig tiny() {
-  models::GPTConfig c = models::GPTConfig::preset("tiny");
-  c.block_size = 16;
-  return c;
+// GPT-2's configuration of the decoder.
+models::ModelSpec tiny() {
+  models::ModelSpec spec = models::ModelSpec::preset("gpt2", "tiny");
+  spec.decoder.max_positions = 16;
+  return spec;
 }
 
-// Every parameter of `to` from the one of `from` with the same name (a GPT's backbone into a
+// Every parameter of `to` from the one of `from` with the same name (a decoder's backbone into a
 // reward model, a model into its copy).
 void copy_weights(const nn::Module& from, nn::Module& to) {
   autograd::NoGradGuard no_grad;
@@ -43,7 +44,7 @@ struct Evaluation {
 
 // Sampled answers (temperature 1) to held-out prompts: the true metric and the reward model's
 // mean score.
-Evaluation evaluate(models::GPT& actor, models::RewardModel& reward, const std::vector<PreferencePair>& prompts) {
+Evaluation evaluate(models::Decoder& actor, models::RewardModel& reward, const std::vector<PreferencePair>& prompts) {
   models::SamplingOptions sampling;
   sampling.max_new_tokens = 5;
   sampling.end_token = '\n';
@@ -77,7 +78,7 @@ TEST_CASE("SFT, reward model, PPO in miniature: PPO raises the learned reward, s
   const std::vector<PreferencePair> held_out(data.end() - 128, data.end());
 
   // Step 1 on demonstrations of mixed quality: a policy that sorts only sometimes.
-  models::GPT actor(tiny(), 1);
+  models::Decoder actor(tiny().decoder, 1);
   {
     auto optimizer = nn::make_optimizer("AdamW", {{"lr", 3e-3}, {"weight_decay", 0.0}}, actor.named_parameters());
     for (int step = 0; step < 150; ++step) {
@@ -110,7 +111,7 @@ TEST_CASE("SFT, reward model, PPO in miniature: PPO raises the learned reward, s
   };
   const auto groups = parallel::ProcessGroups::data_parallel(std::make_shared<parallel::LocalCommunicator>());
   auto share = [](auto& model) { return std::shared_ptr<std::remove_reference_t<decltype(model)>>(&model, [](auto*) {}); };
-  auto reference = std::make_shared<models::GPT>(tiny(), 1);
+  auto reference = std::make_shared<models::Decoder>(tiny().decoder, 1);
   copy_weights(actor, *reference);
   auto critic = std::make_shared<models::RewardModel>(tiny(), 2);
   copy_weights(reward, *critic);
