@@ -38,14 +38,23 @@ std::vector<bool> every_layer(const DecoderConfig& config) {
 
 DecoderAttention::DecoderAttention(const DecoderConfig& c, const DecoderLayers& layers) : config_(c) {
   const int64_t HD = c.resolved_head_dim(), tp = layers.tensor_parallel_size();
-  FATHOM_CHECK(c.n_head % tp == 0 && c.n_kv_head % tp == 0, "the ", c.architecture, " model's ", c.n_head,
-               " query heads and ", c.n_kv_head, " key/value heads do not split over ", tp,
-               " tensor-parallel ranks (tensor_parallel.autotp_size; each rank holds whole heads); use a "
-               "tensor-parallel size that divides ", c.n_kv_head);
-  heads_ = c.n_head / tp, kv_heads_ = c.n_kv_head / tp;
+  // Fewer key/value heads than ranks: each rank keeps all of them (replicated) and reads the one
+  // its query heads share.
+  const bool replicate_kv = c.n_kv_head < tp && tp % c.n_kv_head == 0;
+  FATHOM_CHECK(c.n_head % tp == 0 && (c.n_kv_head % tp == 0 || replicate_kv), "the ", c.architecture, " model's ",
+               c.n_head, " query heads and ", c.n_kv_head, " key/value heads do not split over ", tp,
+               " tensor-parallel ranks (tensor_parallel.autotp_size; each rank holds whole query heads, and the "
+               "key/value heads split or are replicated); use a tensor-parallel size that divides ",
+               c.n_head, " and is a multiple or a divisor of ", c.n_kv_head);
+  heads_ = c.n_head / tp, kv_heads_ = replicate_kv ? 1 : c.n_kv_head / tp;
+  if (replicate_kv) kv_head_ = layers.tensor_parallel_rank() / (tp / c.n_kv_head);
   q_proj = register_module("q_proj", layers.column(c.hidden_size, c.n_head * HD, c.qkv_bias, c.dtype));
-  k_proj = register_module("k_proj", layers.column(c.hidden_size, c.n_kv_head * HD, c.qkv_bias, c.dtype));
-  v_proj = register_module("v_proj", layers.column(c.hidden_size, c.n_kv_head * HD, c.qkv_bias, c.dtype));
+  const auto kv = [&](int64_t out) {
+    return replicate_kv ? layers.replicated(c.hidden_size, out, c.qkv_bias, c.dtype)
+                        : layers.column(c.hidden_size, out, c.qkv_bias, c.dtype);
+  };
+  k_proj = register_module("k_proj", kv(c.n_kv_head * HD));
+  v_proj = register_module("v_proj", kv(c.n_kv_head * HD));
   o_proj = register_module("o_proj", layers.row(c.n_head * HD, c.hidden_size, c.o_bias, c.dtype));
 }
 
@@ -55,8 +64,12 @@ Variable DecoderAttention::forward(const Variable& x, const AttentionContext& co
   const Variable queries = (*q_proj)(x);
   const int64_t B = queries.size(0), T = queries.size(1), HD = config_.resolved_head_dim();
   Variable q = split_heads(queries, heads_, HD);
-  Variable k = split_heads((*k_proj)(x), kv_heads_, HD);
-  Variable v = split_heads((*v_proj)(x), kv_heads_, HD);
+  // Replicated key/value heads: this rank's one of all of them.
+  const auto mine = [&](const Variable& all) {
+    return kv_head_ < 0 ? all : autograd::narrow(all, 2, kv_head_ * HD, HD);
+  };
+  Variable k = split_heads(mine((*k_proj)(x)), kv_heads_, HD);
+  Variable v = split_heads(mine((*v_proj)(x)), kv_heads_, HD);
   if (config_.positions == Positions::Rotary) {
     q = autograd::rotary_embedding(q, context.positions, context.inv_freq);
     k = autograd::rotary_embedding(k, context.positions, context.inv_freq);
@@ -201,8 +214,8 @@ KVCache Decoder::make_cache(int64_t batch, int64_t capacity) const {
   const Tensor weight = model->embed_tokens->parameter("weight").data();
   KVCache cache;
   for (int64_t i = 0; i < config_.n_layer; ++i) {
-    const Shape shape{batch, config_.n_kv_head / layers_->tensor_parallel_size(), capacity,
-                      config_.resolved_head_dim()};  // this rank's heads
+    const int64_t heads = static_cast<DecoderLayer&>((*model->layers)[i]).self_attn->kv_heads();
+    const Shape shape{batch, heads, capacity, config_.resolved_head_dim()};  // this rank's heads
     cache.layers.push_back({Tensor::zeros(shape, weight.dtype(), weight.device()),
                             Tensor::zeros(shape, weight.dtype(), weight.device())});
   }

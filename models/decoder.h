@@ -63,12 +63,14 @@ class DecoderAttention : public nn::Module {
   // same forward as training's, continued (no graph is recorded for the cache's copies).
   Variable forward(const Variable& x, const AttentionContext& context, KVCache::Layer* cache = nullptr);
   std::string type_name() const override { return "DecoderAttention"; }
+  int64_t kv_heads() const { return kv_heads_; }  // this rank's (its cache's)
 
   std::shared_ptr<nn::Module> q_proj, k_proj, v_proj, o_proj;
 
  private:
   const DecoderConfig config_;
   int64_t heads_, kv_heads_;  // this rank's
+  int64_t kv_head_ = -1;      // with replicated key/value heads, the one this rank reads
 };
 
 class DecoderMLP : public nn::Module {

@@ -6,6 +6,7 @@
 #include "nn/normalization.h"
 #include "nn/placement.h"
 #include "parallel/column_parallel_linear.h"
+#include "parallel/replicated_linear.h"
 #include "parallel/row_parallel_linear.h"
 #include "parallel/sequence_parallel_norm.h"
 #include "parallel/tensor_parallel_regions.h"
@@ -43,6 +44,7 @@ TensorParallelDecoderLayers::TensorParallelDecoderLayers(std::shared_ptr<paralle
 }
 
 int TensorParallelDecoderLayers::tensor_parallel_size() const { return group_->size(); }
+int TensorParallelDecoderLayers::tensor_parallel_rank() const { return group_->rank(); }
 
 std::shared_ptr<nn::Module> TensorParallelDecoderLayers::column(int64_t in, int64_t out, bool bias, DType dtype) const {
   return std::make_shared<parallel::ColumnParallelLinear>(in, out, group_, bias, /*gather_output=*/false, dtype,
@@ -52,6 +54,11 @@ std::shared_ptr<nn::Module> TensorParallelDecoderLayers::column(int64_t in, int6
 std::shared_ptr<nn::Module> TensorParallelDecoderLayers::row(int64_t in, int64_t out, bool bias, DType dtype) const {
   return std::make_shared<parallel::RowParallelLinear>(in, out, group_, bias, /*input_is_parallel=*/true, dtype,
                                                        sequence_parallel_);
+}
+
+std::shared_ptr<nn::Module> TensorParallelDecoderLayers::replicated(int64_t in, int64_t out, bool bias,
+                                                                    DType dtype) const {
+  return std::make_shared<parallel::ReplicatedLinear>(in, out, group_, bias, dtype, sequence_parallel_);
 }
 
 std::shared_ptr<nn::Module> TensorParallelDecoderLayers::embedding(int64_t vocab, int64_t dim, DType dtype) const {

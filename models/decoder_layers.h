@@ -5,6 +5,9 @@
 //
 //   column  q, k, v, gate, up: output features split — each rank whole heads of q and of the
 //           grouped k and v (n_head and n_kv_head both divisible by tp), its slice of the MLP
+//   replicated  k and v when there are fewer key/value heads than ranks (tp a multiple of
+//           n_kv_head): every rank holds all of them and uses the one its query heads read, the
+//           weights' gradients summed over the group (Megatron replicates such heads)
 //   row     o, down: input features split, the partial products summed over the group
 //   embedding and head: vocabulary-parallel, padded to a multiple of 128 x tp; the head tied
 //           to the embedding's rows or its own (untied), and the loss the vocabulary-parallel
@@ -38,9 +41,14 @@ class DecoderLayers {
   virtual ~DecoderLayers() = default;
   virtual bool tensor_parallel() const { return false; }  // split layers, at any group size
   virtual int tensor_parallel_size() const { return 1; }
+  virtual int tensor_parallel_rank() const { return 0; }
   virtual bool sequence_parallel() const { return false; }
   virtual std::shared_ptr<nn::Module> column(int64_t in, int64_t out, bool bias, DType dtype) const;
   virtual std::shared_ptr<nn::Module> row(int64_t in, int64_t out, bool bias, DType dtype) const;
+  // Whole on every rank, inside the tensor-parallel region (plain: a column layer).
+  virtual std::shared_ptr<nn::Module> replicated(int64_t in, int64_t out, bool bias, DType dtype) const {
+    return column(in, out, bias, dtype);
+  }
   virtual std::shared_ptr<nn::Module> embedding(int64_t vocab, int64_t dim, DType dtype) const;
   // The LM head: over `tied` (the embedding's weight) or a weight of its own when undefined.
   virtual std::shared_ptr<nn::Module> head(int64_t dim, int64_t vocab, DType dtype, const Variable& tied) const;
@@ -62,9 +70,11 @@ class TensorParallelDecoderLayers : public DecoderLayers {
   TensorParallelDecoderLayers(std::shared_ptr<parallel::Communicator> group, bool sequence_parallel = false);
   bool tensor_parallel() const override { return true; }
   int tensor_parallel_size() const override;
+  int tensor_parallel_rank() const override;
   bool sequence_parallel() const override { return sequence_parallel_; }
   std::shared_ptr<nn::Module> column(int64_t in, int64_t out, bool bias, DType dtype) const override;
   std::shared_ptr<nn::Module> row(int64_t in, int64_t out, bool bias, DType dtype) const override;
+  std::shared_ptr<nn::Module> replicated(int64_t in, int64_t out, bool bias, DType dtype) const override;
   std::shared_ptr<nn::Module> embedding(int64_t vocab, int64_t dim, DType dtype) const override;
   std::shared_ptr<nn::Module> head(int64_t dim, int64_t vocab, DType dtype, const Variable& tied) const override;
   std::shared_ptr<nn::Module> norm(const DecoderConfig& config) const override;

@@ -87,12 +87,22 @@ printf '{"train_batch_size": 8, "tensor_parallel": {"autotp_size": 2}, "sequence
 echo "$(final "$work/pretrained.log") $(final "$work/sp.log")" |
   awk 'NF == 4 { d1 = $1 - $3; d2 = $2 - $4; ok = d1 * d1 <= 4e-6 && d2 * d2 <= 4e-6 } END { exit !ok }' ||
   { echo "sequence parallel: $(final "$work/sp.log"), one process: $(final "$work/pretrained.log")"; exit 1; }
-if "$mpiexec" --oversubscribe -np 2 "$train" --arch llama --preset tiny --n-kv-head 1 --steps 1 --config "$work/tp.json" \
-  --out "$work/kv" >"$work/kv.log" 2>&1; then fail kv "one key/value head at tensor 2 was not refused"; fi
-grep -q "key/value heads do not split over 2 tensor-parallel ranks" "$work/kv.log" || fail kv "the refusal does not name the heads"
+# One key/value head at tensor 2: replicated on both ranks (Megatron's way), the one process's run.
+"$train" --arch llama --preset tiny --n-kv-head 1 --steps 4 --eval-interval 0 --config "$work/one.json" \
+  --out "$work/mqa_one" >"$work/mqa_one.log" 2>&1 || fail mqa_one "fathom-train --n-kv-head 1 failed"
+"$mpiexec" --oversubscribe -np 2 "$train" --arch llama --preset tiny --n-kv-head 1 --steps 4 --eval-interval 0 \
+  --config "$work/tp.json" --out "$work/mqa_tp" >"$work/mqa_tp.log" 2>&1 || fail mqa_tp "one key/value head at tensor 2 failed"
+echo "$(final "$work/mqa_one.log") $(final "$work/mqa_tp.log")" |
+  awk 'NF == 4 { d1 = $1 - $3; d2 = $2 - $4; ok = d1 * d1 <= 4e-6 && d2 * d2 <= 4e-6 } END { exit !ok }' ||
+  { echo "one key/value head at tensor 2: $(final "$work/mqa_tp.log"), one process: $(final "$work/mqa_one.log")"; exit 1; }
+# 3 key/value heads neither split over 2 ranks nor replicate onto them: refused, naming the heads.
+if "$mpiexec" --oversubscribe -np 2 "$train" --arch llama --preset tiny --n-head 6 --n-kv-head 3 --n-embd 96 --steps 1 \
+  --config "$work/tp.json" --out "$work/kv" >"$work/kv.log" 2>&1; then fail kv "3 key/value heads at tensor 2 were not refused"; fi
+grep -q "6 query heads and 3 key/value heads do not split over 2 tensor-parallel ranks" "$work/kv.log" ||
+  fail kv "the refusal does not name the heads"
 if "$train" --model "$work/nowhere" --out "$work/x" >"$work/missing.log" 2>&1; then fail missing "a missing folder was accepted"; fi
 grep -q "model folder $work/nowhere does not exist" "$work/missing.log" || fail missing "the error does not name the folder"
 mkdir -p "$work/empty"
 if "$train" --model "$work/empty" --out "$work/x" >"$work/empty.log" 2>&1; then fail empty "a folder without config.json was accepted"; fi
 grep -q "no config.json in $work/empty" "$work/empty.log" || fail empty "the error does not name config.json"
-echo "llama through the programs: trained, at tensor 2, fine-tuned at ZeRO-3 shard by shard, resumed, exported and decoded the same"
+echo "llama through the programs: trained, at tensor 2 (one key/value head replicated too), fine-tuned at ZeRO-3 shard by shard, resumed, exported and decoded the same"

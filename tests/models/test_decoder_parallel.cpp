@@ -60,16 +60,17 @@ std::string config_text(int stage, bool bf16, const std::string& zero_extra = ""
                         "}", extra, "}");
 }
 
-std::shared_ptr<nn::Module> build(bool deferred = false, bool tied = false) {
+std::shared_ptr<nn::Module> build(bool deferred = false, bool tied = false, int64_t kv_heads = 2) {
   std::optional<nn::DeferredInit> scope;
   if (deferred) scope.emplace();
   models::ModelSpec spec = tiny_llama();
   spec.decoder.tied_embeddings = tied;
+  spec.decoder.n_kv_head = kv_heads;
   return spec.build(/*seed=*/1000);
 }
 
-TrainingRun alone(bool bf16, bool tied = false) {
-  return train_module(config_text(0, bf16), build(false, tied), nullptr, kSteps, nullptr, learnable_data());
+TrainingRun alone(bool bf16, bool tied = false, int64_t kv_heads = 2) {
+  return train_module(config_text(0, bf16), build(false, tied, kv_heads), nullptr, kSteps, nullptr, learnable_data());
 }
 
 }  // namespace
@@ -153,6 +154,39 @@ TEST_CASE("a tiny Llama split over tensor 2 (x data 2, ZeRO 0 and 3; with sequen
       if (stage == 3) fathom::testing::require_stage3_partitioned(*run.engine);
       require_equivalent(one, run, 1e-5);
     }
+  }
+}
+
+TEST_CASE("a multi-query Llama over tensor 2 (one key/value head, replicated on both ranks as Megatron does; x data "
+          "2 at ZeRO 3, with sequence parallelism) trains as one process does",
+          "[models][parallel]") {
+  const auto& world = runtime().world_ptr();
+  if (world->size() % 2 != 0) return;
+  const parallel::ProcessGroups groups(world, parallel::Topology(world->size(), /*pipeline=*/1, /*tensor=*/2));
+  const TrainingRun one = alone(false, false, /*kv_heads=*/1);
+  for (bool sequence_parallel : {false, true}) {
+    const int stage = groups.data().size() > 1 ? 3 : 0;
+    INFO("ZeRO " << stage << ", tensor 2 x data " << groups.data().size() << (sequence_parallel ? ", sequence parallel" : ""));
+    const auto whole = std::static_pointer_cast<models::Decoder>(build(false, false, 1));
+    auto split = std::make_shared<models::Decoder>(
+        whole->config(), 1000, std::vector<bool>(whole->num_layers(), true),
+        std::make_shared<models::TensorParallelDecoderLayers>(groups.tensor_ptr(), sequence_parallel));
+    split->load_full(*whole);
+    // q split (2 of 4 heads of 8: 16 rows), the one key/value head whole on both ranks (8 rows).
+    CHECK(split->parameter("model.layers.0.self_attn.q_proj.weight").size(0) == 16);
+    CHECK(split->parameter("model.layers.0.self_attn.k_proj.weight").size(0) == 8);
+    CHECK(split->parameter("model.layers.0.self_attn.v_proj.weight").size(0) == 8);
+    const LossFunction loss = [split](const autograd::Variable& logits, const Batch& batch) {
+      return split->loss(logits, batch.targets, batch.loss_normaliser);
+    };
+    const std::string stage3 = stage == 3 ? R"(, "stage3_param_persistence_threshold": 0)" : "";
+    const TrainingRun run = train_module(
+        config_text(stage, false, stage3,
+                    detail::concat(R"(, "tensor_parallel": {"autotp_size": 2}, "sequence_parallel": )",
+                                   sequence_parallel ? "true" : "false")),
+        split, &groups, kSteps, loss, learnable_data());
+    if (stage == 3) fathom::testing::require_stage3_partitioned(*run.engine);
+    require_equivalent(one, run, 1e-5);
   }
 }
 

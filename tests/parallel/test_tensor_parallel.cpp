@@ -518,8 +518,10 @@ TEST_CASE("tensor parallel: the decoder decoding with each rank's heads in its c
   models::DecoderConfig llama = models::DecoderConfig::preset("llama-tiny");  // RoPE, SwiGLU, untied
   llama.n_head = 12, llama.n_kv_head = 6, llama.hidden_size = 96, llama.intermediate_size = 192;  // GQA 12:6
   llama.vocab_size = 300;
-  for (const models::DecoderConfig& config : {gpt2, llama}) {
-    INFO(config.architecture);
+  models::DecoderConfig multi_query = llama;  // one key/value head, replicated on every rank
+  multi_query.n_kv_head = 1;
+  for (const models::DecoderConfig& config : {gpt2, llama, multi_query}) {
+    INFO(config.architecture << ", " << config.n_kv_head << " key/value heads");
     models::Decoder whole(config, /*seed=*/9);
     const std::vector<bool> every(config.n_layer + 2, true);
     models::Decoder split(config, 9, every, std::make_shared<models::TensorParallelDecoderLayers>(group));
@@ -527,7 +529,8 @@ TEST_CASE("tensor parallel: the decoder decoding with each rank's heads in its c
     whole.eval();
     split.eval();
     models::KVCache expected = whole.make_cache(1), decoded = split.make_cache(1);
-    CHECK(decoded.layers.front().keys.size(1) == config.n_kv_head / group->size());  // this rank's heads only
+    // This rank's key/value heads only (the one head, when it is replicated).
+    CHECK(decoded.layers.front().keys.size(1) == std::max<int64_t>(1, config.n_kv_head / group->size()));
     const Tensor prompt = Tensor::from_vector<int64_t>({5, 17, 299, 3}, {1, 4});
     const Tensor first = models::next_token_logits(split, decoded, prompt);
     REQUIRE(first.sizes() == Shape{1, 300});
