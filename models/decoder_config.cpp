@@ -83,7 +83,7 @@ Sizes sizes_of(const DecoderConfig& c) {
   c.validate();
   const int64_t C = c.hidden_size, HD = c.resolved_head_dim(), F = c.resolved_intermediate_size();
   const int64_t q = c.n_head * HD, kv = c.n_kv_head * HD;
-  const int64_t norm = c.norm == Norm::LayerNorm ? 2 * C : C;
+  const int64_t norm = c.norm == Norm::LayerNorm && c.norm_bias ? 2 * C : C;
   const int64_t attention = C * (q + 2 * kv) + (c.qkv_bias ? q + 2 * kv : 0) + q * C + (c.o_bias ? C : 0);
   const int64_t mlp_in = c.activation == Activation::SwiGlu ? 2 : 1;
   const int64_t mlp = mlp_in * (C * F + (c.mlp_bias ? F : 0)) + F * C + (c.mlp_bias ? C : 0);

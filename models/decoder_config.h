@@ -31,6 +31,7 @@ struct DecoderConfig {
   int64_t max_positions = 128;  // max_position_embeddings
   Norm norm = Norm::RMSNorm;
   double norm_eps = 1e-6;
+  bool norm_bias = true;  // LayerNorm's bias (nanoGPT's bias=False drops it with the projections')
   Positions positions = Positions::Rotary;
   nn::RopeConfig rope;
   bool qkv_bias = false;  // biases on q, k and v (Qwen2; Llama's attention_bias also sets o_bias)

@@ -29,7 +29,7 @@ std::shared_ptr<nn::Module> DecoderLayers::head(int64_t dim, int64_t vocab, DTyp
   return std::make_shared<nn::Linear>(dim, vocab, false, dtype);
 }
 std::shared_ptr<nn::Module> DecoderLayers::norm(const DecoderConfig& c) const {
-  if (c.norm == Norm::LayerNorm) return std::make_shared<nn::LayerNorm>(c.hidden_size, c.norm_eps, true, c.dtype);
+  if (c.norm == Norm::LayerNorm) return std::make_shared<nn::LayerNorm>(c.hidden_size, c.norm_eps, c.norm_bias, c.dtype);
   return std::make_shared<nn::RMSNorm>(c.hidden_size, c.norm_eps, c.dtype);
 }
 
@@ -81,7 +81,7 @@ std::shared_ptr<nn::Module> TensorParallelDecoderLayers::head(int64_t dim, int64
 std::shared_ptr<nn::Module> TensorParallelDecoderLayers::norm(const DecoderConfig& c) const {
   if (!sequence_parallel_) return DecoderLayers::norm(c);
   if (c.norm == Norm::LayerNorm)
-    return std::make_shared<parallel::SequenceParallelLayerNorm>(c.hidden_size, group_, c.norm_eps, true, c.dtype);
+    return std::make_shared<parallel::SequenceParallelLayerNorm>(c.hidden_size, group_, c.norm_eps, c.norm_bias, c.dtype);
   return std::make_shared<parallel::SequenceParallelRMSNorm>(c.hidden_size, group_, c.norm_eps, c.dtype);
 }
 

@@ -78,7 +78,7 @@ std::map<std::string, std::string> gpt2_safetensors_metadata(const DecoderConfig
 DecoderConfig gpt2_decoder_config(const GPTConfig& g) {
   g.validate();
   DecoderConfig c = DecoderConfig::gpt2(g.n_layer, g.n_head, g.n_embd, g.vocab_size, g.block_size);
-  c.qkv_bias = c.o_bias = c.mlp_bias = g.bias;
+  c.qkv_bias = c.o_bias = c.mlp_bias = c.norm_bias = g.bias;
   c.tied_embeddings = g.tied_embeddings;
   c.dropout = g.dropout, c.dtype = g.dtype, c.attention = g.attention;
   return c;

@@ -47,7 +47,7 @@ std::string gpt2_hf_config_json(const DecoderConfig& c) {
   const DecoderConfig shape = DecoderConfig::gpt2(c.n_layer, c.n_head, c.hidden_size, c.vocab_size, c.max_positions);
   FATHOM_CHECK(c.norm == shape.norm && c.norm_eps == shape.norm_eps && c.positions == shape.positions &&
                    c.activation == shape.activation && c.n_kv_head == c.n_head && c.resolved_head_dim() * c.n_head == c.hidden_size &&
-                   c.resolved_intermediate_size() == 4 * c.hidden_size && c.qkv_bias && c.o_bias && c.mlp_bias &&
+                   c.resolved_intermediate_size() == 4 * c.hidden_size && c.qkv_bias && c.o_bias && c.mlp_bias && c.norm_bias &&
                    c.sliding_window == 0,
                "a gpt2 config.json (GPT2Config) describes LayerNorm, learned positions, a GELU MLP 4 x wide, biases "
                "everywhere and as many key/value heads as query heads; this decoder has another shape");

@@ -7,7 +7,7 @@
 #include "engine/initialize.h"
 #include "engine/data/token_dataset.h"
 #include "zero/sharded_state.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "nn/deferred_init.h"
 #include "nn/loss.h"
 #include "parallel/pipeline_module.h"
@@ -21,18 +21,16 @@ std::shared_ptr<TokenDataset> token_data() {
   return std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
 }
 
-models::GPTConfig tiny_gpt() {
-  models::GPTConfig c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 30;  // parameter counts not divisible by the world sizes 2, 3, 4
-  c.vocab_size = 61;
-  c.block_size = 16;
+// GPT-2's configuration of the decoder, 30 wide: parameter counts not divisible by the world
+// sizes 2, 3, 4.
+models::DecoderConfig tiny_gpt() {
+  models::DecoderConfig c = models::DecoderConfig::gpt2(/*n_layer=*/2, /*n_head=*/2, /*width=*/30, /*vocab_size=*/61,
+                                                        /*positions=*/16);
   c.dropout = 0.1;
-  // No biases: the attention key bias gets an exactly-zero gradient in exact arithmetic (a
-  // constant shift of each query's scores), so its gradient is pure rounding noise that Adam
-  // normalises into full-size steps; any change of summation order then moves it by ~lr.
-  c.bias = false;
+  // No biases (nanoGPT's bias=False): the attention key bias gets an exactly-zero gradient in exact
+  // arithmetic (a constant shift of each query's scores), so its gradient is pure rounding noise
+  // that Adam normalises into full-size steps; any change of summation order then moves it by ~lr.
+  c.qkv_bias = c.o_bias = c.mlp_bias = c.norm_bias = false;
   return c;
 }
 
@@ -46,10 +44,10 @@ double norm(const std::vector<double>& v) {
 Initialized start_tiny_gpt(const std::string& config, std::shared_ptr<parallel::Communicator> group,
                            bool activation_checkpointing, Device device, double dropout) {
   const int rank = group ? group->rank() : 0;
-  models::GPTConfig gpt = tiny_gpt();
+  models::DecoderConfig gpt = tiny_gpt();
   gpt.dropout = dropout;
-  auto model = std::make_shared<models::GPT>(gpt, 1000 + rank);
-  if (activation_checkpointing) model->set_checkpointing(nn::checkpoint_layers_of_type(*model, "TransformerBlock"));
+  auto model = std::make_shared<models::Decoder>(gpt, 1000 + rank);
+  if (activation_checkpointing) model->set_checkpointing(nn::checkpoint_layers_of_type(*model, "DecoderLayer"));
   model->to(device);
   return initialize(Config::from_string(config), model, nullptr, token_data(), group);
 }
@@ -89,7 +87,7 @@ int64_t run_steps(Initialized& init, int steps, std::vector<double>* losses, Dev
 }
 }  // namespace
 
-models::GPTConfig tiny_gpt_config() { return tiny_gpt(); }
+models::DecoderConfig tiny_gpt_config() { return tiny_gpt(); }
 
 void train_steps(Initialized& init, int steps, std::vector<double>* losses, Device device) {
   run_steps(init, steps, losses, device);
@@ -118,11 +116,11 @@ TrainingRun train_tiny_gpt(const std::string& config, std::shared_ptr<parallel::
 
 TrainingRun train_tiny_gpt_same_seed(const std::string& config, std::shared_ptr<parallel::Communicator> group,
                                      int steps, bool deferred) {
-  std::shared_ptr<models::GPT> model;
+  std::shared_ptr<models::Decoder> model;
   {
     std::optional<nn::DeferredInit> scope;
     if (deferred) scope.emplace();
-    model = std::make_shared<models::GPT>(tiny_gpt(), 1000);
+    model = std::make_shared<models::Decoder>(tiny_gpt(), 1000);
   }
   return train(initialize(Config::from_string(config), model, nullptr, token_data(), group), group, steps, kCPU);
 }

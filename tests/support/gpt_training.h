@@ -1,5 +1,6 @@
 #pragma once
-// Shared by the equivalence tests: a tiny GPT with dropout trained for a few steps, alone or
+// Shared by the equivalence tests: a tiny GPT-2 (the decoder in GPT-2's configuration) with
+// dropout trained for a few steps, alone or
 // data-parallel, and the comparison of two such runs (docs/architecture.md, "Equivalence": every step's
 // |dloss|/|loss| and, at the end, every tensor's |dw|/|w| below a bound).
 
@@ -10,7 +11,7 @@
 
 #include "engine/engine.h"
 #include "engine/initialize.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "parallel/communicator.h"
 #include "parallel/topology.h"
 
@@ -27,7 +28,7 @@ struct TrainingRun {
 // `config`: a DeepSpeed-style config (its batch sizes must fit the group's size). The model is
 // initialised with a rank-dependent seed: the engine must broadcast rank 0's weights. `group`
 // null: one process.
-// activation_checkpointing: the GPT recomputes each block in backward.
+// activation_checkpointing: the model recomputes each decoder layer in backward.
 // device: where the model and batches live (the GPU tests pass a CUDA device).
 // dropout: the tiny GPT's (0.1); 0 makes each block end in a linear layer, whose backward is then
 // the first to need the block's recomputation.
@@ -41,8 +42,9 @@ Initialized start_tiny_gpt(const std::string& config, std::shared_ptr<parallel::
                            bool activation_checkpointing = false, Device device = kCPU, double dropout = 0.1);
 void train_steps(Initialized& init, int steps, std::vector<double>* losses = nullptr, Device device = kCPU);
 
-// The tiny GPT's shape (2 layers, 30 wide, vocabulary 61, 16 positions, no biases, dropout).
-models::GPTConfig tiny_gpt_config();
+// The tiny GPT's shape (2 layers, 30 wide, vocabulary 61, 16 positions, no biases,
+// dropout).
+models::DecoderConfig tiny_gpt_config();
 
 // The tiny GPT with the same seed on every rank (nothing to broadcast), built whole or shard by
 // shard (nn::DeferredInit: each parameter made only when ZeRO stage 3 shards it), trained as

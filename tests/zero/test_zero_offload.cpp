@@ -18,7 +18,7 @@
 #include "mpi_test_util.h"
 #include "offload/host_memory.h"
 #include "offload/io_faults.h"
-#include "models/gpt_weights.h"
+#include "models/hf_weights.h"
 #include "nn/containers.h"
 #include "nn/deferred_init.h"
 #include "nn/linear.h"
@@ -79,9 +79,9 @@ const std::string kCpu = R"("sub_group_size": 2000, "offload_optimizer": {"devic
 // 4000 elements (the tiny GPT's largest is its 3600-element MLP weight), at most 8000 elements
 // in memory — under a third of the model's, so pieces are evicted and read again every step.
 constexpr int64_t kBufferCount = 3, kBufferSize = 4000, kMaxInCpu = 8000;
-std::string nvme_param(const std::string& path) {
+std::string nvme_param(const std::string& path, int64_t max_in_cpu = kMaxInCpu) {
   return detail::concat(R"("offload_param": {"device": "nvme", "nvme_path": ")", path, R"(", "buffer_count": )",
-                        kBufferCount, R"(, "buffer_size": )", kBufferSize, R"(, "max_in_cpu": )", kMaxInCpu, "}");
+                        kBufferCount, R"(, "buffer_size": )", kBufferSize, R"(, "max_in_cpu": )", max_in_cpu, "}");
 }
 
 void require_identical(const TrainingRun& expected, const TrainingRun& actual) {
@@ -245,7 +245,9 @@ TEST_CASE("offload_param nvme reads module k+1 while module k computes, forward 
   using Event = zero::ParameterGatherer::Event;
   const auto& world = runtime().world_ptr();
   const Scratch swap_dir("parameters-prefetch");
-  const TrainingRun run = train_tiny_gpt(config_text(3, 1, false, nvme_param(swap_dir.path)), world, 3);
+  // At most 4000 elements in memory (of the model's 24,060, or a rank's 12,030 at 2 ranks), so the
+  // pieces the forward needs are not all still there from the last backward: it must read them.
+  const TrainingRun run = train_tiny_gpt(config_text(3, 1, false, nvme_param(swap_dir.path, 4000)), world, 3);
   require_stage3_partitioned(*run.engine);
   const zero::ShardedState* sharded = zero::as_sharded(run.engine->training_state());
   REQUIRE(sharded->gatherer() != nullptr);
@@ -322,10 +324,10 @@ TEST_CASE("a GPT built shard by shard trains as one built whole at stage 3, in m
   Allocator& cpu = allocator_for(kCPU);
   const int64_t before = bytes(cpu, MemoryTag::Parameters);
   cpu.stats().reset_peak();
-  std::shared_ptr<models::GPT> model;
+  std::shared_ptr<models::Decoder> model;
   {
     nn::DeferredInit deferred;
-    model = std::make_shared<models::GPT>(fathom::testing::tiny_gpt_config(), 1000);
+    model = std::make_shared<models::Decoder>(fathom::testing::tiny_gpt_config(), 1000);
   }
   int64_t total = 0, largest = 0;
   for (const auto& [name, parameter] : model->named_parameters()) {
@@ -340,17 +342,19 @@ TEST_CASE("a GPT built shard by shard trains as one built whole at stage 3, in m
   const int64_t peak = cpu.stats().snapshot()[MemoryTag::Parameters].peak - before;
   CHECK(peak <= 3 * largest * 4);
   CHECK(peak < total * 4 / 2);
-  // From a safetensors file: each parameter read from the mapped file when it is sharded; the
-  // sharded model holds exactly the file's weights.
-  const std::string weights = swap + "/weights.safetensors";
-  const auto source = std::make_shared<models::GPT>(fathom::testing::tiny_gpt_config(), 77);
-  if (world->rank() == 0) models::save_gpt2_safetensors(*source, weights);
+  // From a Hugging Face folder (GPT-2's names and layout): each parameter read from the mapped
+  // file when it is sharded; the sharded model holds exactly the file's weights.
+  const std::string weights = swap + "/weights";
+  models::DecoderConfig gpt2 = fathom::testing::tiny_gpt_config();  // with GPT-2's biases: a GPT2Config
+  gpt2.qkv_bias = gpt2.o_bias = gpt2.mlp_bias = gpt2.norm_bias = true;
+  const auto source = std::make_shared<models::Decoder>(gpt2, 77);
+  if (world->rank() == 0) models::save_hf_model(source->config(), source->state_dict(), weights);
   world->barrier();
-  std::shared_ptr<models::GPT> loaded;
+  std::shared_ptr<models::Decoder> loaded;
   {
     nn::DeferredInit deferred;
-    loaded = std::make_shared<models::GPT>(fathom::testing::tiny_gpt_config(), 1000);
-    models::load_gpt2_safetensors(*loaded, weights);
+    loaded = std::make_shared<models::Decoder>(gpt2, 1000);
+    models::load_hf_weights(*loaded, weights);
   }
   const Initialized from_file = initialize(Config::from_string(config_text(3, 1, false, nvme_param(swap))), loaded,
                                            nullptr, nullptr, world);
@@ -362,10 +366,10 @@ TEST_CASE("a GPT built shard by shard trains as one built whole at stage 3, in m
     CHECK(actual[i].second.to_vector<float>() == expected[i].second.data().to_vector<float>());
   }
   // Below stage 3 a model built shard by shard is refused: stages 1-2 keep full parameters.
-  std::shared_ptr<models::GPT> other;
+  std::shared_ptr<models::Decoder> other;
   {
     nn::DeferredInit deferred;
-    other = std::make_shared<models::GPT>(fathom::testing::tiny_gpt_config(), 1000);
+    other = std::make_shared<models::Decoder>(fathom::testing::tiny_gpt_config(), 1000);
   }
   CHECK_THROWS_WITH(initialize(Config::from_string(config_text(2, 1, false)), other, nullptr, nullptr, world),
                     Catch::Contains("built shard by shard") && Catch::Contains("needs stage 3"));
