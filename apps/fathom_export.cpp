@@ -13,11 +13,7 @@
 
 #include "core/error.h"
 #include "engine/checkpoint/export.h"
-#include "engine/checkpoint/reader.h"
-#include "apps/train/train_resume.h"
-#include "models/gpt2_adapter.h"
-#include "models/hf_config.h"
-#include "models/hf_weights.h"
+#include "apps/train/train_export.h"
 
 using namespace fathom;
 
@@ -29,46 +25,6 @@ one safetensors file; for a checkpoint of fathom-train and an --out that is not 
 file, as a Hugging Face model folder (config.json and safetensors shards). The fp32 master weights are used when the checkpoint has them (mixed precision),
 otherwise the saved parameters. --dtype: f32 (default), bf16 or f16. TAG: default `latest`.
 )";
-
-namespace fs = std::filesystem;
-
-// A checkpoint of fathom-train knows its model: it is written as that model's Hugging Face
-// folder (config.json and safetensors shards, GPT-2's in its own names and Conv1D layout), or as
-// one .safetensors file in the Hugging Face names (GPT-2's with the metadata fathom-generate
-// reads). The checkpoint's tensors are first assembled into a staging file in the model's own
-// names, which is then mapped and rewritten shard by shard, so memory stays bounded.
-ExportSummary export_model(const apps::ResumePoint& point, const std::string& out, DType dtype) {
-  models::DecoderConfig model = point.run->model.decoder;
-  model.dtype = dtype;
-  const bool folder = fs::path(out).extension() != ".safetensors";
-  if (point.legacy_gpt2) {  // already GPT-2's names: only Conv1D's layout to apply
-    ExportLayout layout;
-    layout.transposed = models::is_gpt2_conv1d_weight;
-    layout.metadata = models::gpt2_safetensors_metadata(model);
-    if (!folder) return export_checkpoint(point.dir, point.tag, out, dtype, layout);
-    fs::create_directories(out);
-    models::write_hf_config(model, (fs::path(out) / "config.json").string());
-    return export_checkpoint(point.dir, point.tag, (fs::path(out) / "model.safetensors").string(), dtype, layout);
-  }
-  const fs::path staged = (folder ? fs::path(out) : fs::path(out).parent_path()) / ".fathom-export-staged.safetensors";
-  fs::create_directories(staged.parent_path());
-  const ExportSummary done = export_checkpoint(point.dir, point.tag, staged.string(), dtype);
-  {
-    const models::HfWeights mapped(staged.string());
-    nn::NamedTensors weights;
-    for (const std::string& name : CheckpointReader(point.dir, point.tag).parameter_names())
-      weights.emplace_back(name, mapped.get(name));
-    if (folder) {
-      models::save_hf_model(model, weights, out, {.dtype = dtype});
-    } else if (model.architecture == "gpt2") {
-      nn::save_safetensors(out, models::gpt2_tensors(model, weights), models::gpt2_safetensors_metadata(model));
-    } else {
-      nn::save_safetensors(out, weights, {{"format", "pt"}});
-    }
-  }
-  fs::remove(staged);
-  return done;
-}
 
 int run(int argc, char** argv) {
   std::string dir, out, tag;
@@ -95,7 +51,7 @@ int run(int argc, char** argv) {
   FATHOM_CHECK(is_floating_point(dtype), "--dtype must be f32, bf16 or f16");
 
   const apps::ResumePoint point = apps::open_resume_point(dir, tag);
-  const ExportSummary done = point.run ? export_model(point, out, dtype) : export_checkpoint(dir, tag, out, dtype);
+  const ExportSummary done = point.run ? apps::export_train_run(point, out, dtype) : export_checkpoint(dir, tag, out, dtype);
   // The layout: data x tensor ranks, then "x N stages" for a pipeline.
   const std::string stages =
       done.pipeline_parallel_size > 1 ? " x " + std::to_string(done.pipeline_parallel_size) + " stages" : "";

@@ -8,8 +8,10 @@
 
 #include "core/cuda/cuda_runtime.h"
 #include "apps/train/train_options.h"
+#include "apps/train/train_export.h"
 #include "apps/train/train_resume.h"
 #include "engine/initialize.h"
+#include "models/decoder.h"
 #include "models/gpt.h"
 #include "test_util.h"
 
@@ -106,6 +108,16 @@ TEST_CASE("a GPT-2 checkpoint of the model before the one decoder is recognised 
                     Catch::Contains("holds a GPT-2 in the layout of Fathom before its one decoder") &&
                         Catch::Contains("fathom-export " + point.dir + " --out FOLDER") &&
                         Catch::Contains("fathom-train --model FOLDER"));
+  // fathom-export still converts it: a GPT-2 folder that gives the old model's logits.
+  const std::string exported = dir + "_exported";
+  apps::export_train_run(point, exported, DType::F32);
+  const models::ModelSpec spec = models::ModelSpec::from_folder(exported);
+  const auto decoder = std::static_pointer_cast<models::Decoder>(spec.build(3));
+  spec.load(*decoder, exported);
+  const Tensor ids = Tensor::from_vector<int64_t>({1, 5, 9, 200, 3, 17}, {1, 6});
+  CHECK(fathom::testing::mismatch((*decoder)(autograd::Variable(ids)).data(), (*legacy)(autograd::Variable(ids)).data(),
+                                  1e-5, 1e-5) == "");
+  std::filesystem::remove_all(exported);
   // A checkpoint of the decoder is not taken for one.
   const std::string current = dir + "_decoder";
   std::filesystem::remove_all(current);
