@@ -60,8 +60,13 @@
 #include "nn/sgd.h"
 #include "nn/transformer.h"
 // models
+#include "models/decoder.h"
+#include "models/generation.h"
 #include "models/gpt.h"
 #include "models/gpt_weights.h"
+#include "models/hf_weights.h"
+#include "models/model_spec.h"
+#include "models/reward_model.h"
 // parallel
 #include "parallel/backend_info.h"
 #include "parallel/communicator.h"

@@ -79,8 +79,8 @@ for (auto& block : blocks)
 }  // docs:skip
 
 TEST_CASE("autograd.md: activation checkpointing of a model") {  // docs:skip
-  auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"));  // docs:skip
-model->set_checkpointing(nn::checkpoint_layers_of_type(*model, "TransformerBlock"));
+  auto model = std::make_shared<models::Decoder>(models::DecoderConfig::preset("gpt2-tiny"));  // docs:skip
+model->set_checkpointing(nn::checkpoint_layers_of_type(*model, "DecoderLayer"));
   REQUIRE(model->checkpointing() != nullptr);  // docs:skip
   CHECK(model->checkpointing()->recompute(1));  // docs:skip
   CHECK_FALSE(model->checkpointing()->recompute(0));  // docs:skip

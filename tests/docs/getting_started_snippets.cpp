@@ -13,7 +13,7 @@ TEST_CASE("getting_started.md: the engine from your own program") {  // docs:ski
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint16_t>(i % 97);  // docs:skip
   fathom::write_token_file("train.bin", tokens, fathom::TokenFileFormat::Auto);  // docs:skip
 auto config = fathom::Config::from_file("ds_config.json");
-auto model = std::make_shared<fathom::models::GPT>(fathom::models::GPTConfig::preset("small"));
+auto model = std::make_shared<fathom::models::Decoder>(fathom::models::DecoderConfig::preset("gpt2-small"));
 auto dataset = std::make_shared<fathom::TokenDataset>(
     fathom::TokenDataset::from_file("train.bin", /*block_size=*/128));
 auto [engine, optimizer, loader, scheduler] = fathom::initialize(config, model, nullptr, dataset);

@@ -36,27 +36,27 @@ loss.backward();
   CHECK(model->named_parameters().front().second.grad().defined());  // docs:skip
 }  // docs:skip
 
-TEST_CASE("nn.md: GPT") {  // docs:skip
+TEST_CASE("nn.md: the decoder") {  // docs:skip
   fathom::Tensor token_ids = fathom::Tensor::zeros({2, 16}, fathom::DType::I64);  // docs:skip
 using namespace fathom::models;
-GPTConfig config = GPTConfig::preset("small");   // tiny, small, gpt2-124M
+DecoderConfig config = DecoderConfig::preset("gpt2-small");  // gpt2-*, llama-* (docs/models.md)
 config.dropout = 0.1;
-GPT gpt(config, /*seed=*/1337);                   // GPT-2 initialisation
-Variable logits = gpt(Variable(token_ids));       // (B, T) i64 -> (B, T, vocab)
+Decoder model(config, /*seed=*/1337);            // GPT-2's initialisation for gpt2-*
+Variable logits = model(Variable(token_ids));    // (B, T) i64 -> (B, T, vocab)
   CHECK(logits.sizes() == fathom::Shape{2, 16, config.vocab_size});  // docs:skip
 }  // docs:skip
 
 TEST_CASE("offload.md: building a model larger than memory") {  // docs:skip
   using namespace fathom;  // docs:skip
-  models::GPTConfig config = models::GPTConfig::preset("tiny");  // docs:skip
+  models::DecoderConfig config = models::DecoderConfig::preset("llama-tiny");  // docs:skip
   const uint64_t seed = 5;  // docs:skip
   const Config config_with_stage_3 = Config::from_string(R"({"train_batch_size": 1, "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}}, "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}})");  // docs:skip
   std::shared_ptr<const Dataset> data;  // docs:skip
-std::shared_ptr<models::GPT> model;
+std::shared_ptr<models::Decoder> model;
 {
   nn::DeferredInit deferred;                      // parameters released as modules are built
-  model = std::make_shared<models::GPT>(config, seed);
-  // models::load_gpt2_safetensors(*model, "gpt2-xl.safetensors");   // optional: read shard by shard
+  model = std::make_shared<models::Decoder>(config, seed);
+  // models::load_hf_weights(*model, "Llama-3.1-8B/");   // optional: read shard by shard
 }
 Initialized init = initialize(config_with_stage_3, model, nullptr, data);
   CHECK(init.engine->consolidated_state_dict().size() == model->named_parameters().size());  // docs:skip

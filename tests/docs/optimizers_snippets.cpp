@@ -23,9 +23,9 @@ optimizer->zero_grad();
 TEST_CASE("optimizers.md: an exp_avg_mask for the compressed optimizers") {  // docs:skip
   using namespace fathom;  // docs:skip
   auto config = Config::from_string(R"({"train_batch_size": 1, "optimizer": {"type": "OneBitAdam"}})");  // docs:skip
-  auto gpt = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 1);  // docs:skip
+  auto gpt = std::make_shared<models::Decoder>(models::DecoderConfig::preset("gpt2-tiny"), 1);  // docs:skip
   auto engine = initialize(config, gpt).engine;  // docs:skip
-  const autograd::Variable wpe = gpt->transformer->wpe->weight;  // docs:skip
+  const autograd::Variable wpe = gpt->model->embed_positions->weight;  // docs:skip
   Tensor mask = Tensor::ones({wpe.sizes()[0], 1});  // positions past 8 are never trained  // docs:skip
   mask.narrow(0, 8, wpe.sizes()[0] - 8).fill_(0.0);  // docs:skip
 auto& compressed = dynamic_cast<fathom::parallel::CompressedOptimizer&>(*engine->optimizer());

@@ -14,9 +14,9 @@ int main(int argc, char** argv) {
   auto config = fathom::Config::from_string(R"({"train_batch_size": 8, "gradient_accumulation_steps": 4,
       "pipeline": {"stages": 2, "schedule": "1f1b"}, "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}}})");
   auto groups = runtime.groups(/*pipeline=*/2, /*tensor=*/1);      // 2 stages x (world / 2) data ranks
-  auto gpt = std::make_shared<fathom::models::GPT>(fathom::models::GPTConfig::preset("tiny"));
+  auto model = std::make_shared<fathom::models::Decoder>(fathom::models::DecoderConfig::preset("llama-tiny"));
   auto stage = std::make_shared<fathom::parallel::PipelineModule>(
-      gpt, groups, fathom::parallel::PipelineOptions{.partition = "type:TransformerBlock"});
+      model, groups, fathom::parallel::PipelineOptions{.partition = "type:DecoderLayer"});
   auto [engine, optimizer, loader, scheduler] = fathom::initialize(config, stage, nullptr, my_tokens(), groups);
   auto position = loader->begin();
   for (int step = 0; step < 4; ++step)
