@@ -73,6 +73,32 @@ TrainingRun alone(bool bf16, bool tied = false, int64_t kv_heads = 2) {
   return train_module(config_text(0, bf16), build(false, tied, kv_heads), nullptr, kSteps, nullptr, learnable_data());
 }
 
+// `whole`'s decoder with its layers split over the tensor group, from its weights.
+std::shared_ptr<models::Decoder> split_over(const models::Decoder& whole, const parallel::ProcessGroups& groups,
+                                            bool sequence_parallel) {
+  auto split = std::make_shared<models::Decoder>(
+      whole.config(), 1000, std::vector<bool>(whole.num_layers(), true),
+      std::make_shared<models::TensorParallelDecoderLayers>(groups.tensor_ptr(), sequence_parallel));
+  split->load_full(whole);
+  return split;
+}
+
+// `split` trained at tensor 2 (ZeRO `stage` over the data ranks, every parameter partitioned at 3).
+TrainingRun train_split(const std::shared_ptr<models::Decoder>& split, const parallel::ProcessGroups& groups,
+                        int stage, bool sequence_parallel) {
+  const LossFunction loss = [split](const autograd::Variable& logits, const Batch& batch) {
+    return split->loss(logits, batch.targets, batch.loss_normaliser);
+  };
+  const std::string stage3 = stage == 3 ? R"(, "stage3_param_persistence_threshold": 0)" : "";
+  TrainingRun run = train_module(
+      config_text(stage, false, stage3,
+                  detail::concat(R"(, "tensor_parallel": {"autotp_size": 2}, "sequence_parallel": )",
+                                 sequence_parallel ? "true" : "false")),
+      split, &groups, kSteps, loss, learnable_data());
+  if (stage == 3) fathom::testing::require_stage3_partitioned(*run.engine);
+  return run;
+}
+
 }  // namespace
 
 TEST_CASE("a tiny Llama trains as one process does at data 2, ZeRO 1/2/3, shard by shard, offload cpu and nvme, "
@@ -126,7 +152,6 @@ TEST_CASE("a tiny Llama split over tensor 2 (x data 2, ZeRO 0 and 3; with sequen
   const auto& world = runtime().world_ptr();
   if (world->size() % 2 != 0) return;
   const parallel::ProcessGroups groups(world, parallel::Topology(world->size(), /*pipeline=*/1, /*tensor=*/2));
-  const std::string stage3 = R"(, "stage3_param_persistence_threshold": 0)";
   for (bool tied : {false, true}) {
     const TrainingRun one = alone(false, tied);
     for (int stage : {0, 3})
@@ -134,25 +159,13 @@ TEST_CASE("a tiny Llama split over tensor 2 (x data 2, ZeRO 0 and 3; with sequen
       if (stage == 3 && groups.data().size() == 1) continue;  // ZeRO over the data-parallel ranks
       INFO((tied ? "tied" : "untied") << ", ZeRO " << stage << ", tensor 2 x data " << groups.data().size()
                                       << (sequence_parallel ? ", sequence parallel" : ""));
-      const auto whole = std::static_pointer_cast<models::Decoder>(build(false, tied));
-      auto split = std::make_shared<models::Decoder>(
-          whole->config(), 1000, std::vector<bool>(whole->num_layers(), true),
-          std::make_shared<models::TensorParallelDecoderLayers>(groups.tensor_ptr(), sequence_parallel));
-      split->load_full(*whole);
+      const auto split =
+          split_over(*std::static_pointer_cast<models::Decoder>(build(false, tied)), groups, sequence_parallel);
       // Each rank holds 2 of q's 4 heads of 8 (16 rows), 1 of the 2 key/value heads, half the MLP's 56.
       CHECK(split->parameter("model.layers.0.self_attn.q_proj.weight").size(0) == 16);
       CHECK(split->parameter("model.layers.0.self_attn.k_proj.weight").size(0) == 8);
       CHECK(split->parameter("model.layers.0.mlp.gate_proj.weight").size(0) == 28);
-      const LossFunction loss = [split](const autograd::Variable& logits, const Batch& batch) {
-        return split->loss(logits, batch.targets, batch.loss_normaliser);
-      };
-      const TrainingRun run =
-          train_module(config_text(stage, false, stage == 3 ? stage3 : "",
-                                   detail::concat(R"(, "tensor_parallel": {"autotp_size": 2}, "sequence_parallel": )",
-                                                  sequence_parallel ? "true" : "false")),
-                       split, &groups, kSteps, loss, learnable_data());
-      if (stage == 3) fathom::testing::require_stage3_partitioned(*run.engine);
-      require_equivalent(one, run, 1e-5);
+      require_equivalent(one, train_split(split, groups, stage, sequence_parallel), 1e-5);
     }
   }
 }
@@ -167,26 +180,13 @@ TEST_CASE("a multi-query Llama over tensor 2 (one key/value head, replicated on 
   for (bool sequence_parallel : {false, true}) {
     const int stage = groups.data().size() > 1 ? 3 : 0;
     INFO("ZeRO " << stage << ", tensor 2 x data " << groups.data().size() << (sequence_parallel ? ", sequence parallel" : ""));
-    const auto whole = std::static_pointer_cast<models::Decoder>(build(false, false, 1));
-    auto split = std::make_shared<models::Decoder>(
-        whole->config(), 1000, std::vector<bool>(whole->num_layers(), true),
-        std::make_shared<models::TensorParallelDecoderLayers>(groups.tensor_ptr(), sequence_parallel));
-    split->load_full(*whole);
+    const auto split =
+        split_over(*std::static_pointer_cast<models::Decoder>(build(false, false, 1)), groups, sequence_parallel);
     // q split (2 of 4 heads of 8: 16 rows), the one key/value head whole on both ranks (8 rows).
     CHECK(split->parameter("model.layers.0.self_attn.q_proj.weight").size(0) == 16);
     CHECK(split->parameter("model.layers.0.self_attn.k_proj.weight").size(0) == 8);
     CHECK(split->parameter("model.layers.0.self_attn.v_proj.weight").size(0) == 8);
-    const LossFunction loss = [split](const autograd::Variable& logits, const Batch& batch) {
-      return split->loss(logits, batch.targets, batch.loss_normaliser);
-    };
-    const std::string stage3 = stage == 3 ? R"(, "stage3_param_persistence_threshold": 0)" : "";
-    const TrainingRun run = train_module(
-        config_text(stage, false, stage3,
-                    detail::concat(R"(, "tensor_parallel": {"autotp_size": 2}, "sequence_parallel": )",
-                                   sequence_parallel ? "true" : "false")),
-        split, &groups, kSteps, loss, learnable_data());
-    if (stage == 3) fathom::testing::require_stage3_partitioned(*run.engine);
-    require_equivalent(one, run, 1e-5);
+    require_equivalent(one, train_split(split, groups, stage, sequence_parallel), 1e-5);
   }
 }
 
