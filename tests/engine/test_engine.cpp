@@ -7,7 +7,7 @@
 #include "engine/engine.h"
 #include "engine/initialize.h"
 #include "engine/data/token_dataset.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "nn/loss.h"
 #include "nn/optimizer_factory.h"
 #include "test_util.h"
@@ -29,13 +29,16 @@ struct Trajectory {
   nn::NamedTensors weights;
 };
 
-// Three optimizer steps of a tiny GPT with global batch 8 = micro * gas. SGD, because Adam
+// Three optimizer steps of a tiny GPT-2 with global batch 8 = micro * gas. SGD, because Adam
 // normalises each gradient element: parameters whose true gradient is ~0 (the key bias) would
 // move by ±lr on f32 rounding noise and hide what this test compares.
 Trajectory train(int64_t micro, int64_t gas) {
-  models::GPTConfig config = models::GPTConfig::preset("tiny");
+  models::DecoderConfig config = models::DecoderConfig::preset("gpt2-tiny");
   config.dropout = 0.1;  // dropout masks follow global sample indices, so they match too
-  auto model = std::make_shared<models::GPT>(config, 3);
+  // No q/k/v biases: the key bias's true gradient is 0 (a constant shift of each query's
+  // scores), so it holds only f32 rounding noise, whose relative difference says nothing.
+  config.qkv_bias = false;
+  auto model = std::make_shared<models::Decoder>(config, 3);
   auto optimizer = nn::make_optimizer("SGD", {{"lr", 0.5}, {"momentum", 0.9}}, model->named_parameters());
   EngineOptions options;
   options.micro_batch_size = micro;
@@ -83,7 +86,7 @@ TEST_CASE("gradient accumulation: micro-batch 2 x 4 equals batch 8 x 1", "[engin
 }
 
 TEST_CASE("the engine steps only at accumulation boundaries and counts like DeepSpeed", "[engine]") {
-  auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"));
+  auto model = std::make_shared<models::Decoder>(models::DecoderConfig::preset("gpt2-tiny"));
   EngineOptions options;
   options.micro_batch_size = 2;
   options.gradient_accumulation_steps = 3;
@@ -110,7 +113,7 @@ TEST_CASE("initialize builds the optimizer, schedule and loader from the config"
     "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 1e-3, "warmup_num_steps": 10}},
     "gradient_clipping": 1.0
   })");
-  auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"));
+  auto model = std::make_shared<models::Decoder>(models::DecoderConfig::preset("gpt2-tiny"));
   const Initialized init = initialize(config, model, nullptr, token_data());
   REQUIRE(init.loader);
   REQUIRE(init.scheduler);
@@ -126,7 +129,7 @@ TEST_CASE("initialize builds the optimizer, schedule and loader from the config"
 
 TEST_CASE("ZeRO on one process: the engine owns the sharded optimizer; Lamb and passed optimizers are refused",
           "[engine]") {
-  auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"));
+  auto model = std::make_shared<models::Decoder>(models::DecoderConfig::preset("gpt2-tiny"));
   const std::string zero1 = R"({"train_batch_size": 8, "zero_optimization": {"stage": 1},
                                 "optimizer": {"type": "Lamb", "params": {"lr": 1e-3}}})";
   CHECK(error_of([&] { initialize(Config::from_string(zero1), model); }) ==

@@ -5,7 +5,7 @@
 
 #include "engine/initialize.h"
 #include "engine/data/token_dataset.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "autograd/functions.h"
 #include "nn/loss.h"
 #include "nn/optimizer_factory.h"
@@ -30,7 +30,7 @@ std::string config_text(const std::string& precision) {
 }
 
 std::vector<double> losses(const std::string& precision, int steps) {
-  auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 7);
+  auto model = std::make_shared<models::Decoder>(models::DecoderConfig::preset("gpt2-tiny"), 7);
   Initialized init = initialize(Config::from_string(config_text(precision)), model, nullptr, text_data());
   std::vector<double> out;
   while (static_cast<int>(out.size()) < steps)
@@ -66,7 +66,7 @@ TEST_CASE("bf16 and fp16 training stay within 3% of f32 at every step, with f32 
 }
 
 TEST_CASE("an fp16 overflow skips the step: weights, optimizer state and schedule untouched", "[engine]") {
-  auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 7);
+  auto model = std::make_shared<models::Decoder>(models::DecoderConfig::preset("gpt2-tiny"), 7);
   Initialized init = initialize(Config::from_string(config_text(R"(, "fp16": {"enabled": true})")), model, nullptr,
                                 text_data());
   Engine& engine = *init.engine;
@@ -109,7 +109,7 @@ TEST_CASE("an fp16 overflow skips the step: weights, optimizer state and schedul
 }
 
 TEST_CASE("mixed precision rejects what it cannot honour", "[engine]") {
-  auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 7);
+  auto model = std::make_shared<models::Decoder>(models::DecoderConfig::preset("gpt2-tiny"), 7);
   CHECK_THROWS_WITH(Config::from_string(config_text(R"(, "bf16": {"enabled": true}, "fp16": {"enabled": true})")),
                     Catch::Contains("fp16"));
   Config config = Config::from_string(R"({"train_batch_size": 8, "bf16": {"enabled": true}})");
@@ -119,7 +119,7 @@ TEST_CASE("mixed precision rejects what it cannot honour", "[engine]") {
 
 TEST_CASE("bf16 gradient accumulation sums in fp32: micro-batch 2 x 4 matches batch 8 x 1", "[engine]") {
   auto run = [](int64_t micro, int64_t gas) {
-    auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 7);
+    auto model = std::make_shared<models::Decoder>(models::DecoderConfig::preset("gpt2-tiny"), 7);
     const std::string text = R"({"train_micro_batch_size_per_gpu": )" + std::to_string(micro) +
                              R"(, "gradient_accumulation_steps": )" + std::to_string(gas) +
                              R"(, "optimizer": {"type": "SGD", "params": {"lr": 0.5}}, "bf16": {"enabled": true}})";

@@ -20,7 +20,7 @@
 #include "autograd/grad_mode.h"
 #include "core/error.h"
 #include "engine/initialize.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "nn/loss.h"
 #include "parallel/pipeline_module.h"
 #include "parallel/runtime.h"
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     if (world.rank() == 0) world.all_reduce(values);
     else world.broadcast(values, 0);
   } else if (mode == "checkpoint-crash" || mode == "checkpoint-load") {
-    auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"));
+    auto model = std::make_shared<models::Decoder>(models::DecoderConfig::preset("gpt2-tiny"));
     Initialized init = initialize(Config::from_string(R"({"train_batch_size": 2,
         "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}, "zero_optimization": {"stage": 2}})"),
                                   model, nullptr, nullptr, runtime.world_ptr());
@@ -52,8 +52,8 @@ int main(int argc, char** argv) {
     setenv("FATHOM_TEST_CRASH_DURING_SAVE", argv[3], 1);
     init.engine->save_checkpoint(dir, "b", R"({"tag": "b"})");
   } else if (mode == "zero3-uneven-forward") {
-    models::GPTConfig c = models::GPTConfig::preset("tiny");
-    auto model = std::make_shared<models::GPT>(c);
+    models::DecoderConfig c = models::DecoderConfig::preset("gpt2-tiny");
+    auto model = std::make_shared<models::Decoder>(c);
     const Config config = Config::from_string(detail::concat(R"({"train_batch_size": )", world.size(), R"(,
         "optimizer": {"type": "SGD", "params": {"lr": 0.1}},
         "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}})"));
@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   } else if (mode == "pipeline-stuck" || mode == "pipeline-mismatch") {
     const parallel::ProcessGroups groups = runtime.groups(/*pipeline=*/2, /*tensor=*/1);
     auto stage = std::make_shared<parallel::PipelineModule>(
-        std::make_shared<models::GPT>(models::GPTConfig::preset("tiny")), groups);
+        std::make_shared<models::Decoder>(models::DecoderConfig::preset("gpt2-tiny")), groups);
     const int micro_batches = mode == "pipeline-mismatch" && groups.coord().pipeline == 1 ? 4 : 2;
     Initialized init = initialize(
         Config::from_string(detail::concat(R"({"train_batch_size": )", micro_batches, R"(, "gradient_accumulation_steps": )",

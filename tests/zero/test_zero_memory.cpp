@@ -8,7 +8,7 @@
 #include "engine/initialize.h"
 #include "engine/monitor/memory_report.h"
 #include "engine/data/token_dataset.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "mpi_test_util.h"
 #include "nn/loss.h"
 #include "test_util.h"
@@ -26,16 +26,12 @@ struct Measured {
 };
 
 Measured train_two_steps(int stage, bool bf16, int64_t bucket) {
-  models::GPTConfig c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 66;
-  c.vocab_size = 61;
-  c.block_size = 16;
+  const models::DecoderConfig c = models::DecoderConfig::gpt2(/*n_layer=*/2, /*n_head=*/2, /*width=*/66,
+                                                              /*vocab_size=*/61, /*positions=*/16);
   std::vector<uint16_t> tokens;
   for (int i = 0; i < 64 * 16 + 1; ++i) tokens.push_back(static_cast<uint16_t>(i * 7 % 61));
   auto data = std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
-  auto model = std::make_shared<models::GPT>(c, 1);
+  auto model = std::make_shared<models::Decoder>(c, 1);
   Measured m;
   m.parameters = model->parameter_count();
   const std::string config = detail::concat(

@@ -8,7 +8,7 @@
 #include "engine/checkpoint/reader.h"
 #include "engine/initialize.h"
 #include "engine/data/token_dataset.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "mpi_test_util.h"
 #include "nn/loss.h"
 #include "test_util.h"
@@ -27,22 +27,18 @@ std::shared_ptr<TokenDataset> tokens(int samples = 64) {
 }
 
 struct Job {
-  std::shared_ptr<models::GPT> model;
+  std::shared_ptr<models::Decoder> model;
   Initialized init;
 };
 
 Job make_job(int stage, bool fp16, std::shared_ptr<parallel::Communicator> group, int global_batch = 12,
              int samples = 64) {
-  models::GPTConfig c;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 30;
-  c.vocab_size = 61;
-  c.block_size = 16;
+  models::DecoderConfig c = models::DecoderConfig::gpt2(/*n_layer=*/2, /*n_head=*/2, /*width=*/30,
+                                                        /*vocab_size=*/61, /*positions=*/16);
   c.dropout = 0.1;
-  c.bias = false;
+  c.qkv_bias = c.o_bias = c.mlp_bias = c.norm_bias = false;
   Job job;
-  job.model = std::make_shared<models::GPT>(c, 5);
+  job.model = std::make_shared<models::Decoder>(c, 5);
   const std::string config = detail::concat(
       R"({"train_batch_size": )", global_batch, R"(, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "weight_decay": 0.1}},
           "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 1e-3, "warmup_num_steps": 5}},
@@ -176,10 +172,7 @@ TEST_CASE("bad checkpoints are errors naming the file and the tensor", "[checkpo
         std::string::npos);
   // Another model: a different width.
   {
-    auto other = std::make_shared<models::GPT>([] {
-      models::GPTConfig c = models::GPTConfig::preset("tiny");
-      return c;
-    }());
+    auto other = std::make_shared<models::Decoder>(models::DecoderConfig::preset("gpt2-tiny"));
     Initialized init = initialize(Config::from_string(R"({"train_batch_size": 2,
         "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})"), other);
     CHECK(error_of([&] { init.engine->load_checkpoint(dir); }).find("it was saved from another model") !=
@@ -340,7 +333,7 @@ TEST_CASE("checkpoint.tag_validation: different tags on different ranks warn, or
   const std::string dir = (std::filesystem::temp_directory_path() / "fathom_tag_validation").string();
   const std::string config = R"({"train_micro_batch_size_per_gpu": 1, "optimizer": {"type": "SGD", "params": {"lr": 0.1}},
       "checkpoint": {"tag_validation": "Fail"}})";
-  auto model = std::make_shared<models::GPT>(models::GPTConfig::preset("tiny"), 5);
+  auto model = std::make_shared<models::Decoder>(models::DecoderConfig::preset("gpt2-tiny"), 5);
   const Initialized init = initialize(Config::from_string(config), model, nullptr, tokens(), world);
   const std::string tag = "rank" + std::to_string(world->rank());  // rank-specific: refused on every rank
   CHECK(testing::error_of([&] { init.engine->save_checkpoint(dir, tag); }) ==

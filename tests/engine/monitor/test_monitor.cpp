@@ -10,7 +10,7 @@
 #include "engine/monitor/tensorboard_events.h"
 #include "engine/monitor/tensorboard_monitor.h"
 #include "engine/data/token_dataset.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "nn/loss.h"
 #include "test_util.h"
 
@@ -37,10 +37,10 @@ Initialized tiny_gpt_job(const Config& config, int stride) {
   std::vector<uint16_t> tokens;
   for (int i = 0; i < 8 * 17 + 1; ++i) tokens.push_back(static_cast<uint16_t>(i * stride % 61));
   auto data = std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
-  models::GPTConfig c = models::GPTConfig::preset("tiny");
+  models::DecoderConfig c = models::DecoderConfig::preset("gpt2-tiny");
   c.vocab_size = 64;
-  c.block_size = 16;
-  return initialize(config, std::make_shared<models::GPT>(c, 1), nullptr, data);
+  c.max_positions = 16;
+  return initialize(config, std::make_shared<models::Decoder>(c, 1), nullptr, data);
 }
 
 }  // namespace
