@@ -59,6 +59,10 @@ DecoderAttention::DecoderAttention(const DecoderConfig& c, const DecoderLayers& 
 }
 
 Variable DecoderAttention::forward(const Variable& x, const AttentionContext& context, KVCache::Layer* cache) {
+  return with_hooks(x, [&](const Variable& input) { return attend(input, context, cache); });
+}
+
+Variable DecoderAttention::attend(const Variable& x, const AttentionContext& context, KVCache::Layer* cache) {
   // T: the whole sequence's length (under sequence parallelism x holds a part of it, the
   // projections gather the whole).
   const Variable queries = (*q_proj)(x);
@@ -110,8 +114,10 @@ DecoderLayer::DecoderLayer(const DecoderConfig& c, const DecoderLayers& layers) 
 }
 
 Variable DecoderLayer::forward(const Variable& x, const AttentionContext& context, KVCache::Layer* cache) {
-  const Variable h = autograd::add(x, (*dropout)(self_attn->forward((*input_layernorm)(x), context, cache)));
-  return autograd::add(h, (*dropout)((*mlp)((*post_attention_layernorm)(h))));
+  return with_hooks(x, [&](const Variable& input) {
+    const Variable h = autograd::add(input, (*dropout)(self_attn->forward((*input_layernorm)(input), context, cache)));
+    return autograd::add(h, (*dropout)((*mlp)((*post_attention_layernorm)(h))));
+  });
 }
 
 Decoder::Decoder(const DecoderConfig& config, uint64_t seed) : Decoder(config, seed, every_layer(config)) {}

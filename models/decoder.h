@@ -69,6 +69,8 @@ class DecoderAttention : public nn::Module {
 
  private:
   const DecoderConfig config_;
+  Variable attend(const Variable& x, const AttentionContext& context, KVCache::Layer* cache);
+
   int64_t heads_, kv_heads_;  // this rank's
   int64_t kv_head_ = -1;      // with replicated key/value heads, the one this rank reads
 };

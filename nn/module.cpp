@@ -34,6 +34,17 @@ Variable Module::operator()(const Variable& input) {
   return out[0];
 }
 
+Variable Module::with_hooks(const Variable& input, const std::function<Variable(const Variable&)>& body) {
+  if (hooks_->pre.empty() && hooks_->post.empty()) return body(input);
+  VariableList in{input};
+  for (auto& [id, hook] : hooks_->pre) hook(*this, in);
+  FATHOM_CHECK(in.size() == 1, type_name(), ": a forward pre-hook left ", in.size(), " inputs where one was expected");
+  VariableList out{body(in[0])};
+  for (auto& [id, hook] : hooks_->post) hook(*this, in, out);
+  FATHOM_CHECK(out.size() == 1, type_name(), ": returned ", out.size(), " outputs where one was expected");
+  return out[0];
+}
+
 void Module::check_new_name(const std::string& name) const {
   FATHOM_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name(), ": invalid name \"", name,
                "\" (non-empty, no dots)");

@@ -104,6 +104,10 @@ class Module {
   size_t forward_hook_count() const { return hooks_->pre.size() + hooks_->post.size(); }
 
  protected:
+  // For a forward with more than Variables to take (a shared context, a cache): `body` runs on
+  // the input between the forward pre and post hooks, as operator() runs forward, so profilers,
+  // traces and ZeRO-3 see the module called.
+  Variable with_hooks(const Variable& input, const std::function<Variable(const Variable&)>& body);
   // Points an existing parameter name at another Variable (weight tying).
   void replace_parameter(const std::string& name, const Variable& parameter);
 

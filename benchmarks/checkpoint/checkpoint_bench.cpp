@@ -21,7 +21,7 @@
 #include "engine/checkpoint/reader.h"
 #include "engine/initialize.h"
 #include "engine/data/token_dataset.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "nn/loss.h"
 #include "parallel/runtime.h"
 
@@ -45,7 +45,7 @@ struct Result {
   double save_ms = 0, load_ms = 0;         // slowest rank's median
 };
 
-models::GPTConfig model_config(const Options& options) {
+models::DecoderConfig model_config(const Options& options) {
   return bench::gpt_config(options.layers, options.heads, options.width, options.vocab, options.block, options.f32);
 }
 
@@ -64,9 +64,9 @@ Result run_stage(parallel::Runtime& runtime, int stage, const Options& options) 
   const std::string dir = (fs::path(options.dir) / ("stage" + std::to_string(stage))).string();
   if (runtime.is_main_process()) fs::remove_all(dir);
   world.barrier();
-  const models::GPTConfig gpt = model_config(options);
-  auto data = bench::synthetic_tokens(runtime.size() * 4, gpt.block_size, gpt.vocab_size);
-  auto model = std::make_shared<models::GPT>(gpt, 1);
+  const models::DecoderConfig gpt = model_config(options);
+  auto data = bench::synthetic_tokens(runtime.size() * 4, gpt.max_positions, gpt.vocab_size);
+  auto model = std::make_shared<models::Decoder>(gpt, 1);
   const std::string config = detail::concat(
       R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
       "steps_per_print": 1000000, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},

@@ -10,7 +10,7 @@
 
 #include "engine/data/byte_text_dataset.h"
 #include "engine/initialize.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "nn/loss.h"
 #include "zero/replicated_state.h"
 #include "parallel/runtime.h"
@@ -28,16 +28,16 @@ double median(std::vector<double> v) {
 }
 
 Timing measure(parallel::Runtime& runtime, bool overlap, int steps) {
-  models::GPTConfig model_config = models::GPTConfig::preset("small");
+  models::DecoderConfig model_config = models::DecoderConfig::preset("gpt2-small");
   model_config.vocab_size = ByteTextDataset::kVocabSize;
   std::string text;
   for (int i = 0; text.size() < 400000; ++i) text += "the engine averages gradients over the ranks " + std::to_string(i) + "\n";
-  auto dataset = std::make_shared<ByteTextDataset>(ByteTextDataset::from_string(text, model_config.block_size));
+  auto dataset = std::make_shared<ByteTextDataset>(ByteTextDataset::from_string(text, model_config.max_positions));
   const std::string config = std::string(R"({"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1,
       "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}, "steps_per_print": 1000000,
       "zero_optimization": {"stage": 0, "reduce_bucket_size": 2000000, "overlap_comm": )") +
       (overlap ? "true" : "false") + "}}";
-  auto model = std::make_shared<models::GPT>(model_config, 1);
+  auto model = std::make_shared<models::Decoder>(model_config, 1);
   Initialized init = initialize(Config::from_string(config), model, nullptr, dataset, runtime.world_ptr());
   std::vector<double> step_ms, communication_ms;
   init.engine->on_step([&](const StepReport& r) { step_ms.push_back(r.seconds * 1e3); });

@@ -10,7 +10,7 @@
 
 #include "engine/data/byte_text_dataset.h"
 #include "engine/initialize.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "nn/loss.h"
 #include "parallel/comms_logger.h"
 #include "parallel/runtime.h"
@@ -30,14 +30,14 @@ double median(std::vector<double> v) {
 }
 
 Measured measure(parallel::Runtime& runtime, const std::string& optimizer, int warmup, int steps) {
-  models::GPTConfig model_config = models::GPTConfig::preset("small");
+  models::DecoderConfig model_config = models::DecoderConfig::preset("gpt2-small");
   model_config.vocab_size = ByteTextDataset::kVocabSize;
   std::string text;
   for (int i = 0; text.size() < 400000; ++i) text += "one bit per element, and a scale per tensor " + std::to_string(i) + "\n";
-  auto dataset = std::make_shared<ByteTextDataset>(ByteTextDataset::from_string(text, model_config.block_size));
+  auto dataset = std::make_shared<ByteTextDataset>(ByteTextDataset::from_string(text, model_config.max_positions));
   const std::string config = R"({"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1,
       "steps_per_print": 1000000, "comms_logger": {"enabled": true}, "optimizer": )" + optimizer + "}";
-  auto model = std::make_shared<models::GPT>(model_config, 1);
+  auto model = std::make_shared<models::Decoder>(model_config, 1);
   Initialized init = initialize(Config::from_string(config), model, nullptr, dataset, runtime.world_ptr());
   std::vector<double> step_ms;
   init.engine->on_step([&](const StepReport& r) {

@@ -8,18 +8,14 @@
 #include <vector>
 
 #include "engine/data/token_dataset.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 
 namespace fathom::bench {
 
-inline models::GPTConfig gpt_config(int64_t layers, int64_t heads, int64_t width, int64_t vocab, int64_t block,
-                                    bool f32) {
-  models::GPTConfig c;
-  c.n_layer = layers;
-  c.n_head = heads;
-  c.n_embd = width;
-  c.vocab_size = vocab;
-  c.block_size = block;
+// GPT-2's configuration of the decoder at these sizes, in f32 or bf16.
+inline models::DecoderConfig gpt_config(int64_t layers, int64_t heads, int64_t width, int64_t vocab, int64_t block,
+                                        bool f32) {
+  models::DecoderConfig c = models::DecoderConfig::gpt2(layers, heads, width, vocab, block);
   c.dtype = f32 ? DType::F32 : DType::BF16;
   return c;
 }

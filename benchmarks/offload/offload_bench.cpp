@@ -142,7 +142,7 @@ void step(const Args& args) {
   parallel::Runtime runtime;
   const std::string offload = arg(args, "--offload", "none");
   const int steps = static_cast<int>(number(args, "--steps", 3));
-  const models::GPTConfig gpt =
+  const models::DecoderConfig gpt =
       bench::gpt_config(number(args, "--layers", 4), number(args, "--heads", 8), number(args, "--width", 512),
                         number(args, "--vocab", 8192), number(args, "--block", 128), false);
   const std::string param = arg(args, "--param", "none");
@@ -165,16 +165,16 @@ void step(const Args& args) {
       "allgather_bucket_size": 1e7)",
       placement, "}}");
   // Stage 3 builds the model shard by shard (nn::DeferredInit), as fathom-train does.
-  std::shared_ptr<models::GPT> model;
+  std::shared_ptr<models::Decoder> model;
   {
     std::optional<nn::DeferredInit> deferred;
     if (number(args, "--stage", 2) == 3) deferred.emplace();
-    model = std::make_shared<models::GPT>(gpt, 1);
+    model = std::make_shared<models::Decoder>(gpt, 1);
   }
   const int64_t parameters = model->parameter_count();
   Initialized init =
       initialize(Config::from_string(config), model, nullptr,
-                 bench::synthetic_tokens(steps + 2, gpt.block_size, gpt.vocab_size), runtime.world_ptr());
+                 bench::synthetic_tokens(steps + 2, gpt.max_positions, gpt.vocab_size), runtime.world_ptr());
   const zero::OptimizerShard& shard = zero::as_sharded(init.engine->training_state())->optimizer_shard();
   std::vector<double> step_ms, optimizer_ms, read_mb, written_mb, wait_ms;
   for (const Batch& batch : *init.loader) {

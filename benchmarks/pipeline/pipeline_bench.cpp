@@ -30,7 +30,7 @@
 #include "engine/data/collate.h"
 #include "engine/initialize.h"
 #include "engine/pipeline_executor.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "nn/loss.h"
 #include "parallel/collective_observer.h"
 #include "parallel/local_communicator.h"
@@ -107,8 +107,8 @@ Batch micro_batch(const TokenDataset& data, int64_t first, int64_t rows) {
 }
 
 Measured run_case(const Case& c, const Options& o, const parallel::ProcessGroups& groups, const TokenDataset& data) {
-  const models::GPTConfig config = bench::gpt_config(o.layers, o.heads, o.width, o.vocab, o.block, true);
-  auto stage = std::make_shared<parallel::PipelineModule>(std::make_shared<models::GPT>(config, 1), groups,
+  const models::DecoderConfig config = bench::gpt_config(o.layers, o.heads, o.width, o.vocab, o.block, true);
+  auto stage = std::make_shared<parallel::PipelineModule>(std::make_shared<models::Decoder>(config, 1), groups,
                                                           parallel::PipelineOptions{.chunks = c.chunks});
   Initialized init = initialize(Config::from_string(config_json(c, o, groups.pipeline().size())), stage, nullptr,
                                 nullptr, groups);
@@ -151,8 +151,8 @@ Measured run_case(const Case& c, const Options& o, const parallel::ProcessGroups
 
 // The one-rank step of the same micro-batches (gradient accumulation), on the first rank.
 double one_rank_ms(const Options& o, int micro_batches, const TokenDataset& data) {
-  const models::GPTConfig config = bench::gpt_config(o.layers, o.heads, o.width, o.vocab, o.block, true);
-  auto model = std::make_shared<models::GPT>(config, 1);
+  const models::DecoderConfig config = bench::gpt_config(o.layers, o.heads, o.width, o.vocab, o.block, true);
+  auto model = std::make_shared<models::Decoder>(config, 1);
   const Case c{PipeScheduleKind::OneFOneB, micro_batches, 1};
   Initialized init = initialize(Config::from_string(config_json(c, o, 1)), model, nullptr, nullptr,
                                 std::make_shared<parallel::LocalCommunicator>());
@@ -237,7 +237,7 @@ void zero_traffic(const Options& o, const parallel::Runtime& runtime, const Toke
   FATHOM_CHECK(world >= 4 && world % 2 == 0, "--zero-traffic needs pipe 2 x data >= 2: run with -np 4");
   const parallel::ProcessGroups groups = runtime.groups(2, 1);
   const int dp = groups.data().size();
-  const models::GPTConfig config = bench::gpt_config(o.layers, o.heads, o.width, o.vocab, o.block, true);
+  const models::DecoderConfig config = bench::gpt_config(o.layers, o.heads, o.width, o.vocab, o.block, true);
   auto traffic = std::make_shared<DataTraffic>();
   const parallel::CollectiveObservation observing(traffic);
   if (runtime.is_main_process())
@@ -247,7 +247,7 @@ void zero_traffic(const Options& o, const parallel::Runtime& runtime, const Toke
     for (int zero : {1, 2}) {
       const Case c{PipeScheduleKind::OneFOneB, m, 1};
       auto stage = std::make_shared<parallel::PipelineModule>(
-          config.layers(), [&](const std::vector<bool>& built) { return std::make_shared<models::GPT>(config, 1, built); },
+          config.layers(), [&](const std::vector<bool>& built) { return std::make_shared<models::Decoder>(config, 1, built); },
           groups);
       Initialized init = initialize(Config::from_string(config_json(c, o, 2, dp, zero)), stage, nullptr, nullptr, groups);
       Allocator& cpu = allocator_for(kCPU);

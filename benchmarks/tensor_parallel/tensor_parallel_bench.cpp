@@ -144,7 +144,8 @@ Result run_case(const parallel::Runtime& runtime, const Case& c, const Options& 
   if (runtime.rank() < ranks) {
     Allocator& cpu = allocator_for(kCPU);
     cpu.stats().reset_peak();
-    models::GPTConfig gpt = bench::gpt_config(o.layers, o.heads, o.width, o.vocab, o.block, /*f32=*/true);
+    models::GPTConfig gpt;  // models::TensorParallelGPT's (dropout under sequence parallelism)
+    gpt.n_layer = o.layers, gpt.n_head = o.heads, gpt.n_embd = o.width, gpt.vocab_size = o.vocab, gpt.block_size = o.block;
     gpt.dropout = 0.1;  // GPT-2's: the dropouts' masks are activations sequence parallelism splits
     const parallel::ProcessGroups groups(job, parallel::Topology(ranks, 1, c.tensor));
     int64_t peak_of_case = 0;  // through model construction, initialize and the warm-up step
@@ -232,7 +233,7 @@ int main(int argc, char** argv) {
         "peak: live bytes over the case, step: their largest rise within a timed step (activations, "
         "gradients, temporaries), largest rank; tensor sent: per rank and step\n",
         (long long)o.layers, (long long)o.heads, (long long)o.width, (long long)o.vocab,
-        static_cast<double>(models::GPT(gpt, 1).parameter_count()) / 1e6, (long long)o.batch, (long long)o.block,
+        static_cast<double>(gpt.parameter_count()) / 1e6, (long long)o.batch, (long long)o.block,
         o.steps);
     std::printf("%-40s %9s %10s %9s %10s %16s %16s %12s %12s\n", "case", "step (ms)", "vs 1 rank", "peak MiB",
                 "step MiB", "tensor sent MiB", "closed form MiB", "meas/closed", "collectives");

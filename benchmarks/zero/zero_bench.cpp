@@ -4,7 +4,7 @@
 //          [--layers 8] [--width 640] [--heads 8] [--vocab 16384] [--block 128] [--bucket 5e6]
 //          [--prefetch 5e7] [--persistence 1e5] [--max-live 1e9]
 // bf16 mixed precision with AdamW by default (--f32: pure f32); the model is built in that
-// dtype (GPTConfig::dtype), so no f32 copy of a bf16 model exists. Each rank trains on a fixed
+// dtype (DecoderConfig::dtype), so no f32 copy of a bf16 model exists. Each rank trains on a fixed
 // micro-batch of 1 x block tokens (weak scaling), gradient accumulation 1, reduce and all-gather
 // buckets of `bucket` elements; stage 3 with DeepSpeed's default stage3_prefetch_bucket_size,
 // stage3_param_persistence_threshold and stage3_max_live_parameters unless given. Per stage: one
@@ -30,7 +30,7 @@
 #include "engine/initialize.h"
 #include "engine/monitor/memory_report.h"
 #include "engine/data/token_dataset.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "nn/loss.h"
 #include "parallel/runtime.h"
 #include "zero/memory_estimate.h"
@@ -64,7 +64,7 @@ struct Result {
   int64_t peak_gathered_elements = 0;  // stage 3: the gatherer's peak, largest rank
 };
 
-models::GPTConfig model_config(const Options& options) {
+models::DecoderConfig model_config(const Options& options) {
   return bench::gpt_config(options.layers, options.heads, options.width, options.vocab, options.block, options.f32);
 }
 
@@ -77,9 +77,9 @@ Result run_stage(parallel::Runtime& runtime, int stage, const Options& options) 
   FATHOM_CHECK(model_state_bytes().model_states() == 0, "model states left over from the previous case");
   Allocator& cpu = allocator_for(kCPU);
   cpu.stats().reset_peak();
-  const models::GPTConfig gpt = model_config(options);
-  auto data = bench::synthetic_tokens(runtime.size() * kMicroBatch * (options.steps + 2), gpt.block_size, gpt.vocab_size);
-  auto model = std::make_shared<models::GPT>(gpt, 1);
+  const models::DecoderConfig gpt = model_config(options);
+  auto data = bench::synthetic_tokens(runtime.size() * kMicroBatch * (options.steps + 2), gpt.max_positions, gpt.vocab_size);
+  auto model = std::make_shared<models::Decoder>(gpt, 1);
   const int64_t psi = model->parameter_count();
   const std::string config = detail::concat(
       R"({"train_micro_batch_size_per_gpu": )", kMicroBatch, R"(, "gradient_accumulation_steps": 1,
@@ -136,7 +136,7 @@ Result run_stage(parallel::Runtime& runtime, int stage, const Options& options) 
   r.forward_ms = slowest([](const StepReport& s) { return s.times.forward_ms; });
   r.backward_ms = slowest([](const StepReport& s) { return s.times.backward_ms; });
   r.optimizer_ms = slowest([](const StepReport& s) { return s.times.step_ms; });
-  r.tokens_per_second = static_cast<double>(runtime.size() * kMicroBatch * gpt.block_size) / (r.step_ms / 1e3);
+  r.tokens_per_second = static_cast<double>(runtime.size() * kMicroBatch * gpt.max_positions) / (r.step_ms / 1e3);
   return r;
 }
 

@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "engine/initialize.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "offload/device_transfers.h"
 #include "offload/host_memory.h"
 #include "parallel/local_communicator.h"
@@ -30,17 +30,13 @@ struct Run {
 
 Run train(int stage, const std::string& offload) {
   const Device gpu = Device::cuda(0);
-  models::GPTConfig config;
-  config.n_layer = 2;
-  config.n_head = 2;
-  config.n_embd = 16;
-  config.vocab_size = 64;
-  config.block_size = 8;
+  models::DecoderConfig config = models::DecoderConfig::gpt2(/*n_layer=*/2, /*n_head=*/2, /*width=*/16,
+                                                             /*vocab_size=*/64, /*positions=*/8);
   // No biases: the attention key bias's gradient is rounding noise (exactly zero in exact
   // arithmetic), which Adam scales into full steps, so two Adam kernels that round differently
   // would move it differently.
-  config.bias = false;
-  auto gpt = std::make_shared<models::GPT>(config, /*seed=*/5);
+  config.qkv_bias = config.o_bias = config.mlp_bias = config.norm_bias = false;
+  auto gpt = std::make_shared<models::Decoder>(config, /*seed=*/5);
   gpt->to(gpu);
   const auto groups = parallel::ProcessGroups::data_parallel(std::make_shared<parallel::LocalCommunicator>());
   const std::string json = R"({"train_batch_size": 2, "optimizer": {"type": "AdamW", "params": {"lr": 0.01}},

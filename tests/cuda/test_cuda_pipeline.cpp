@@ -3,7 +3,7 @@
 // two micro-batches) takes the steps the plain engine takes with gradient accumulation there.
 #include "engine/initialize.h"
 #include "engine/pipeline_executor.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "parallel/local_communicator.h"
 #include "parallel/pipeline_module.h"
 #include "require_cuda.h"
@@ -15,14 +15,10 @@ namespace {
 
 std::vector<double> train(const std::string& schedule, bool pipelined, nn::NamedTensors* weights) {
   const Device gpu = Device::cuda(0);
-  models::GPTConfig config;
-  config.n_layer = 2;
-  config.n_head = 2;
-  config.n_embd = 16;
-  config.vocab_size = 64;
-  config.block_size = 8;
+  models::DecoderConfig config = models::DecoderConfig::gpt2(/*n_layer=*/2, /*n_head=*/2, /*width=*/16,
+                                                             /*vocab_size=*/64, /*positions=*/8);
   config.dropout = 0.1;
-  auto gpt = std::make_shared<models::GPT>(config, /*seed=*/5);
+  auto gpt = std::make_shared<models::Decoder>(config, /*seed=*/5);
   gpt->to(gpu);
   const auto groups = parallel::ProcessGroups::data_parallel(std::make_shared<parallel::LocalCommunicator>());
   std::shared_ptr<nn::Module> model = gpt;

@@ -9,7 +9,7 @@
 #include "engine/monitor/flops_profiler.h"
 #include "engine/initialize.h"
 #include "engine/data/token_dataset.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "nn/loss.h"
 #include "require_cuda.h"
 
@@ -19,10 +19,10 @@ namespace fs = std::filesystem;
 namespace {
 const Device kGpu = Device::cuda(0);
 
-models::GPTConfig tiny() {
-  models::GPTConfig c = models::GPTConfig::preset("tiny");
+models::DecoderConfig tiny() {
+  models::DecoderConfig c = models::DecoderConfig::preset("gpt2-tiny");
   c.vocab_size = 64;
-  c.block_size = 16;
+  c.max_positions = 16;
   return c;
 }
 
@@ -44,7 +44,7 @@ void train(Initialized& init, int64_t steps) {
 
 TEST_CASE("GPU step timers: CUDA events per micro-step, summing to the step", "[cuda]") {
   FATHOM_REQUIRE_CUDA();
-  auto model = std::make_shared<models::GPT>(tiny(), 1);
+  auto model = std::make_shared<models::Decoder>(tiny(), 1);
   model->to(kGpu);
   const Config config = Config::from_string(R"({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2,
       "wall_clock_breakdown": true, "optimizer": {"type": "AdamW"}})");
@@ -64,7 +64,7 @@ TEST_CASE("GPU step timers: CUDA events per micro-step, summing to the step", "[
 
 TEST_CASE("the flops profiler counts a GPU model's forward as the CPU's", "[cuda]") {
   FATHOM_REQUIRE_CUDA();
-  models::GPT cpu(tiny(), 1), gpu(tiny(), 1);
+  models::Decoder cpu(tiny(), 1), gpu(tiny(), 1);
   gpu.to(kGpu);
   std::vector<int64_t> ids(2 * 16);
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i * 7 % 64);
@@ -85,7 +85,7 @@ TEST_CASE("a trace of GPU steps names the device's compute track", "[cuda]") {
   FATHOM_REQUIRE_CUDA();
   const fs::path dir = fs::temp_directory_path() / "fathom_cuda_trace";
   fs::remove_all(dir);
-  auto model = std::make_shared<models::GPT>(tiny(), 1);
+  auto model = std::make_shared<models::Decoder>(tiny(), 1);
   model->to(kGpu);
   const Config config = Config::from_string(R"({"train_batch_size": 2, "optimizer": {"type": "AdamW"},
       "trace": {"enabled": true, "steps": [1, 2], "output_path": ")" + dir.string() + R"("}})");
@@ -94,5 +94,5 @@ TEST_CASE("a trace of GPU steps names the device's compute track", "[cuda]") {
   std::stringstream text;
   text << std::ifstream(dir / "trace.json").rdbuf();
   CHECK(text.str().find("\"compute (cuda:0)\"") != std::string::npos);
-  CHECK(text.str().find("transformer.h.0.attn (CausalSelfAttention)") != std::string::npos);
+  CHECK(text.str().find("model.layers.0.self_attn (DecoderAttention)") != std::string::npos);
 }

@@ -1,4 +1,4 @@
-// The flops profiler: GPT's counted forward work against the closed form of the counting
+// The flops profiler: the decoder's (GPT-2's configuration) counted forward work against the closed form of the counting
 // convention (kernels/op_registry.h, OpCost), the module tree's parameters, and the printout
 // the engine writes at profile_step.
 #include <catch2/catch.hpp>
@@ -9,7 +9,7 @@
 #include "engine/monitor/flops_profiler.h"
 #include "engine/initialize.h"
 #include "engine/data/token_dataset.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "nn/loss.h"
 
 using namespace fathom;
@@ -20,11 +20,11 @@ struct Counted {
   int64_t macs, flops;
 };
 
-// The tiny GPT with a 64-token vocabulary and 16-token sequences, and 8 of its sequences.
-models::GPTConfig small_tiny_gpt() {
-  models::GPTConfig c = models::GPTConfig::preset("tiny");
+// The tiny GPT-2 with a 64-token vocabulary and 16-token sequences, and 8 of its sequences.
+models::DecoderConfig small_tiny_gpt() {
+  models::DecoderConfig c = models::DecoderConfig::preset("gpt2-tiny");
   c.vocab_size = 64;
-  c.block_size = 16;
+  c.max_positions = 16;
   return c;
 }
 std::shared_ptr<TokenDataset> eight_sequences() {
@@ -33,11 +33,11 @@ std::shared_ptr<TokenDataset> eight_sequences() {
   return std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
 }
 
-// GPT's forward (bias, no dropout, tied head) by the convention: matmuls M·N·K MACs and twice
+// GPT-2's forward (biases, no dropout, tied head) by the convention: matmuls M·N·K MACs and twice
 // that in flops, causal attention's two T×T products whole and its softmax one flop per score,
 // layernorm 5 flops an element, GELU, the biases and the residual and embedding additions 1.
-Counted closed_form(const models::GPTConfig& c, int64_t B, int64_t T) {
-  const int64_t C = c.n_embd, L = c.n_layer, V = c.vocab_size, H = c.n_head;
+Counted closed_form(const models::DecoderConfig& c, int64_t B, int64_t T) {
+  const int64_t C = c.hidden_size, L = c.n_layer, V = c.vocab_size, H = c.n_head;
   const int64_t per_layer_macs = B * T * C * 3 * C   // qkv projection
                                  + 2 * B * T * T * C  // q kᵀ and p v over all heads
                                  + B * T * C * C      // attention output projection
@@ -61,11 +61,11 @@ Tensor token_ids(int64_t B, int64_t T, int64_t vocab) {
 
 TEST_CASE("GPT's counted forward MACs and flops equal the convention's closed form, either attention kernel", "[engine]") {
   for (nn::AttentionKernel kernel : {nn::AttentionKernel::Fused, nn::AttentionKernel::Gemm}) {
-    models::GPTConfig c = models::GPTConfig::preset("tiny");
+    models::DecoderConfig c = models::DecoderConfig::preset("gpt2-tiny");
     c.vocab_size = 96;
-    c.block_size = 16;
+    c.max_positions = 16;
     c.attention = kernel;
-    models::GPT gpt(c, 1);
+    models::Decoder gpt(c, 1);
     FlopsProfiler profiler(gpt, {}, {});
     const int64_t B = 3, T = 12;  // T below block_size: the count follows the input, not the config
     profiler.start();
@@ -81,8 +81,8 @@ TEST_CASE("GPT's counted forward MACs and flops equal the convention's closed fo
 }
 
 TEST_CASE("the module tree's parameters add up to the model's, the tied head counted once", "[engine]") {
-  models::GPTConfig c = models::GPTConfig::preset("tiny");
-  models::GPT gpt(c, 1);
+  models::DecoderConfig c = models::DecoderConfig::preset("gpt2-tiny");
+  models::Decoder gpt(c, 1);
   FlopsProfiler profiler(gpt, {}, {});
   const std::vector<ModuleProfile>& modules = profiler.modules();
   CHECK(profiler.total_params() == gpt.parameter_count());
@@ -105,9 +105,9 @@ TEST_CASE("the engine prints DeepSpeed's summary, the top modules and the tree a
   const Config config = Config::from_string(R"({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2,
       "optimizer": {"type": "AdamW"}, "flops_profiler": {"enabled": true, "profile_step": 1, "top_modules": 2,
       "output_file": ")" + file.string() + R"("}})");
-  const models::GPTConfig c = small_tiny_gpt();
+  const models::DecoderConfig c = small_tiny_gpt();
   const auto data = eight_sequences();
-  Initialized init = initialize(config, std::make_shared<models::GPT>(c, 1), nullptr, data);
+  Initialized init = initialize(config, std::make_shared<models::Decoder>(c, 1), nullptr, data);
   for (const Batch& batch : *init.loader) {
     init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs)), batch.targets,
                                             batch.loss_normaliser));
@@ -125,8 +125,8 @@ TEST_CASE("the engine prints DeepSpeed's summary, the top modules and the tree a
   CHECK(profile.find(format_count(static_cast<double>(expected.macs), "MACs")) != std::string::npos);
   CHECK(profile.find("bwd FLOPS per rank = 2 * fwd flops per rank / bwd latency:") != std::string::npos);
   CHECK(profile.find("depth 4:") != std::string::npos);
-  CHECK(profile.find("    MACs        - {MLP: ") != std::string::npos);  // the larger of the two depth-4 types
-  CHECK(profile.find("(c_fc): Linear(") != std::string::npos);
+  CHECK(profile.find("    MACs        - {DecoderMLP: ") != std::string::npos);  // the larger of the two depth-4 types
+  CHECK(profile.find("(up_proj): Linear(") != std::string::npos);
   CHECK(profile.find("100.00% Params") != std::string::npos);
 }
 
@@ -144,8 +144,8 @@ TEST_CASE("an output file or trace folder that cannot be made is an error before
   // A regular file where a folder would have to be.
   const fs::path blocker = fs::temp_directory_path() / "fathom_profile_blocker";
   std::ofstream(blocker) << "a file";
-  models::GPTConfig c = models::GPTConfig::preset("tiny");
-  const auto model = std::make_shared<models::GPT>(c, 1);
+  models::DecoderConfig c = models::DecoderConfig::preset("gpt2-tiny");
+  const auto model = std::make_shared<models::Decoder>(c, 1);
   const auto configured = [&](const std::string& section) {
     return Config::from_string(R"({"train_batch_size": 2, "optimizer": {"type": "AdamW"}, )" + section + "}");
   };
@@ -167,12 +167,12 @@ TEST_CASE("a profile or trace file that cannot be written is an error at the ste
   fs::remove_all(dir);
   fs::create_directories(dir / "profile.txt");
   fs::create_directories(dir / "trace.json");
-  const models::GPTConfig c = small_tiny_gpt();
+  const models::DecoderConfig c = small_tiny_gpt();
   const auto data = eight_sequences();
   const auto train = [&](const std::string& section) {
     const Config config = Config::from_string(
         R"({"train_batch_size": 2, "optimizer": {"type": "AdamW"}, )" + section + "}");
-    Initialized init = initialize(config, std::make_shared<models::GPT>(c, 1), nullptr, data);
+    Initialized init = initialize(config, std::make_shared<models::Decoder>(c, 1), nullptr, data);
     for (const Batch& batch : *init.loader) {
       init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs)), batch.targets,
                                               batch.loss_normaliser));

@@ -9,7 +9,7 @@
 #include "core/json.h"
 #include "engine/initialize.h"
 #include "engine/data/token_dataset.h"
-#include "models/gpt.h"
+#include "models/decoder.h"
 #include "mpi_test_util.h"
 #include "nn/loss.h"
 #include "test_util.h"
@@ -52,13 +52,13 @@ TEST_CASE("the trace of steps 2-3 loads, every event is well-formed and every tr
       R"({"train_batch_size": )", 4 * n, R"(, "train_micro_batch_size_per_gpu": 2, "optimizer": {"type": "AdamW"},
       "zero_optimization": {"stage": 2, "reduce_bucket_size": 5000},
       "trace": {"enabled": true, "output_path": ")", dir.string(), R"(", "steps": [2, 3]}})"));
-  models::GPTConfig c = models::GPTConfig::preset("tiny");
+  models::DecoderConfig c = models::DecoderConfig::preset("gpt2-tiny");
   c.vocab_size = 64;
-  c.block_size = 16;
+  c.max_positions = 16;
   std::vector<uint16_t> tokens;
   for (int i = 0; i < 16 * n * 17 + 1; ++i) tokens.push_back(static_cast<uint16_t>(i * 3 % 61));
   auto data = std::make_shared<TokenDataset>(TokenDataset::from_tokens(tokens, 16, 64));
-  Initialized init = initialize(config, std::make_shared<models::GPT>(c, 1), nullptr, data, world);
+  Initialized init = initialize(config, std::make_shared<models::Decoder>(c, 1), nullptr, data, world);
   for (const Batch& batch : *init.loader) {
     init.engine->backward(nn::cross_entropy((*init.engine)(autograd::Variable(batch.inputs)), batch.targets,
                                             batch.loss_normaliser));
@@ -107,7 +107,7 @@ TEST_CASE("the trace of steps 2-3 loads, every event is well-formed and every tr
     for (const Span& s : compute) {
       if (s.category == "phase") {
         ++phases[s.name + " " + s.args.at("step")];
-      } else if (s.name == "transformer.h.0.attn (CausalSelfAttention)") {
+      } else if (s.name == "model.layers.0.self_attn (DecoderAttention)") {
         ++(s.category == "forward" ? attention_forward : attention_backward);
       }
     }
