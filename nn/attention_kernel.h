@@ -1,5 +1,5 @@
 #pragma once
-// Which computation causal self-attention uses (TransformerConfig::attention, GPTConfig::attention,
+// Which computation causal self-attention uses (DecoderConfig::attention, TransformerConfig::attention, GPTConfig::attention,
 // FATHOM_ATTENTION):
 //   fused  kernels/attention.h: flash-style tiles that keep only each row's logsumexp for the
 //          backward (memory linear in T); SIMT arithmetic on CUDA, no tensor cores.

@@ -65,7 +65,7 @@ Tensor initial_value(const autograd::Variable& parameter, const std::string& nam
   }
   FATHOM_CHECK(fill != nullptr, "parameter \"", name, "\" was built under nn::DeferredInit, but its model recorded no "
                "way to regenerate its starting values (nn::defer_initial_value); build this model without "
-               "DeferredInit, or give it a deferred initialisation as models::GPT has");
+               "DeferredInit, or give it a deferred initialisation as models::Decoder has");
   MemoryTagScope tag(MemoryTag::Parameters);
   Tensor out = Tensor::empty(parameter.sizes(), DType::F32);
   fill(out);

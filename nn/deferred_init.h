@@ -4,14 +4,14 @@
 // While a DeferredInit scope is alive on this thread, each module's parameters are released —
 // shapes and dtypes kept, memory freed — as soon as the module is registered into its parent, so
 // construction holds one module's parameters at a time. A model that can regenerate any
-// parameter's starting values on its own (models::GPT: each weight draws from its own stream of
+// parameter's starting values on its own (models::Decoder: each weight draws from its own stream of
 // the seed) records how, per parameter, with defer_initial_value instead of filling them. ZeRO
 // stage 3 then asks initial_value for one parameter at a time and keeps only this rank's part
 // (zero/flat_parameters.h), so no rank ever holds the whole model; every rank regenerates the
 // same values, so nothing is broadcast.
 //
-//   std::shared_ptr<models::GPT> model;
-//   { nn::DeferredInit deferred; model = std::make_shared<models::GPT>(config, seed); }
+//   std::shared_ptr<models::Decoder> model;
+//   { nn::DeferredInit deferred; model = std::make_shared<models::Decoder>(config, seed); }
 //   Initialized init = initialize(config_with_stage_3, model, ...);
 
 #include <functional>

@@ -8,7 +8,7 @@
 //   Variable out = model.forward_layers(hidden, 3);         // stage 1: the rest
 //
 // Layer i uses the parameters layer_parameters(i) names (dotted, as named_parameters lists
-// them). A parameter that two layers use — GPT's token embedding and its LM head — is a
+// them). A parameter that two layers use — a tied token embedding and LM head — is a
 // declared tie: ties() names the parameter and the layers that use it, so a pipeline knows to
 // keep a copy on each of their stages and to sum their gradients, without discovering shared
 // pointers.

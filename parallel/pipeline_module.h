@@ -2,7 +2,7 @@
 // PipelineModule: this rank's stage of a model cut into pipeline stages (DeepSpeed's
 // PipelineModule), an nn::Module the engine trains like any other.
 //
-//   auto gpt = std::make_shared<models::GPT>(config, seed);          // an nn::LayerSequence
+//   auto gpt = std::make_shared<models::Decoder>(config, seed);      // an nn::LayerSequence
 //   auto stage = std::make_shared<parallel::PipelineModule>(gpt, groups, PipelineOptions{"parameters"});
 //   auto [engine, ...] = fathom::initialize(ds_config, stage, nullptr, data, groups);
 //   engine->train_batch(next_batch);                                 // a whole pipelined step
@@ -14,7 +14,7 @@
 // do not depend on the pipeline degree. Either the stage is built alone (from a description of the
 // layers and a builder) or the other layers' parameters are released after the whole model is
 // built; either way each stage starts from the initialisation one process has.
-// A parameter that layers on several stages use (a declared nn::Tie: GPT's embedding and head)
+// A parameter that layers on several stages use (a declared nn::Tie: a tied embedding and head)
 // has a copy on each of those stages; its placement names the tie, the copy on the first stage
 // is the leader, and ties() gives the group that sums the copies' gradients before each step.
 
@@ -47,9 +47,9 @@ class PipelineModule : public nn::Module {
   // split from it).
   PipelineModule(std::shared_ptr<nn::Module> model, const ProcessGroups& groups, PipelineOptions options = {});
   // A stage built alone (DeepSpeed's LayerSpec): the model is described by its layers' types and
-  // parameter counts (GPTConfig::layers()), the cut made from that, and `build(built)` makes the
+  // parameter counts (DecoderConfig::layers()), the cut made from that, and `build(built)` makes the
   // model with only the layers `built` marks, initialised as the whole model would be:
-  //   PipelineModule(config.layers(), [&](auto& built) { return make_shared<GPT>(config, seed, built); }, groups)
+  //   PipelineModule(config.layers(), [&](auto& built) { return make_shared<Decoder>(config, seed, built); }, groups)
   using LayerBuilder = std::function<std::shared_ptr<nn::Module>(const std::vector<bool>& built)>;
   PipelineModule(const std::vector<nn::LayerDescription>& layers, const LayerBuilder& build, const ProcessGroups& groups,
                  PipelineOptions options = {});

@@ -270,7 +270,7 @@ struct Config {
   int64_t tensor_parallel_size = 1;
   // Fathom's top-level "sequence_parallel" (outside DeepSpeed's tensor_parallel section, whose
   // schema forbids unknown keys): Megatron's sequence parallelism in tensor-parallel models.
-  // The program that builds the model reads it (fathom-train passes it to TensorParallelGPT).
+  // The program that builds the model reads it (fathom-train passes it to models::TensorParallelDecoderLayers).
   bool sequence_parallel = false;
   // checkpoint.tag_validation: "Ignore", "Warn" or "Fail" when ranks save under different tags.
   std::string checkpoint_tag_validation = "Warn";
