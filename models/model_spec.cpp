@@ -18,7 +18,6 @@ const std::vector<std::string>& ModelSpec::architectures() {
 
 ModelSpec ModelSpec::preset(const std::string& architecture, const std::string& name) {
   ModelSpec spec;
-  spec.architecture = architecture;
   if (architecture == "gpt2") {
     FATHOM_CHECK(name == "tiny" || name == "small" || name == "gpt2-124M", "unknown gpt2 preset \"", name,
                  "\"; use tiny, small or gpt2-124M");
@@ -41,7 +40,6 @@ ModelSpec ModelSpec::from_json(const std::string& json, const std::string& sourc
   FATHOM_CHECK(value.is_object(), source, ": expected a JSON object");
   ModelSpec spec;
   spec.decoder = decoder_config_from_hf(value, source);
-  spec.architecture = spec.decoder.architecture;
   return spec;
 }
 
@@ -67,7 +65,7 @@ std::string ModelSpec::describe(bool with_vocab) const {
   std::ostringstream out;
   const std::string vocab = with_vocab ? ", vocab " + std::to_string(vocab_size()) : "";
   const DecoderConfig& d = decoder;
-  out << architecture << ": " << d.n_layer << " layers, " << d.n_head << " heads";
+  out << architecture() << ": " << d.n_layer << " layers, " << d.n_head << " heads";
   if (d.n_kv_head != d.n_head) out << " (" << d.n_kv_head << " kv)";
   out << ", " << d.hidden_size << " wide" << vocab << ", " << d.max_positions << " positions";
   if (d.sliding_window > 0) out << ", window " << d.sliding_window;
@@ -79,7 +77,7 @@ std::shared_ptr<nn::Module> ModelSpec::build(uint64_t seed, std::optional<std::v
 }
 
 void ModelSpec::load(nn::Module& model, const std::string& path) const {
-  FATHOM_CHECK(fs::is_directory(path) || architecture == "gpt2", architecture,
+  FATHOM_CHECK(fs::is_directory(path) || architecture() == "gpt2", architecture(),
                " weights are read from a Hugging Face model folder (config.json and .safetensors); ", path,
                " is not a folder");
   load_hf_weights(dynamic_cast<Decoder&>(model), path);  // gpt2's also from one GPT-2-layout file

@@ -17,8 +17,10 @@
 namespace fathom::models {
 
 struct ModelSpec {
-  std::string architecture = "gpt2";  // gpt2, llama, qwen2, mistral (decoder.architecture too)
   DecoderConfig decoder = DecoderConfig::preset("gpt2-small");
+
+  // gpt2, llama, qwen2 or mistral: the decoder's, as its config.json's model_type names it.
+  const std::string& architecture() const { return decoder.architecture; }
 
   // The architectures a spec can name.
   static const std::vector<std::string>& architectures();

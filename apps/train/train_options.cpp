@@ -21,7 +21,7 @@ models::ModelSpec TrainOptions::model_spec() const {
 void TrainOptions::apply_sizes(models::ModelSpec& spec) const {
   spec.set_attention(attention);
   models::DecoderConfig& c = spec.decoder;
-  const bool gpt2 = spec.architecture == "gpt2";  // as many key/value heads as query heads, a 4 x MLP
+  const bool gpt2 = spec.architecture() == "gpt2";  // as many key/value heads as query heads, a 4 x MLP
   if (n_layer) c.n_layer = n_layer;
   if (n_head) c.n_head = n_head, c.n_kv_head = gpt2 || c.n_head % c.n_kv_head != 0 ? c.n_head : c.n_kv_head;
   if (n_kv_head) c.n_kv_head = n_kv_head;

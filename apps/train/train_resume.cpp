@@ -120,7 +120,7 @@ TrainOptions resumed_options(const TrainOptions& given, const ResumePoint& point
                    "; drop --arch, --preset, --model and the size flags to continue it, or start a new run "
                    "(another --out, without --resume)");
     }
-    o.arch = run.model.architecture, o.preset = run.preset, o.model_dir = run.model_dir;
+    o.arch = run.model.architecture(), o.preset = run.preset, o.model_dir = run.model_dir;
     o.n_layer = o.n_head = o.n_kv_head = o.n_embd = 0;
     o.vocab_size = run.model.vocab_size();
     if (given.block_size == 0) o.block_size = run.sequence_length;

@@ -282,7 +282,7 @@ std::string markdown(const Setup& s, const std::vector<Row>& rows, const std::st
   const Options& o = s.options;
   const models::ModelSpec& m = s.model;
   std::ostringstream out;
-  out << "# Fathom " << m.architecture << " training step, end to end (fathom_gpt2_bench, " << date << ")\n\n";
+  out << "# Fathom " << m.architecture() << " training step, end to end (fathom_gpt2_bench, " << date << ")\n\n";
   out << device << "\n";
   out << "model: preset " << o.preset << ", " << m.describe() << "; N = " << s.parameters
       << " parameters (all, a tied head once, position embeddings included)\n";

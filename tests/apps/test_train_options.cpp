@@ -51,7 +51,7 @@ TEST_CASE("fathom-train --attention sets the model's attention kernel", "[launch
 
 TEST_CASE("fathom-train --arch, --preset, --model and the size flags describe the model", "[launcher]") {
   const models::ModelSpec llama = parse({"--arch", "llama", "--preset", "tiny", "--n-layer", "3"}).model_spec();
-  CHECK(llama.architecture == "llama");
+  CHECK(llama.architecture() == "llama");
   CHECK(llama.decoder.n_layer == 3);
   CHECK(llama.decoder.n_kv_head == 2);
   const models::ModelSpec mha = parse({"--arch", "qwen2", "--preset", "tiny", "--n-head", "2", "--n-embd", "32"}).model_spec();

@@ -23,7 +23,7 @@ auto& decoder = dynamic_cast<models::Decoder&>(*model);
 Generator gen(0);
 models::Generated out = models::generate(decoder, Tensor::from_vector<int64_t>({5, 6, 7}, {1, 3}),
                                          {.max_new_tokens = 8, .temperature = 0}, gen);
-  CHECK(spec.architecture == "qwen2");  // docs:skip
+  CHECK(spec.architecture() == "qwen2");  // docs:skip
   CHECK(out.sequences.sizes() == Shape{1, 11});  // docs:skip
   CHECK(models::ModelSpec::from_folder("Qwen2-tiny-finetuned").describe() == spec.describe());  // docs:skip
 }  // docs:skip

@@ -350,7 +350,7 @@ TEST_CASE("transformers' GPT-2 through the decoder: logits, loss, gradients, 100
   const std::string dir = make_peer("gpt2");
   const nn::SafetensorsFile reference(dir + "/reference.safetensors");
   const ModelSpec spec = ModelSpec::from_folder(dir);
-  REQUIRE(spec.architecture == "gpt2");
+  REQUIRE(spec.architecture() == "gpt2");
   Decoder model(spec.decoder, 1);
   spec.load(model, dir);
   const Variable logits = check_logits_and_loss(model, reference);
