@@ -16,6 +16,7 @@
 #include "models/model_spec.h"
 #include "mpi_test_util.h"
 #include "nn/deferred_init.h"
+#include "parallel/partitioned_checkpoint.h"
 #include "parallel/pipeline_module.h"
 #include "test_util.h"
 #include "zero/sharded_state.h"
@@ -188,6 +189,29 @@ TEST_CASE("a multi-query Llama over tensor 2 (one key/value head, replicated on 
     CHECK(split->parameter("model.layers.0.self_attn.v_proj.weight").size(0) == 8);
     require_equivalent(one, train_split(split, groups, stage, sequence_parallel), 1e-5);
   }
+}
+
+TEST_CASE("a tiny Llama over tensor 2 with partitioned activation checkpoints (each checkpointed layer keeps 1/tp of "
+          "its input, all-gathered for the recompute) trains as one process does",
+          "[models][parallel]") {
+  const auto& world = runtime().world_ptr();
+  if (world->size() % 2 != 0) return;
+  const parallel::ProcessGroups groups(world, parallel::Topology(world->size(), /*pipeline=*/1, /*tensor=*/2));
+  const TrainingRun one = alone(false);
+  const int stage = groups.data().size() > 1 ? 3 : 0;
+  // Tensor-group collectives of a run: checkpointing every layer, with its input partitioned or not.
+  const auto collectives = [&](bool partitioned) {
+    const auto split = split_over(*std::static_pointer_cast<models::Decoder>(build()), groups, false);
+    nn::CheckpointPolicy policy = nn::checkpoint_layers_of_type(*split, "DecoderLayer");
+    if (partitioned) policy = parallel::partition_checkpoint_inputs(std::move(policy), groups.tensor_ptr());
+    split->set_checkpointing(std::move(policy));
+    const int64_t before = groups.tensor().collectives_issued();
+    const TrainingRun run = train_split(split, groups, stage, false);
+    require_equivalent(one, run, 1e-5);
+    return groups.tensor().collectives_issued() - before;
+  };
+  // The partitioned inputs' all-gathers for the recompute are the collectives it adds.
+  CHECK(collectives(true) > collectives(false));
 }
 
 namespace {
