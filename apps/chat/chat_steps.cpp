@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <functional>
-#include <type_traits>
 
 #include "autograd/nn_functions.h"
 #include "core/json.h"
@@ -76,28 +75,34 @@ void train_steps(const ChatRun& run, Engine& engine, const Config& config, int64
   }
 }
 
-// The actor (an SFT or PPO result): a Hugging Face model folder of the run's architecture.
-std::shared_ptr<models::Decoder> load_actor(const models::ModelSpec& spec, uint64_t seed, const std::string& path) {
-  auto actor = std::static_pointer_cast<models::Decoder>(spec.build(seed));
-  spec.load(*actor, path);
-  return actor;
+// The actor of the run's architecture: its weights from a Hugging Face folder (an SFT or PPO
+// result), or from an engine's consolidated state dict.
+std::shared_ptr<models::Decoder> chat_actor(const models::ModelSpec& spec, uint64_t seed) {
+  return std::static_pointer_cast<models::Decoder>(spec.build(seed));
 }
-
-template <typename Model>
-std::shared_ptr<Model> from_weights(const models::ModelSpec& spec, uint64_t seed, const nn::NamedTensors& weights) {
-  std::shared_ptr<Model> model;
-  if constexpr (std::is_same_v<Model, models::Decoder>) model = std::static_pointer_cast<Model>(spec.build(seed));
-  else model = std::make_shared<Model>(spec, seed);
+std::shared_ptr<models::Decoder> load_actor(const models::ModelSpec& spec, uint64_t seed, const std::string& path) {
+  auto model = chat_actor(spec, seed);
+  spec.load(*model, path);
+  return model;
+}
+std::shared_ptr<models::Decoder> actor_from(const models::ModelSpec& spec, uint64_t seed, const nn::NamedTensors& weights) {
+  auto model = chat_actor(spec, seed);
   model->load_state_dict(weights);
   return model;
 }
 
-// Step 2's file (Fathom's names: the backbone's model.* and v_head.weight).
+// A reward model from step 2's weights (Fathom's names: the backbone's model.* and v_head.weight).
+std::shared_ptr<models::RewardModel> reward_model_from(const models::ModelSpec& spec, uint64_t seed,
+                                                       const nn::NamedTensors& weights) {
+  auto model = std::make_shared<models::RewardModel>(spec, seed);
+  model->load_state_dict(weights);
+  return model;
+}
 std::shared_ptr<models::RewardModel> load_reward_model(const models::ModelSpec& spec, uint64_t seed,
                                                        const std::string& path) {
   nn::NamedTensors weights;
   for (auto& [name, tensor] : nn::load_safetensors(path)) weights.emplace_back(name, tensor);
-  return from_weights<models::RewardModel>(spec, seed, weights);
+  return reward_model_from(spec, seed, weights);
 }
 
 void record_policy(ChatRun& run, const std::string& step, const PolicyEvaluation& e) {
@@ -131,8 +136,7 @@ void run_sft(ChatRun& run) {
   const ChatOptions& o = run.options;
   const Config& config = run.configs.sft;
   const fs::path dir = run.out / "step1";
-  auto actor = std::static_pointer_cast<models::Decoder>(run.model.build(o.seed));
-  if (!o.actor_init.empty()) run.model.load(*actor, o.actor_init);
+  auto actor = o.actor_init.empty() ? chat_actor(run.model, o.seed) : load_actor(run.model, o.seed, o.actor_init);
   const auto engine = initialize(config, actor, nullptr, nullptr, run.runtime.world_ptr()).engine;
   say(run, "step 1 (SFT): " + std::to_string(o.sft_steps) + " steps of " +
                std::to_string(config.batch.train_batch_size) + " prompt -> response pairs");
@@ -144,7 +148,7 @@ void run_sft(ChatRun& run) {
   if (run.runtime.is_main_process()) {
     run.model.save(weights, (dir / "actor").string());
   }
-  const PolicyEvaluation e = evaluate_policy(*from_weights<models::Decoder>(run.model, o.seed, weights), nullptr,
+  const PolicyEvaluation e = evaluate_policy(*actor_from(run.model, o.seed, weights), nullptr,
                                              run.data.held_out, o.ppo.sampling, o.seed + 4, o.builtin_data());
   run.summary.set("step1.loss", engine->last_report().loss);
   record_policy(run, "step1", e);
@@ -176,7 +180,7 @@ void run_reward_model(ChatRun& run) {
     fs::create_directories(dir);
     nn::save_safetensors((dir / "reward_model.safetensors").string(), weights);
   }
-  const auto trained = from_weights<models::RewardModel>(run.model, o.seed + 1, weights);
+  const auto trained = reward_model_from(run.model, o.seed + 1, weights);
   const double accuracy = reward_accuracy(*trained, run.data.held_out, run.max_length(), run.pad);
   // The SFT actor judged by the new reward model: what step 3 starts from.
   const PolicyEvaluation start = evaluate_policy(*sft, trained.get(), run.data.held_out, o.ppo.sampling, o.seed + 4,
@@ -257,7 +261,7 @@ void run_ppo(ChatRun& run) {
     nn::save_safetensors((dir / "critic.safetensors").string(), critic_weights);
   }
   const auto judge = load_reward_model(run.model, o.seed + 1, reward_path);
-  const PolicyEvaluation e = evaluate_policy(*from_weights<models::Decoder>(run.model, o.seed, actor_weights), judge.get(),
+  const PolicyEvaluation e = evaluate_policy(*actor_from(run.model, o.seed, actor_weights), judge.get(),
                                              run.data.held_out, o.ppo.sampling, o.seed + 4, o.builtin_data());
   record_policy(run, "step3", e);
   const int64_t ran = o.ppo_iterations - start;

@@ -2,7 +2,6 @@
 
 #include <filesystem>
 
-#include "engine/checkpoint/reader.h"
 #include "models/gpt2_adapter.h"
 #include "models/hf_config.h"
 #include "models/hf_weights.h"
@@ -15,7 +14,7 @@ ExportSummary export_train_run(const apps::ResumePoint& point, const std::string
   models::DecoderConfig model = point.run->model.decoder;
   model.dtype = dtype;
   const bool folder = fs::path(out).extension() != ".safetensors";
-  if (point.legacy_gpt2) {  // already GPT-2's names: only Conv1D's layout to apply
+  if (point.legacy_gpt2()) {  // already GPT-2's names: only Conv1D's layout to apply
     ExportLayout layout;
     layout.transposed = models::is_gpt2_conv1d_weight;
     layout.metadata = models::gpt2_safetensors_metadata(model);
@@ -30,7 +29,7 @@ ExportSummary export_train_run(const apps::ResumePoint& point, const std::string
   {
     const models::HfWeights mapped(staged.string());
     nn::NamedTensors weights;
-    for (const std::string& name : CheckpointReader(point.dir, point.tag).parameter_names())
+    for (const std::string& name : point.parameter_names)
       weights.emplace_back(name, mapped.get(name));
     if (folder) {
       models::save_hf_model(model, weights, out, {.dtype = dtype});

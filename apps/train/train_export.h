@@ -4,7 +4,7 @@
 // layout), or as one .safetensors file in the Hugging Face names (GPT-2's with the metadata
 // fathom-generate reads). The checkpoint's tensors are first assembled into a staging file in the model's own
 // names, which is then mapped and rewritten shard by shard, so memory stays bounded.
-// A checkpoint of GPT-2 from before the one decoder (ResumePoint::legacy_gpt2) already holds
+// A checkpoint of GPT-2 from before the one decoder (ResumePoint::legacy_gpt2()) already holds
 // GPT-2's names: only Conv1D's layout is applied, so its weights carry on in a Hugging Face
 // folder that fathom-train --model continues from.
 

@@ -85,9 +85,12 @@ ResumePoint open_resume_point(const std::string& resume_dir, const std::string& 
   point.run = train_run_of(index.at("client_state").as_string(), reader.index_path() + " (client_state)");
   point.tensor_size = reader.tensor_parallel_size();
   point.pipeline_size = reader.pipeline_parallel_size();
-  const std::vector<std::string> names = reader.parameter_names();
-  point.legacy_gpt2 = std::find(names.begin(), names.end(), "transformer.wte.weight") != names.end();
+  point.parameter_names = reader.parameter_names();
   return point;
+}
+
+bool ResumePoint::legacy_gpt2() const {
+  return std::find(parameter_names.begin(), parameter_names.end(), "transformer.wte.weight") != parameter_names.end();
 }
 
 std::string ResumePoint::layout() const {
@@ -103,7 +106,7 @@ std::string ResumePoint::layout() const {
 TrainOptions resumed_options(const TrainOptions& given, const ResumePoint& point, std::vector<std::string>* log) {
   TrainOptions o = given;
   std::string taken;
-  FATHOM_CHECK(!point.legacy_gpt2, "--resume: the checkpoint ", point.dir, "/", point.tag,
+  FATHOM_CHECK(!point.legacy_gpt2(), "--resume: the checkpoint ", point.dir, "/", point.tag,
                " holds a GPT-2 in the layout of Fathom before its one decoder (transformer.h.N.attn.c_attn), "
                "which fathom-train no longer builds; convert its weights with `fathom-export ", point.dir,
                " --out FOLDER` and continue from them with `fathom-train --model FOLDER` (the optimizer state "

@@ -45,10 +45,11 @@ struct ResumePoint {
   int64_t global_steps = 0;
   int world_size = 1;  // its data-parallel ranks (index.json's world_size)
   int tensor_size = 1, pipeline_size = 1;
+  std::vector<std::string> parameter_names;  // the saved model's, in its order
   // A GPT-2 saved before GPT-2 became a configuration of the one decoder: its parameters carry
   // the old model's names (transformer.h.N.attn.c_attn, fused q/k/v), which no model has now.
   // fathom-export still reads it (as a Hugging Face GPT-2 folder); fathom-train cannot continue it.
-  bool legacy_gpt2 = false;
+  bool legacy_gpt2() const;
   // "4 ranks: pipeline 2 x tensor 2 x data 1", or "2 ranks" without model parallelism.
   std::string layout() const;
 };

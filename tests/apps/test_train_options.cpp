@@ -103,7 +103,7 @@ TEST_CASE("a GPT-2 checkpoint of the model before the one decoder is recognised 
   initialize(ds, legacy).engine->save_checkpoint(dir, "", apps::train_run_client_state(run));
 
   const apps::ResumePoint point = apps::open_resume_point(dir, "");
-  CHECK(point.legacy_gpt2);
+  CHECK(point.legacy_gpt2());
   CHECK_THROWS_WITH(apps::resumed_options(parse({}), point, nullptr),
                     Catch::Contains("holds a GPT-2 in the layout of Fathom before its one decoder") &&
                         Catch::Contains("fathom-export " + point.dir + " --out FOLDER") &&
@@ -122,7 +122,7 @@ TEST_CASE("a GPT-2 checkpoint of the model before the one decoder is recognised 
   const std::string current = dir + "_decoder";
   std::filesystem::remove_all(current);
   initialize(ds, run.model.build(1)).engine->save_checkpoint(current, "", apps::train_run_client_state(run));
-  CHECK_FALSE(apps::open_resume_point(current, "").legacy_gpt2);
+  CHECK_FALSE(apps::open_resume_point(current, "").legacy_gpt2());
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(current);
 }

@@ -7,6 +7,7 @@
 // sequence parallelism; tied and untied) matches one process at stage 0 — every step's loss and
 // every final weight, f32 within 1e-5, bf16 within 1e-2.
 #include <filesystem>
+#include <optional>
 
 #include "core/allocator.h"
 #include "engine/data/token_dataset.h"
@@ -72,6 +73,13 @@ std::shared_ptr<nn::Module> build(bool deferred = false, bool tied = false, int6
 
 TrainingRun alone(bool bf16, bool tied = false, int64_t kv_heads = 2) {
   return train_module(config_text(0, bf16), build(false, tied, kv_heads), nullptr, kSteps, nullptr, learnable_data());
+}
+
+// Tensor 2 x data (world / 2); none at an odd world size.
+std::optional<parallel::ProcessGroups> tensor_2_groups() {
+  const auto& world = runtime().world_ptr();
+  if (world->size() % 2 != 0) return std::nullopt;
+  return parallel::ProcessGroups(world, parallel::Topology(world->size(), /*pipeline=*/1, /*tensor=*/2));
 }
 
 // `whole`'s decoder with its layers split over the tensor group, from its weights.
@@ -150,9 +158,9 @@ TEST_CASE("a tiny Llama trains as one process does at data 2, ZeRO 1/2/3, shard 
 TEST_CASE("a tiny Llama split over tensor 2 (x data 2, ZeRO 0 and 3; with sequence parallelism) trains as one "
           "process does, tied or untied",
           "[models][parallel]") {
-  const auto& world = runtime().world_ptr();
-  if (world->size() % 2 != 0) return;
-  const parallel::ProcessGroups groups(world, parallel::Topology(world->size(), /*pipeline=*/1, /*tensor=*/2));
+  const std::optional<parallel::ProcessGroups> tensor_2 = tensor_2_groups();
+  if (!tensor_2) return;
+  const parallel::ProcessGroups& groups = *tensor_2;
   for (bool tied : {false, true}) {
     const TrainingRun one = alone(false, tied);
     for (int stage : {0, 3})
@@ -174,9 +182,9 @@ TEST_CASE("a tiny Llama split over tensor 2 (x data 2, ZeRO 0 and 3; with sequen
 TEST_CASE("a multi-query Llama over tensor 2 (one key/value head, replicated on both ranks as Megatron does; x data "
           "2 at ZeRO 3, with sequence parallelism) trains as one process does",
           "[models][parallel]") {
-  const auto& world = runtime().world_ptr();
-  if (world->size() % 2 != 0) return;
-  const parallel::ProcessGroups groups(world, parallel::Topology(world->size(), /*pipeline=*/1, /*tensor=*/2));
+  const std::optional<parallel::ProcessGroups> tensor_2 = tensor_2_groups();
+  if (!tensor_2) return;
+  const parallel::ProcessGroups& groups = *tensor_2;
   const TrainingRun one = alone(false, false, /*kv_heads=*/1);
   for (bool sequence_parallel : {false, true}) {
     const int stage = groups.data().size() > 1 ? 3 : 0;
@@ -194,9 +202,9 @@ TEST_CASE("a multi-query Llama over tensor 2 (one key/value head, replicated on 
 TEST_CASE("a tiny Llama over tensor 2 with partitioned activation checkpoints (each checkpointed layer keeps 1/tp of "
           "its input, all-gathered for the recompute) trains as one process does",
           "[models][parallel]") {
-  const auto& world = runtime().world_ptr();
-  if (world->size() % 2 != 0) return;
-  const parallel::ProcessGroups groups(world, parallel::Topology(world->size(), /*pipeline=*/1, /*tensor=*/2));
+  const std::optional<parallel::ProcessGroups> tensor_2 = tensor_2_groups();
+  if (!tensor_2) return;
+  const parallel::ProcessGroups& groups = *tensor_2;
   const TrainingRun one = alone(false);
   const int stage = groups.data().size() > 1 ? 3 : 0;
   // Tensor-group collectives of a run: checkpointing every layer, with its input partitioned or not.
