@@ -222,6 +222,25 @@ TEST_CASE("a model folder round-trips, one file or shards with an index, in f32 
                           0, 0) == "");
 }
 
+TEST_CASE("a GPT-2 folder in shards round-trips: GPT-2's names and Conv1D layout, an index, the same weights",
+          "[models]") {
+  const DecoderConfig config = DecoderConfig::preset("gpt2-tiny");
+  const Decoder source(config, 7);
+  const std::string dir = temp_dir("gpt2_shards");
+  const std::vector<std::string> files = save_hf_model(config, source.state_dict(), dir, {DType::F32, 40'000});
+  REQUIRE(files.back().ends_with("model.safetensors.index.json"));
+  const HfWeights stored(dir);
+  CHECK(stored.num_files() > 1);
+  CHECK(stored.info("transformer.h.0.attn.c_attn.weight").shape == Shape{64, 192});  // Conv1D's [in, 3 x out]
+  CHECK_FALSE(stored.contains("lm_head.weight"));  // tied
+  Decoder loaded(read_hf_config(dir), 99);
+  load_hf_weights(loaded, dir);
+  for (const auto& [name, parameter] : source.named_parameters()) {
+    INFO(name);
+    CHECK(testing::mismatch(loaded.parameter(name).data(), parameter.data(), 0, 0) == "");
+  }
+}
+
 TEST_CASE("a wrong model folder gets an error naming the tensor, file or shard", "[models]") {
   using testing::error_of;
   const DecoderConfig config = config_of(kLlamaV5);
